@@ -1,0 +1,132 @@
+package deepseekv4
+
+import (
+	"fmt"
+
+	"github.com/strata-inference/strata/cache"
+)
+
+// Cache kind names (spec §4).
+const (
+	KindWindow      = "window"             // ring of the last `window` kv vectors
+	KindCompressed  = "compressed"         // one entry per `rate` tokens
+	KindIndexer     = "indexer"            // one indexer key per `rate` tokens (CSA)
+	KindCompressor  = "compressor"         // (kv, score) of the tokens a compressor may still need
+	KindIndexerComp = "indexer-compressor" // the same for the indexer's compressor (CSA)
+)
+
+// kvSlotBytes is the size of one d-wide kv vector (window entry or compressed entry).
+func (c *Config) kvSlotBytes(dt cache.DType) int {
+	switch dt {
+	case cache.BF16:
+		return 2 * c.HeadDim
+	case cache.FP8:
+		// DeepSeek's FP8 kv layout: e4m3 non-RoPE channels, bf16 RoPE channels,
+		// one scale byte per 64 non-RoPE channels padded to 8 bytes
+		// (448 + 128 + 8 = 584 bytes for the released head_dim 512).
+		nope := c.HeadDim - c.RopeDim
+		scales := (nope + 63) / 64
+		scales = (scales + 7) / 8 * 8
+		return nope + 2*c.RopeDim + scales
+	}
+	return 4 * c.HeadDim
+}
+
+// indexSlotBytes is the size of one indexer key.
+func (c *Config) indexSlotBytes(dt cache.DType) int {
+	switch dt {
+	case cache.BF16:
+		return 2 * c.IndexHeadDim
+	case cache.FP8:
+		return c.IndexHeadDim + 4 // e4m3 values and one float32 scale
+	}
+	return 4 * c.IndexHeadDim
+}
+
+// compressorSlots is how many recent tokens a compressor of the given layer
+// keeps: its own window (HCA), or its own and the previous window (CSA, whose
+// entries overlap the previous window through the Ca halves).
+func compressorSlots(l LayerSpec) int {
+	if l.Attn == CSA {
+		return 2 * l.Rate
+	}
+	return l.Rate
+}
+
+// CacheSpecs returns the per-request cache kinds of the main layers, sized for
+// dt. Compressor state is always float32. Layers with identical kinds share a
+// Spec; within a spec, layers appear in increasing order.
+func (c *Config) CacheSpecs(dt cache.DType) []cache.Spec {
+	var specs []cache.Spec
+	add := func(s cache.Spec, layer int) {
+		for i := range specs {
+			o := &specs[i]
+			if o.Name == s.Name && o.SlotBytes == s.SlotBytes && o.TokensPerSlot == s.TokensPerSlot && o.FixedSlots == s.FixedSlots {
+				o.Layers = append(o.Layers, layer)
+				return
+			}
+		}
+		s.Layers = []int{layer}
+		specs = append(specs, s)
+	}
+	kv := c.kvSlotBytes(dt)
+	for i, l := range c.Layers {
+		add(cache.Spec{Name: KindWindow, SlotBytes: kv, FixedSlots: c.Window}, i)
+		if l.Attn == Window {
+			continue
+		}
+		width := c.HeadDim
+		if l.Attn == CSA {
+			width *= 2
+		}
+		add(cache.Spec{Name: KindCompressed, SlotBytes: kv, TokensPerSlot: l.Rate}, i)
+		add(cache.Spec{Name: KindCompressor, SlotBytes: 2 * width * 4, FixedSlots: compressorSlots(l)}, i)
+		if l.Attn == CSA {
+			add(cache.Spec{Name: KindIndexer, SlotBytes: c.indexSlotBytes(dt), TokensPerSlot: l.Rate}, i)
+			add(cache.Spec{Name: KindIndexerComp, SlotBytes: 2 * 2 * c.IndexHeadDim * 4, FixedSlots: compressorSlots(l)}, i)
+		}
+	}
+	return specs
+}
+
+// slotRef locates one layer's instance of a kind in a cache.Seq.
+type slotRef struct{ spec, idx int }
+
+// cacheLayout maps each layer's kinds to their place in the specs.
+type cacheLayout struct {
+	specs                                            []cache.Spec
+	window, compressed, compressor, indexer, idxComp []slotRef // per layer; spec -1 when absent
+}
+
+func newCacheLayout(c *Config) (*cacheLayout, error) {
+	specs := c.CacheSpecs(cache.F32)
+	n := len(c.Layers)
+	lay := &cacheLayout{specs: specs}
+	for _, p := range []*[]slotRef{&lay.window, &lay.compressed, &lay.compressor, &lay.indexer, &lay.idxComp} {
+		*p = make([]slotRef, n)
+		for i := range *p {
+			(*p)[i] = slotRef{-1, -1}
+		}
+	}
+	for si, s := range specs {
+		var dst []slotRef
+		switch s.Name {
+		case KindWindow:
+			dst = lay.window
+		case KindCompressed:
+			dst = lay.compressed
+		case KindCompressor:
+			dst = lay.compressor
+		case KindIndexer:
+			dst = lay.indexer
+		case KindIndexerComp:
+			dst = lay.idxComp
+		default:
+			return nil, fmt.Errorf("deepseekv4: unknown cache kind %s", s.Name)
+		}
+		for j, l := range s.Layers {
+			dst[l] = slotRef{si, j}
+		}
+	}
+	return lay, nil
+}
