@@ -113,3 +113,24 @@ func (p *Pool) page(id int32) []float32 {
 	off := int(id) * p.pageFloats
 	return p.mem[off : off+p.pageFloats : off+p.pageFloats]
 }
+
+// DefaultPageBytes is the page size used when nothing else is asked for.
+const DefaultPageBytes = 64 << 10
+
+// PageBytesFor is the smallest multiple of DefaultPageBytes that holds the
+// largest slot of specs.
+func PageBytesFor(specs []Spec) int {
+	pb := DefaultPageBytes
+	for _, s := range specs {
+		for s.SlotBytes > pb {
+			pb += DefaultPageBytes
+		}
+	}
+	return pb
+}
+
+// PoolFor makes a pool just large enough for seqs sequences of tokens tokens each.
+func PoolFor(specs []Spec, tokens, seqs int) (*Pool, error) {
+	pb := PageBytesFor(specs)
+	return NewPool(pb, max(1, seqs*TotalPages(specs, tokens, pb)))
+}

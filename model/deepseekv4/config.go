@@ -42,11 +42,10 @@ type LayerSpec struct {
 
 // Yarn holds YaRN frequency-scaling parameters (spec §3, "RoPE").
 type Yarn struct {
-	Factor        float64
-	OriginalMax   float64
-	BetaFast      float64
-	BetaSlow      float64
-	AttentionMult float64 // multiplies cos and sin; 1 in the released models
+	Factor      float64
+	OriginalMax float64
+	BetaFast    float64
+	BetaSlow    float64
 }
 
 // Config is the resolved architecture of a DeepSeek-V4 checkpoint.
@@ -249,7 +248,9 @@ type parser struct {
 	missing map[string]bool
 }
 
-func (p *parser) errf(format string, args ...any) { p.errs = append(p.errs, fmt.Errorf(format, args...)) }
+func (p *parser) errf(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf(format, args...))
+}
 
 func (p *parser) req(name string, v *int) int {
 	if v == nil {
@@ -489,7 +490,7 @@ func (p *parser) resolveRope(c *Config, r *rawConfig) {
 		p.errf("rope type %q is not supported for compressed layers (want yarn or default)", kind)
 		return
 	}
-	y := &Yarn{BetaFast: 32, BetaSlow: 1, AttentionMult: 1}
+	y := &Yarn{BetaFast: 32, BetaSlow: 1}
 	var ok bool
 	if y.OriginalMax, ok = num(yarn, "original_max_position_embeddings"); !ok {
 		p.errf("yarn: original_max_position_embeddings is missing")
@@ -503,8 +504,8 @@ func (p *parser) resolveRope(c *Config, r *rawConfig) {
 	if v, ok := num(yarn, "beta_slow"); ok && v != 0 {
 		y.BetaSlow = v
 	}
-	if v, ok := num(yarn, "attention_factor"); ok {
-		y.AttentionMult = v
+	if v, ok := num(yarn, "attention_factor"); ok && v != 1 {
+		p.errf("yarn: attention_factor %g is not supported (DeepSeek-V4 uses 1)", v)
 	}
 	if !(y.Factor > 0) || !(y.OriginalMax > 0) || !(y.BetaFast > 0) || !(y.BetaSlow > 0) {
 		p.errf("yarn: factor %g, original_max_position_embeddings %g, beta_fast %g, beta_slow %g must be positive", y.Factor, y.OriginalMax, y.BetaFast, y.BetaSlow)

@@ -1,0 +1,117 @@
+package deepseekv4
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/strata-inference/strata/cache"
+	"github.com/strata-inference/strata/compute"
+	"github.com/strata-inference/strata/model"
+	"github.com/strata-inference/strata/safetensors"
+)
+
+// Batch, Span and the logits modes are the engine's; aliases keep the forward
+// pass readable.
+type (
+	Batch = model.Batch
+	Span  = model.Span
+)
+
+var _ model.Model = (*Model)(nil)
+
+// Model is a loaded DeepSeek-V4 checkpoint ready to run on a compute backend.
+// Forward must not be called concurrently; everything else may be.
+type Model struct {
+	Cfg    *Config
+	W      *Weights
+	be     compute.Backend
+	ck     *safetensors.Checkpoint
+	rope   ropeTables
+	layout *cacheLayout
+	s      scratch
+}
+
+// Load reads dir/config.json and the checkpoint in dir (model.safetensors, or
+// shards listed by model.safetensors.index.json) and binds the weights.
+func Load(dir string, be compute.Backend) (*Model, error) {
+	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	ck, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	m, err := New(cfg, ck, be)
+	if err != nil {
+		ck.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// New binds an open checkpoint to cfg. The model takes ownership of ck.
+func New(cfg *Config, ck *safetensors.Checkpoint, be compute.Backend) (*Model, error) {
+	w, err := Bind(cfg, ck)
+	if err != nil {
+		return nil, err
+	}
+	lay, err := newCacheLayout(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Cfg: cfg, W: w, be: be, ck: ck, rope: newRopeTables(cfg), layout: lay}, nil
+}
+
+// Close releases the checkpoint mapping. The model must not be used afterwards.
+func (m *Model) Close() error {
+	if m.ck == nil {
+		return nil
+	}
+	err := m.ck.Close()
+	m.ck = nil
+	return err
+}
+
+// CacheSpecs are the cache kinds one sequence holds, as the CPU engine stores
+// them (float32).
+func (m *Model) CacheSpecs() []cache.Spec { return m.layout.specs }
+
+// NewSeq takes a new sequence's fixed pages from pool.
+func (m *Model) NewSeq(pool *cache.Pool) (*cache.Seq, error) {
+	return cache.NewSeq(pool, m.layout.specs)
+}
+
+// VocabSize is the number of logits per position.
+func (m *Model) VocabSize() int { return m.Cfg.VocabSize }
+
+// validate checks the batch before anything is computed or cached.
+func (m *Model) validate(b *Batch) error {
+	covered := 0
+	seen := map[*cache.Seq]bool{}
+	for i, s := range b.Spans {
+		if s.Seq == nil {
+			return fmt.Errorf("deepseekv4: span %d has no sequence", i)
+		}
+		if seen[s.Seq] {
+			return fmt.Errorf("deepseekv4: span %d: sequence appears twice in one batch", i)
+		}
+		seen[s.Seq] = true
+		if s.Len <= 0 || s.Start != covered || s.Start+s.Len > len(b.Tokens) {
+			return fmt.Errorf("deepseekv4: span %d covers tokens [%d,%d) of %d; spans must tile the batch in order", i, s.Start, s.Start+s.Len, len(b.Tokens))
+		}
+		covered += s.Len
+		if end := s.Seq.Len + s.Len; end > m.Cfg.MaxPosition {
+			return fmt.Errorf("deepseekv4: span %d reaches position %d, beyond the model's %d", i, end, m.Cfg.MaxPosition)
+		}
+	}
+	if covered != len(b.Tokens) {
+		return fmt.Errorf("deepseekv4: spans cover %d of %d tokens", covered, len(b.Tokens))
+	}
+	for i, t := range b.Tokens {
+		if t < 0 || int(t) >= m.Cfg.VocabSize {
+			return fmt.Errorf("deepseekv4: token %d at batch index %d is outside the vocabulary of %d", t, i, m.Cfg.VocabSize)
+		}
+	}
+	return nil
+}
