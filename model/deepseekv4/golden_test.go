@@ -1,4 +1,4 @@
-package deepseekv4_test
+package deepseekv4
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/strata-inference/strata/golden"
-	"github.com/strata-inference/strata/model/deepseekv4"
 )
 
 var goldenCases = []string{"tiny", "flash-ratios", "quantized"}
@@ -15,7 +14,7 @@ func TestGolden(t *testing.T) {
 	for _, name := range goldenCases {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("..", "..", "testdata", "golden", "deepseek-v4", name)
-			m, err := deepseekv4.Load(dir, naive{})
+			m, err := Load(dir, naive{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package deepseekv4_test
+package deepseekv4
 
 import (
 	"math"

@@ -427,6 +427,7 @@ func (b *binder) matrix(name string, rows, cols int) *compute.Matrix {
 		return &compute.Matrix{DType: compute.FP4, Rows: rows, Cols: cols, Data: t.Data, Scale: scale}
 	}
 	b.errf("tensor %q: dtype %s is not a supported weight format", stored, t.DType)
+	b.used[scaleName] = b.has(scaleName) // reported with its weight
 	return nil
 }
 

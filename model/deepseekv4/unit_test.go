@@ -1,0 +1,171 @@
+package deepseekv4
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/strata-inference/strata/cache"
+	"github.com/strata-inference/strata/model"
+)
+
+// TestYarnFrequencies checks the YaRN-corrected frequencies of the released
+// compressed layers (64 RoPE dims, base 160000, factor 16 over 65536, beta
+// 32/1) against the correction range worked out by hand: dim(32) = 15.45
+// gives low 15, dim(1) = 24.71 gives high 25, so pairs 0..15 keep f_i,
+// pairs 25.. get f_i/16, and pair 20 sits halfway.
+func TestYarnFrequencies(t *testing.T) {
+	inv := invFreqs(64, 160000, &Yarn{Factor: 16, OriginalMax: 65536, BetaFast: 32, BetaSlow: 1})
+	if len(inv) != 32 {
+		t.Fatalf("%d frequencies", len(inv))
+	}
+	for i, got := range inv {
+		f := math.Pow(160000, -float64(2*i)/64)
+		var want float64
+		switch {
+		case i <= 15:
+			want = f
+		case i >= 25:
+			want = f / 16
+		default:
+			r := float64(i-15) / 10
+			want = f/16*r + f*(1-r)
+		}
+		if math.Abs(float64(got)-want) > 2e-7*want {
+			t.Errorf("pair %d: %g, want %g", i, got, want)
+		}
+	}
+	if inv[0] != 1 {
+		t.Errorf("pair 0: %g, want exactly 1", inv[0])
+	}
+	plain := invFreqs(64, 10000, nil)
+	for i, got := range plain {
+		if want := math.Pow(10000, -float64(2*i)/64); math.Abs(float64(got)-want) > 2e-7*want {
+			t.Errorf("main pair %d: %g, want %g", i, got, want)
+		}
+	}
+}
+
+func TestSinkhornDoublyStochastic(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, hc := range []int{2, 4, 6} {
+		c := make([]float32, hc*hc)
+		for i := range c {
+			c[i] = float32(r.NormFloat64() * 3)
+		}
+		sinkhorn(c, hc, 20, 1e-6)
+		for j := range hc {
+			var row, col float64
+			for k := range hc {
+				row += float64(c[j*hc+k])
+				col += float64(c[k*hc+j])
+				if c[j*hc+k] <= 0 {
+					t.Fatalf("hc %d: entry [%d][%d] = %g not positive", hc, j, k, c[j*hc+k])
+				}
+			}
+			if math.Abs(row-1) > 1e-3 || math.Abs(col-1) > 1e-5 {
+				t.Errorf("hc %d: row %d sums to %g, column %d to %g", hc, j, row, j, col)
+			}
+		}
+	}
+}
+
+// TestSinkSoftmax: one head, d = 1, q = 1, keys 0 and ln 2, sink ln 3. The
+// weights are 1/6 and 2/6 (the sink takes 3/6 and contributes no value), so
+// o = (0·1 + ln2·2)/6.
+func TestSinkSoftmax(t *testing.T) {
+	o := make([]float32, 1)
+	ln2, ln3 := float32(math.Ln2), float32(math.Log(3))
+	attend(o, []float32{1}, [][]float32{{0}, {ln2}}, []float32{ln3}, 1, 1, 1, nil)
+	want := float32(2 * math.Ln2 / 6)
+	if math.Abs(float64(o[0]-want)) > 1e-7 {
+		t.Fatalf("o = %g, want %g", o[0], want)
+	}
+	// Two heads see the same keys with their own sinks.
+	o2 := make([]float32, 2)
+	attend(o2, []float32{1, 1}, [][]float32{{0}, {0}}, []float32{float32(math.Inf(-1)), 0}, 2, 1, 1, nil)
+	if o2[0] != 0 || o2[1] != 0 {
+		t.Fatalf("zero values must give zero output, got %v", o2)
+	}
+}
+
+// stateSnapshot copies every compressed entry and indexer key a sequence holds.
+func stateSnapshot(m *Model, seq *cache.Seq) map[[3]int][]float32 {
+	out := map[[3]int][]float32{}
+	for l, spec := range m.Cfg.Layers {
+		for kind, ref := range map[int]slotRef{0: m.layout.compressed[l], 1: m.layout.indexer[l]} {
+			if ref.spec < 0 {
+				continue
+			}
+			tab := seq.Table(ref.spec, ref.idx)
+			for e := range seq.Len / spec.Rate {
+				out[[3]int{l, kind, e}] = append([]float32(nil), tab.Slot(e)...)
+			}
+		}
+	}
+	return out
+}
+
+// TestCompressionPaths feeds the same tokens whole, token by token, and in
+// chunks whose boundaries fall inside compression windows (so CSA overlap
+// halves and partial windows cross chunk boundaries), and compares every
+// compressed entry and indexer key the caches hold.
+func TestCompressionPaths(t *testing.T) {
+	m, err := Load(goldenDir("tiny"), naive{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	r := rand.New(rand.NewPCG(3, 4))
+	ids := make([]int32, 70)
+	for i := range ids {
+		ids[i] = int32(r.IntN(m.Cfg.VocabSize))
+	}
+	run := func(feeds []int) map[[3]int][]float32 {
+		pool, err := cache.PoolFor(m.CacheSpecs(), len(ids), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, err := m.NewSeq(pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos := 0
+		for _, n := range feeds {
+			b := &model.Batch{Tokens: ids[pos : pos+n], Spans: []model.Span{{Seq: seq, Len: n}}}
+			if _, err := m.Forward(context.Background(), b); err != nil {
+				t.Fatal(err)
+			}
+			pos += n
+		}
+		return stateSnapshot(m, seq)
+	}
+	ones := make([]int, len(ids))
+	for i := range ones {
+		ones[i] = 1
+	}
+	whole := run([]int{len(ids)})
+	if len(whole) == 0 {
+		t.Fatal("no compressed entries")
+	}
+	for name, feeds := range map[string][]int{"token by token": ones, "chunks 3,5,7": {3, 5, 7, 3, 5, 7, 3, 5, 7, 3, 5, 7, 6, 4}, "chunks 17,1,33,19": {17, 1, 33, 19}} {
+		got := run(feeds)
+		if len(got) != len(whole) {
+			t.Fatalf("%s: %d entries, want %d", name, len(got), len(whole))
+		}
+		for k, want := range whole {
+			if d := maxDiff(got[k], want); d > 1e-5 {
+				t.Errorf("%s: layer %d kind %d entry %d differs by %g", name, k[0], k[1], k[2], d)
+			}
+		}
+	}
+}
+
+func maxDiff(a, b []float32) float64 {
+	var m float64
+	for i := range a {
+		m = max(m, math.Abs(float64(a[i]-b[i])))
+	}
+	return m
+}
