@@ -26,7 +26,7 @@ const (
 	dsmlParamEnd     = "</" + dsml + "parameter>"
 )
 
-// deepSeekV4Tasks maps the quick instruction tasks to their tokens.
+// deepSeekV4TaskToken returns the token of a quick instruction task.
 func deepSeekV4TaskToken(task string) (string, bool) {
 	switch task {
 	case "action", "query", "authority", "domain", "title", "read_url":
