@@ -333,6 +333,12 @@ func (t *Tokenizer) applyConfig(data []byte) error {
 			return err
 		}
 	}
+	// Tokens made special here are also treated as special by Encode.
+	for _, m := range []*addedMatcher{t.addedRaw, t.addedNorm} {
+		for i := range m.tokens {
+			m.tokens[i].special = t.special[m.tokens[i].id]
+		}
+	}
 	if cfg.AddBOS != nil {
 		t.addBOS = *cfg.AddBOS
 	}
