@@ -34,7 +34,7 @@ type Parsed struct {
 //   - The content runs from there up to the first "<｜DSML｜", where the
 //     tool-call block begins; one "\n\n" just before the block is the
 //     block's separator, not content.
-//   - The block is "<｜DSML｜tool_calls>", one or more invoke elements, and
+//   - The block is "<｜DSML｜tool_calls>", any number of invoke elements, and
 //     "</｜DSML｜tool_calls>", as EncodeDeepSeekV4 writes them; blank space
 //     between elements is free, and only blank space may follow the block.
 //     A parameter with string="true" has its text as a JSON string value;
