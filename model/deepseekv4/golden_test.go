@@ -8,12 +8,19 @@ import (
 	"github.com/strata-inference/strata/golden"
 )
 
-var goldenCases = []string{"tiny", "flash-ratios", "quantized"}
+// goldenCases are the shared reference cases and the extra ones made with
+// tools/golden/cases_extra.json (other head counts and dims, an HCA rate
+// that is not a power of two, o_groups 1 and 4, hc_mult 3, CSA rate 8,
+// quantized FP8 blocks that the output groups cut through).
+var goldenCases = []string{
+	"deepseek-v4/tiny", "deepseek-v4/flash-ratios", "deepseek-v4/quantized",
+	"deepseek-v4-extra/hca12-groups4", "deepseek-v4-extra/quantized-hca20", "deepseek-v4-extra/hc3-csa8",
+}
 
 func TestGolden(t *testing.T) {
 	for _, name := range goldenCases {
 		t.Run(name, func(t *testing.T) {
-			dir := filepath.Join("..", "..", "testdata", "golden", "deepseek-v4", name)
+			dir := filepath.Join("..", "..", "testdata", "golden", name)
 			m, err := Load(dir, naive{})
 			if err != nil {
 				t.Fatal(err)
