@@ -21,7 +21,10 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"plan": {"capacity planner: cache bytes per token and per request, concurrency in a memory budget", runPlan},
+		"plan":         {"capacity planner: cache bytes per token and per request, concurrency in a memory budget", runPlan},
+		"check-golden": {"check a model against reference logits along every path (full, decode, chunked, greedy)", runCheckGolden},
+		"inspect":      {"summarize a checkpoint: architecture, layer kinds, parameters by dtype, cache bytes", runInspect},
+		"generate":     {"generate tokens from a prompt with a local model", runGenerate},
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/strata-inference/strata/compute"
+	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/golden"
 )
 
@@ -17,32 +19,39 @@ var goldenCases = []string{
 	"deepseek-v4-extra/hca12-groups4", "deepseek-v4-extra/quantized-hca20", "deepseek-v4-extra/hc3-csa8",
 }
 
+// TestGolden runs every case on the CPU backend, and the smallest cases also
+// on the naive reference backend, which shares no kernel code with it.
 func TestGolden(t *testing.T) {
 	for _, name := range goldenCases {
-		t.Run(name, func(t *testing.T) {
-			dir := filepath.Join("..", "..", "testdata", "golden", name)
-			m, err := Load(dir, naive{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			c, err := golden.Load(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := golden.Check(context.Background(), m, c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range rep.Paths {
-				t.Logf("%s: max abs diff %.3g", p.Name, p.MaxAbs)
-				if !p.OK() {
-					t.Errorf("%s path: max abs diff %.3g exceeds %g", p.Name, p.MaxAbs, golden.Tolerance)
-				}
-			}
-			if !rep.GreedyOK() {
-				t.Errorf("greedy ids %v, want %v", rep.Greedy, rep.Want)
-			}
-		})
+		t.Run(name, func(t *testing.T) { checkGolden(t, name, cpu.New(0)) })
+	}
+	for _, name := range []string{"deepseek-v4/tiny", "deepseek-v4/quantized"} {
+		t.Run("naive/"+name, func(t *testing.T) { checkGolden(t, name, naive{}) })
+	}
+}
+
+func checkGolden(t *testing.T, name string, be compute.Backend) {
+	dir := filepath.Join("..", "..", "testdata", "golden", name)
+	m, err := Load(dir, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c, err := golden.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := golden.Check(context.Background(), m, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Paths {
+		t.Logf("%s: max abs diff %.3g", p.Name, p.MaxAbs)
+		if !p.OK() {
+			t.Errorf("%s path: max abs diff %.3g exceeds %g", p.Name, p.MaxAbs, golden.Tolerance)
+		}
+	}
+	if !rep.GreedyOK() {
+		t.Errorf("greedy ids %v, want %v", rep.Greedy, rep.Want)
 	}
 }

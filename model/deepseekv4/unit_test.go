@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/strata-inference/strata/cache"
+	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/model"
 )
 
@@ -112,7 +113,7 @@ func stateSnapshot(m *Model, seq *cache.Seq) map[[3]int][]float32 {
 // halves and partial windows cross chunk boundaries), and compares every
 // compressed entry and indexer key the caches hold.
 func TestCompressionPaths(t *testing.T) {
-	m, err := Load(goldenDir("tiny"), naive{})
+	m, err := Load(goldenDir("tiny"), cpu.New(0))
 	if err != nil {
 		t.Fatal(err)
 	}

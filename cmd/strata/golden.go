@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/strata-inference/strata/compute/cpu"
+	"github.com/strata-inference/strata/golden"
+	"github.com/strata-inference/strata/model/deepseekv4"
+)
+
+func runCheckGolden(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("check-golden", flag.ContinueOnError)
+	threads := fs.Int("threads", 0, "compute goroutines (0: one per CPU)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `usage: strata check-golden [flags] DIR...
+
+Runs each reference case DIR (config.json, model.safetensors or shards,
+golden.safetensors, golden.json) along every path: one full pass, prompt
+prefill then one-token decode, chunked prefill, and the greedy continuation.
+Prints the max abs logit difference of each path and whether the greedy ids
+match; exits 0 only if every path is within %g and greedy matches exactly.
+
+flags:
+`, golden.Tolerance)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return fmt.Errorf("no case folder given")
+	}
+	be := cpu.New(*threads)
+	failed := false
+	for _, dir := range fs.Args() {
+		ok, err := checkOne(ctx, dir, be, stdout)
+		if err != nil {
+			fmt.Fprintf(stdout, "%s: error: %v\n", dir, err)
+			failed = true
+			continue
+		}
+		failed = failed || !ok
+	}
+	if failed {
+		return errFailed
+	}
+	return nil
+}
+
+func checkOne(ctx context.Context, dir string, be *cpu.Backend, w io.Writer) (bool, error) {
+	c, err := golden.Load(dir)
+	if err != nil {
+		return false, err
+	}
+	m, err := deepseekv4.Load(dir, be)
+	if err != nil {
+		return false, err
+	}
+	defer m.Close()
+	start := time.Now()
+	rep, err := golden.Check(ctx, m, c)
+	if err != nil {
+		return false, err
+	}
+	fmt.Fprintf(w, "%s (%d tokens, prompt %d, chunks %v)\n", dir, len(c.InputIDs), c.Prompt, c.Chunks)
+	for _, p := range rep.Paths {
+		fmt.Fprintf(w, "  %-8s max abs diff %.3g  %s\n", p.Name, p.MaxAbs, verdict(p.OK()))
+	}
+	match := 0
+	for i := range min(len(rep.Greedy), len(rep.Want)) {
+		if rep.Greedy[i] != rep.Want[i] {
+			break
+		}
+		match++
+	}
+	fmt.Fprintf(w, "  greedy   %d/%d ids match  %s\n", match, len(rep.Want), verdict(rep.GreedyOK()))
+	if !rep.GreedyOK() {
+		fmt.Fprintf(w, "           got  %v\n           want %v\n", rep.Greedy, rep.Want)
+	}
+	fmt.Fprintf(w, "  %s in %.1fs\n", verdict(rep.OK()), time.Since(start).Seconds())
+	return rep.OK(), nil
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "FAIL"
+}
