@@ -1,0 +1,437 @@
+//go:build goexperiment.simd && amd64
+
+package cpu
+
+import (
+	"math"
+	"simd/archsimd"
+	"unsafe"
+
+	"github.com/strata-inference/strata/quant"
+)
+
+// AVX-512 kernels. Each checks hasAVX512 and falls back to the portable
+// kernel without it. The loops index through unsafe pointers after checking
+// slice lengths once, to keep bounds checks and general-purpose register
+// pressure out of the inner loops.
+//
+// Dequantization tricks, all exact:
+//   - bf16: the 16 bits shifted left by 16 are the float32.
+//   - e4m3: sign-extend the byte to 32 bits, shift left by 20 and keep the sign
+//     bit and bits 20-26; that is the float32 whose exponent field is the e4m3
+//     exponent and whose top mantissa bits are the e4m3 mantissa, normal or
+//     subnormal alike, equal to the e4m3 value times 2^-120. Multiplying by
+//     2^120 times the block scale, a power of two, gives the weight.
+//   - f16: the same with a shift by 13 and 2^112, plus a fix-up of infinities
+//     and NaNs.
+//   - e2m1: VPERMPS looks the 16 codes up in a 16-entry table pre-multiplied
+//     by the group's scale. Even and odd columns come out in separate vectors,
+//     so FP4 kernels use activations de-interleaved per 32 columns (see
+//     fp4Deinterleaved) and decodeFP4 writes weights in that order.
+
+// hasAVX512 reports whether the CPU runs the AVX-512 kernels. It is set at
+// initialization and never changes.
+var hasAVX512 = archsimd.X86.AVX512()
+
+// fp4Deinterleaved reports whether the FP4 kernels take activations, and
+// write decoded weights, de-interleaved per 32 columns: the 16 even columns
+// of the group, then its 16 odd columns.
+func fp4Deinterleaved() bool { return hasAVX512 }
+
+type vec = archsimd.Float32x16
+
+// e2m1Values are the 16 e2m1 values by code, for VPERMPS. Never written.
+var e2m1Values = func() (t [16]float32) {
+	for i := range t {
+		t[i] = quant.E2M1ToFloat32(byte(i))
+	}
+	return t
+}()
+
+const (
+	e4m3Bits   = -0x78100000 // int32(0x87F00000): the sign bit and bits 20-26
+	f16Bits    = -0x70002000 // int32(0x8FFFE000): the sign bit and bits 13-27
+	f16ExpMask = 0x0F800000  // the f16 exponent after the shift by 13
+	f32ExpMask = 0x7F800000
+)
+
+func ldf(p unsafe.Pointer, i int) vec {
+	return archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(p, 4*i)))
+}
+
+func stf(v vec, p unsafe.Pointer, i int) { v.Store((*[16]float32)(unsafe.Add(p, 4*i))) }
+
+// ldBF16 loads the 16 bf16 values at p + 2*i bytes.
+func ldBF16(p unsafe.Pointer, i int) vec {
+	return archsimd.LoadUint16x16((*[16]uint16)(unsafe.Add(p, 2*i))).ExtendToUint32().ShiftAllLeft(16).AsFloat32x16()
+}
+
+// f16Consts are the constants ldF16 needs, kept in registers by the caller.
+type f16Consts struct {
+	bits, exp, inf archsimd.Int32x16
+	mul            vec
+}
+
+func newF16Consts() f16Consts {
+	return f16Consts{
+		bits: archsimd.BroadcastInt32x16(f16Bits),
+		exp:  archsimd.BroadcastInt32x16(f16ExpMask),
+		inf:  archsimd.BroadcastInt32x16(f32ExpMask),
+		mul:  archsimd.BroadcastFloat32x16(0x1p112),
+	}
+}
+
+// ldF16 loads the 16 f16 values at p + 2*i bytes.
+func ldF16(p unsafe.Pointer, i int, c f16Consts) vec {
+	h := archsimd.LoadInt16x16((*[16]int16)(unsafe.Add(p, 2*i))).ExtendToInt32().ShiftAllLeft(13).And(c.bits)
+	f := h.AsFloat32x16().Mul(c.mul)
+	special := h.And(c.exp).Equal(c.exp) // exponent 31: infinity or NaN
+	return h.Or(c.inf).AsFloat32x16().Merge(f, special)
+}
+
+// ldE4M3 loads the 16 e4m3 values at p + i bytes, times 2^-120 times m.
+func ldE4M3(p unsafe.Pointer, i int, mask archsimd.Int32x16, m vec) vec {
+	return archsimd.LoadInt8x16((*[16]int8)(unsafe.Add(p, i))).ExtendToInt32().ShiftAllLeft(20).And(mask).AsFloat32x16().Mul(m)
+}
+
+// e4m3Mul returns 2^120 times the UE8M0 scale s, the multiplier of the raw
+// e4m3 bits, and false when that overflows float32 or s is NaN.
+func e4m3Mul(s byte) (float32, bool) {
+	if s > 134 {
+		return 0, false
+	}
+	return math.Float32frombits(uint32(s+120) << 23), true
+}
+
+// hasE4M3NaN reports whether w holds an e4m3 NaN (0x7F or 0xFF).
+func hasE4M3NaN(w []byte) bool {
+	n := len(w)
+	p := unsafe.Pointer(unsafe.SliceData(w))
+	hi := archsimd.BroadcastUint8x64(0x80)
+	var acc archsimd.Uint8x64
+	i := 0
+	for ; i+64 <= n; i += 64 {
+		acc = acc.Max(archsimd.LoadUint8x64((*[64]uint8)(unsafe.Add(p, i))).Or(hi))
+	}
+	if acc.Equal(archsimd.BroadcastUint8x64(0xFF)).ToBits() != 0 {
+		return true
+	}
+	for ; i < n; i++ {
+		if w[i]&0x7F == 0x7F {
+			return true
+		}
+	}
+	return false
+}
+
+func hsum(a vec) float32 {
+	b := a.GetLo().Add(a.GetHi())
+	c := b.GetLo().Add(b.GetHi())
+	var t [4]float32
+	c.Store(&t)
+	return (t[0] + t[2]) + (t[1] + t[3])
+}
+
+func dotF32(w []byte, x []float32) float32 {
+	if !hasAVX512 {
+		return dotF32Go(w, x)
+	}
+	K := len(w) / 4
+	x = x[:K]
+	pw, px := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(x))
+	var a0, a1, a2, a3 vec
+	i := 0
+	for ; i+64 <= K; i += 64 {
+		a0 = ldf(pw, i).MulAdd(ldf(px, i), a0)
+		a1 = ldf(pw, i+16).MulAdd(ldf(px, i+16), a1)
+		a2 = ldf(pw, i+32).MulAdd(ldf(px, i+32), a2)
+		a3 = ldf(pw, i+48).MulAdd(ldf(px, i+48), a3)
+	}
+	for ; i+16 <= K; i += 16 {
+		a0 = ldf(pw, i).MulAdd(ldf(px, i), a0)
+	}
+	s := hsum(a0.Add(a1).Add(a2.Add(a3)))
+	for ; i < K; i++ {
+		s += f32At(w, i) * x[i]
+	}
+	return s
+}
+
+func dotBF16(w []byte, x []float32) float32 {
+	if !hasAVX512 {
+		return dotBF16Go(w, x)
+	}
+	K := len(w) / 2
+	x = x[:K]
+	pw, px := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(x))
+	var a0, a1, a2, a3 vec
+	i := 0
+	for ; i+64 <= K; i += 64 {
+		a0 = ldBF16(pw, i).MulAdd(ldf(px, i), a0)
+		a1 = ldBF16(pw, i+16).MulAdd(ldf(px, i+16), a1)
+		a2 = ldBF16(pw, i+32).MulAdd(ldf(px, i+32), a2)
+		a3 = ldBF16(pw, i+48).MulAdd(ldf(px, i+48), a3)
+	}
+	for ; i+16 <= K; i += 16 {
+		a0 = ldBF16(pw, i).MulAdd(ldf(px, i), a0)
+	}
+	s := hsum(a0.Add(a1).Add(a2.Add(a3)))
+	for ; i < K; i++ {
+		s += bf16At(w, i) * x[i]
+	}
+	return s
+}
+
+func dotF16(w []byte, x []float32) float32 {
+	if !hasAVX512 {
+		return dotF16Go(w, x)
+	}
+	K := len(w) / 2
+	x = x[:K]
+	pw, px := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(x))
+	c := newF16Consts()
+	var a0, a1 vec
+	i := 0
+	for ; i+32 <= K; i += 32 {
+		a0 = ldF16(pw, i, c).MulAdd(ldf(px, i), a0)
+		a1 = ldF16(pw, i+16, c).MulAdd(ldf(px, i+16), a1)
+	}
+	for ; i+16 <= K; i += 16 {
+		a0 = ldF16(pw, i, c).MulAdd(ldf(px, i), a0)
+	}
+	s := hsum(a0.Add(a1))
+	for ; i < K; i++ {
+		s += f16At(w, i) * x[i]
+	}
+	return s
+}
+
+func dotFP8(w, scales []byte, bc int, x []float32) float32 {
+	if !hasAVX512 || bc%16 != 0 || hasE4M3NaN(w) {
+		return dotFP8Go(w, scales, bc, x)
+	}
+	K := len(w)
+	x = x[:K]
+	scales = scales[:(K+bc-1)/bc]
+	pw, px := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(x))
+	mask := archsimd.BroadcastInt32x16(e4m3Bits)
+	var a0, a1, a2, a3 vec
+	var extra float32
+	for j, c0 := 0, 0; c0 < K; j, c0 = j+1, c0+bc {
+		c1 := min(c0+bc, K)
+		mul, ok := e4m3Mul(scales[j])
+		if !ok {
+			extra += dotFP8Go(w[c0:c1], scales[j:j+1], bc, x[c0:c1])
+			continue
+		}
+		m := archsimd.BroadcastFloat32x16(mul)
+		c := c0
+		for ; c+64 <= c1; c += 64 {
+			a0 = ldE4M3(pw, c, mask, m).MulAdd(ldf(px, c), a0)
+			a1 = ldE4M3(pw, c+16, mask, m).MulAdd(ldf(px, c+16), a1)
+			a2 = ldE4M3(pw, c+32, mask, m).MulAdd(ldf(px, c+32), a2)
+			a3 = ldE4M3(pw, c+48, mask, m).MulAdd(ldf(px, c+48), a3)
+		}
+		for ; c+16 <= c1; c += 16 {
+			a0 = ldE4M3(pw, c, mask, m).MulAdd(ldf(px, c), a0)
+		}
+		if c < c1 {
+			extra += dotFP8Go(w[c:c1], scales[j:j+1], bc, x[c:c1])
+		}
+	}
+	return hsum(a0.Add(a1).Add(a2.Add(a3))) + extra
+}
+
+func dotFP4(w, scales []byte, x []float32) float32 {
+	if !hasAVX512 {
+		return dotFP4Go(w, scales, x)
+	}
+	G := len(scales)
+	w, x = w[:16*G], x[:32*G]
+	pw, px := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(x))
+	base := archsimd.LoadFloat32x16(&e2m1Values)
+	var a0, a1, a2, a3 vec
+	g := 0
+	for ; g+2 <= G; g += 2 {
+		t0 := base.Mul(archsimd.BroadcastFloat32x16(quant.UE8M0ToFloat32(scales[g])))
+		t1 := base.Mul(archsimd.BroadcastFloat32x16(quant.UE8M0ToFloat32(scales[g+1])))
+		v0 := archsimd.LoadUint8x16((*[16]uint8)(unsafe.Add(pw, 16*g))).ExtendToUint32()
+		v1 := archsimd.LoadUint8x16((*[16]uint8)(unsafe.Add(pw, 16*g+16))).ExtendToUint32()
+		a0 = t0.Permute(v0).MulAdd(ldf(px, 32*g), a0)
+		a1 = t0.Permute(v0.ShiftAllRight(4)).MulAdd(ldf(px, 32*g+16), a1)
+		a2 = t1.Permute(v1).MulAdd(ldf(px, 32*g+32), a2)
+		a3 = t1.Permute(v1.ShiftAllRight(4)).MulAdd(ldf(px, 32*g+48), a3)
+	}
+	if g < G {
+		t0 := base.Mul(archsimd.BroadcastFloat32x16(quant.UE8M0ToFloat32(scales[g])))
+		v0 := archsimd.LoadUint8x16((*[16]uint8)(unsafe.Add(pw, 16*g))).ExtendToUint32()
+		a0 = t0.Permute(v0).MulAdd(ldf(px, 32*g), a0)
+		a1 = t0.Permute(v0.ShiftAllRight(4)).MulAdd(ldf(px, 32*g+16), a1)
+	}
+	return hsum(a0.Add(a1).Add(a2.Add(a3)))
+}
+
+func decodeF32(dst []float32, w []byte) {
+	copy(dst, unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(w))), len(w)/4))
+}
+
+func decodeBF16(dst []float32, w []byte) {
+	if !hasAVX512 {
+		decodeBF16Go(dst, w)
+		return
+	}
+	K := len(w) / 2
+	dst = dst[:K]
+	pw, pd := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(dst))
+	i := 0
+	for ; i+16 <= K; i += 16 {
+		stf(ldBF16(pw, i), pd, i)
+	}
+	for ; i < K; i++ {
+		dst[i] = bf16At(w, i)
+	}
+}
+
+func decodeF16(dst []float32, w []byte) {
+	if !hasAVX512 {
+		decodeF16Go(dst, w)
+		return
+	}
+	K := len(w) / 2
+	dst = dst[:K]
+	pw, pd := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(dst))
+	c := newF16Consts()
+	i := 0
+	for ; i+16 <= K; i += 16 {
+		stf(ldF16(pw, i, c), pd, i)
+	}
+	for ; i < K; i++ {
+		dst[i] = f16At(w, i)
+	}
+}
+
+func decodeFP8(dst []float32, w, scales []byte, bc int) {
+	if !hasAVX512 || bc%16 != 0 || hasE4M3NaN(w) {
+		decodeFP8Go(dst, w, scales, bc)
+		return
+	}
+	K := len(w)
+	dst = dst[:K]
+	scales = scales[:(K+bc-1)/bc]
+	pw, pd := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(dst))
+	mask := archsimd.BroadcastInt32x16(e4m3Bits)
+	for j, c0 := 0, 0; c0 < K; j, c0 = j+1, c0+bc {
+		c1 := min(c0+bc, K)
+		mul, ok := e4m3Mul(scales[j])
+		if !ok {
+			decodeFP8Go(dst[c0:c1], w[c0:c1], scales[j:j+1], bc)
+			continue
+		}
+		m := archsimd.BroadcastFloat32x16(mul)
+		c := c0
+		for ; c+16 <= c1; c += 16 {
+			stf(ldE4M3(pw, c, mask, m), pd, c)
+		}
+		if c < c1 {
+			decodeFP8Go(dst[c:c1], w[c:c1], scales[j:j+1], bc)
+		}
+	}
+}
+
+func decodeFP4(dst []float32, w, scales []byte) {
+	if !hasAVX512 {
+		decodeFP4Go(dst, w, scales)
+		return
+	}
+	G := len(scales)
+	w, dst = w[:16*G], dst[:32*G]
+	pw, pd := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(dst))
+	base := archsimd.LoadFloat32x16(&e2m1Values)
+	for g := range G {
+		t := base.Mul(archsimd.BroadcastFloat32x16(quant.UE8M0ToFloat32(scales[g])))
+		v := archsimd.LoadUint8x16((*[16]uint8)(unsafe.Add(pw, 16*g))).ExtendToUint32()
+		stf(t.Permute(v), pd, 32*g)
+		stf(t.Permute(v.ShiftAllRight(4)), pd, 32*g+16)
+	}
+}
+
+// gemm4x2 computes out[2i+j] = Σ_k w[i*ws+k]·xj[k] for the four rows of w
+// (stride ws) and the tokens x0, x1, over len(x0) columns, a multiple of 16.
+func gemm4x2(w []float32, ws int, x0, x1 []float32, out *[8]float32) {
+	if !hasAVX512 {
+		gemm4x2Go(w, ws, x0, x1, out)
+		return
+	}
+	n := len(x0)
+	x1 = x1[:n]
+	w = w[:3*ws+n]
+	p0 := unsafe.Pointer(unsafe.SliceData(w))
+	p1 := unsafe.Add(p0, 4*ws)
+	p2 := unsafe.Add(p1, 4*ws)
+	p3 := unsafe.Add(p2, 4*ws)
+	q0, q1 := unsafe.Pointer(unsafe.SliceData(x0)), unsafe.Pointer(unsafe.SliceData(x1))
+	var a00, a01, a10, a11, a20, a21, a30, a31 vec
+	for k := 0; k < n; k += 16 {
+		u0 := ldf(q0, k)
+		u1 := ldf(q1, k)
+		v := ldf(p0, k)
+		a00 = v.MulAdd(u0, a00)
+		a01 = v.MulAdd(u1, a01)
+		v = ldf(p1, k)
+		a10 = v.MulAdd(u0, a10)
+		a11 = v.MulAdd(u1, a11)
+		v = ldf(p2, k)
+		a20 = v.MulAdd(u0, a20)
+		a21 = v.MulAdd(u1, a21)
+		v = ldf(p3, k)
+		a30 = v.MulAdd(u0, a30)
+		a31 = v.MulAdd(u1, a31)
+	}
+	*out = [8]float32{hsum(a00), hsum(a01), hsum(a10), hsum(a11), hsum(a20), hsum(a21), hsum(a30), hsum(a31)}
+}
+
+// gemm4x1 is gemm4x2 for one token.
+func gemm4x1(w []float32, ws int, x0 []float32, out *[4]float32) {
+	if !hasAVX512 {
+		gemm4x1Go(w, ws, x0, out)
+		return
+	}
+	n := len(x0)
+	w = w[:3*ws+n]
+	p0 := unsafe.Pointer(unsafe.SliceData(w))
+	p1 := unsafe.Add(p0, 4*ws)
+	p2 := unsafe.Add(p1, 4*ws)
+	p3 := unsafe.Add(p2, 4*ws)
+	q0 := unsafe.Pointer(unsafe.SliceData(x0))
+	var a0, a1, a2, a3 vec
+	for k := 0; k < n; k += 16 {
+		u := ldf(q0, k)
+		a0 = ldf(p0, k).MulAdd(u, a0)
+		a1 = ldf(p1, k).MulAdd(u, a1)
+		a2 = ldf(p2, k).MulAdd(u, a2)
+		a3 = ldf(p3, k).MulAdd(u, a3)
+	}
+	*out = [4]float32{hsum(a0), hsum(a1), hsum(a2), hsum(a3)}
+}
+
+// sumFloat32 returns the float32 sum of a. The bandwidth benchmark uses it.
+func sumFloat32(a []float32) float32 {
+	if !hasAVX512 {
+		return sumFloat32Go(a)
+	}
+	n := len(a)
+	p := unsafe.Pointer(unsafe.SliceData(a))
+	var a0, a1, a2, a3 vec
+	i := 0
+	for ; i+64 <= n; i += 64 {
+		a0 = a0.Add(ldf(p, i))
+		a1 = a1.Add(ldf(p, i+16))
+		a2 = a2.Add(ldf(p, i+32))
+		a3 = a3.Add(ldf(p, i+48))
+	}
+	s := hsum(a0.Add(a1).Add(a2.Add(a3)))
+	for ; i < n; i++ {
+		s += a[i]
+	}
+	return s
+}

@@ -1,0 +1,208 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/strata-inference/strata/compute"
+)
+
+// groupRows is the number of weight rows the prefill kernels decode together
+// and multiply with each pair of tokens.
+const groupRows = 4
+
+// workspace is one worker's scratch, reused across calls.
+type workspace struct {
+	wbuf []float32 // groupRows decoded weight rows, stride kp
+
+	ropeCos, ropeSin []float32
+	ropePos          int32
+	ropeValid        bool
+}
+
+// MatMul computes y[t] = W · x[t] for t in [0, T): x is [T, W.Cols] and y is
+// [T, W.Rows], both row-major. Weights are dequantized inside the kernel
+// exactly (every stored value times its power-of-two scale is a float32) and
+// the products accumulated in float32. It panics if W is invalid or x or y
+// is too short.
+func (b *Backend) MatMul(y, x []float32, T int, w *compute.Matrix) {
+	if err := w.Validate(); err != nil {
+		panic("cpu: MatMul: " + err.Error())
+	}
+	checkLen("MatMul x", x, T*w.Cols)
+	checkLen("MatMul y", y, T*w.Rows)
+	if T <= 0 {
+		return
+	}
+	s := b.s
+	K := w.Cols
+	kp := roundUp(K, 16)
+	s.xbuf = grow(s.xbuf, T*kp)
+	perm := w.DType == compute.FP4 && fp4Deinterleaved()
+	for t := range T {
+		packX(s.xbuf[t*kp:(t+1)*kp], x[t*K:(t+1)*K], perm)
+	}
+
+	j := &s.mm
+	*j = matmulJob{w: w, y: y[:T*w.Rows], x: s.xbuf[:T*kp], T: T, kp: kp}
+	if w.DType == compute.FP8 {
+		j.scaleCols = (w.Cols + w.BlockCols - 1) / w.BlockCols
+	}
+	if T == 1 {
+		j.chunk = max(8, roundUp((w.Rows+16*s.threads-1)/(16*s.threads), groupRows))
+	} else {
+		j.chunk = groupRows
+		for t := range s.ws {
+			s.ws[t].wbuf = grow(s.ws[t].wbuf, groupRows*kp)
+		}
+	}
+	j.items = (w.Rows + j.chunk - 1) / j.chunk
+	const minWork = 1 << 16 // multiply-adds per worker worth a wake-up
+	workers := min(j.items, max(1, w.Rows*K*T/minWork))
+	s.parallel(j, workers)
+	*j = matmulJob{}
+}
+
+// packX copies the activation row x into dst, in the layout the kernels read
+// (de-interleaved per 32 columns when perm is set), zero-padded to len(dst).
+func packX(dst, x []float32, perm bool) {
+	if perm {
+		for g := 0; g+32 <= len(x); g += 32 {
+			src, d := x[g:g+32:g+32], dst[g:g+32:g+32]
+			for i := range 16 {
+				d[i] = src[2*i]
+				d[16+i] = src[2*i+1]
+			}
+		}
+	} else {
+		copy(dst, x)
+	}
+	clear(dst[len(x):])
+}
+
+// matmulJob is one MatMul call. Items are chunks of rows.
+type matmulJob struct {
+	w         *compute.Matrix
+	y, x      []float32 // x is packed: T rows of stride kp
+	T, kp     int
+	scaleCols int // FP8: scale blocks per block row
+	chunk     int // rows per item
+	items     int
+}
+
+func (j *matmulJob) run(s *state, worker int) {
+	for {
+		it, ok := s.claim(j.items)
+		if !ok {
+			return
+		}
+		r0, r1 := it*j.chunk, min((it+1)*j.chunk, j.w.Rows)
+		if j.T == 1 {
+			j.dotRows(r0, r1)
+		} else {
+			j.gemmRows(&s.ws[worker], r0, r1)
+		}
+	}
+}
+
+// dotRows computes y[r] = W[r] · x for one token, reading each row once.
+func (j *matmulJob) dotRows(r0, r1 int) {
+	w, x, y := j.w, j.x, j.y
+	K := w.Cols
+	switch w.DType {
+	case compute.F32:
+		for r := r0; r < r1; r++ {
+			y[r] = dotF32(w.Data[4*r*K:4*(r+1)*K], x)
+		}
+	case compute.BF16:
+		for r := r0; r < r1; r++ {
+			y[r] = dotBF16(w.Data[2*r*K:2*(r+1)*K], x)
+		}
+	case compute.F16:
+		for r := r0; r < r1; r++ {
+			y[r] = dotF16(w.Data[2*r*K:2*(r+1)*K], x)
+		}
+	case compute.FP8:
+		for r := r0; r < r1; r++ {
+			y[r] = dotFP8(w.Data[r*K:(r+1)*K], j.fp8Scales(r), w.BlockCols, x)
+		}
+	case compute.FP4:
+		g := K / compute.FP4GroupSize
+		for r := r0; r < r1; r++ {
+			y[r] = dotFP4(w.Data[r*K/2:(r+1)*K/2], w.Scale[r*g:(r+1)*g], x)
+		}
+	default:
+		panic(fmt.Sprintf("cpu: MatMul: unsupported dtype %v", w.DType))
+	}
+}
+
+// fp8Scales returns the scales of the column blocks of row r of an FP8 matrix.
+func (j *matmulJob) fp8Scales(r int) []byte {
+	br := r / j.w.BlockRows
+	return j.w.Scale[br*j.scaleCols : (br+1)*j.scaleCols]
+}
+
+// decodeRow writes row r of W, dequantized and in kernel layout, to dst[:Cols].
+func (j *matmulJob) decodeRow(dst []float32, r int) {
+	w := j.w
+	K := w.Cols
+	switch w.DType {
+	case compute.F32:
+		decodeF32(dst, w.Data[4*r*K:4*(r+1)*K])
+	case compute.BF16:
+		decodeBF16(dst, w.Data[2*r*K:2*(r+1)*K])
+	case compute.F16:
+		decodeF16(dst, w.Data[2*r*K:2*(r+1)*K])
+	case compute.FP8:
+		decodeFP8(dst, w.Data[r*K:(r+1)*K], j.fp8Scales(r), w.BlockCols)
+	case compute.FP4:
+		g := K / compute.FP4GroupSize
+		decodeFP4(dst, w.Data[r*K/2:(r+1)*K/2], w.Scale[r*g:(r+1)*g])
+	default:
+		panic(fmt.Sprintf("cpu: MatMul: unsupported dtype %v", w.DType))
+	}
+}
+
+// gemmRows computes y[t][r] for rows [r0, r1) (at most groupRows) and all
+// tokens: it decodes the rows once into ws.wbuf and multiplies them with two
+// tokens at a time.
+func (j *matmulJob) gemmRows(ws *workspace, r0, r1 int) {
+	kp, K, R := j.kp, j.w.Cols, j.w.Rows
+	wb := ws.wbuf[:groupRows*kp]
+	for i := range groupRows {
+		row := wb[i*kp : (i+1)*kp]
+		if r := r0 + i; r < r1 {
+			j.decodeRow(row[:K], r)
+			clear(row[K:])
+		} else {
+			clear(row)
+		}
+	}
+	nr := r1 - r0
+	x, y := j.x, j.y
+	t := 0
+	for ; t+2 <= j.T; t += 2 {
+		var out [2 * groupRows]float32
+		gemm4x2(wb, kp, x[t*kp:(t+1)*kp], x[(t+1)*kp:(t+2)*kp], &out)
+		for i := range nr {
+			y[t*R+r0+i] = out[2*i]
+			y[(t+1)*R+r0+i] = out[2*i+1]
+		}
+	}
+	if t < j.T {
+		var out [groupRows]float32
+		gemm4x1(wb, kp, x[t*kp:(t+1)*kp], &out)
+		for i := range nr {
+			y[t*R+r0+i] = out[i]
+		}
+	}
+}
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+// grow returns s resliced to length n, reallocated only if too small.
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
