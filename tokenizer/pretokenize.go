@@ -348,8 +348,17 @@ func parsePattern(raw json.RawMessage) (matcher, error) {
 	}
 }
 
-// newRegexMatcher compiles a Split regular expression.
+// newRegexMatcher compiles a Split regular expression, using a
+// hand-written matcher for the patterns of common tokenizers.
 func newRegexMatcher(pattern string) (matcher, error) {
+	if m := fastMatcherFor(pattern); m != nil {
+		return m, nil
+	}
+	return newRegexp2Matcher(pattern)
+}
+
+// newRegexp2Matcher compiles a Split regular expression with regexp2.
+func newRegexp2Matcher(pattern string) (matcher, error) {
 	re, err := compileRegex(pattern)
 	if err != nil {
 		return nil, fmt.Errorf("regex %q: %w", pattern, err)
