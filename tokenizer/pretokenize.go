@@ -136,6 +136,22 @@ func (p *splitter) splitOne(s *scratch, text string, out []string) []string {
 		return out
 	}
 	found := p.m.find(s, text, s.spans[:0])
+	s.spans = found
+	if p.behavior == isolated && !p.invert {
+		// The common case: matches and the gaps between them.
+		prev := 0
+		for _, sp := range found {
+			if sp.start > prev {
+				out = append(out, text[prev:sp.start])
+			}
+			out = append(out, text[sp.start:sp.end])
+			prev = sp.end
+		}
+		if prev < len(text) {
+			out = append(out, text[prev:])
+		}
+		return out
+	}
 	// Complete the matches with the gaps between them.
 	all := make([]span, 0, 2*len(found)+1)
 	prev := 0
@@ -149,7 +165,6 @@ func (p *splitter) splitOne(s *scratch, text string, out []string) []string {
 	if prev < len(text) {
 		all = append(all, span{prev, len(text), false})
 	}
-	s.spans = found
 	if p.invert {
 		for i := range all {
 			all[i].match = !all[i].match

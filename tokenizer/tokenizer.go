@@ -77,7 +77,8 @@ type Tokenizer struct {
 	addEOS       bool
 	chatTemplate string
 
-	cache wordCache
+	cache   wordCache
+	scratch sync.Pool // of *scratch
 }
 
 // Load reads a Hugging Face tokenizer.json file.
@@ -144,7 +145,11 @@ func LoadDir(dir string) (*Tokenizer, error) {
 // pre-tokenizer as U+FFFD but encoded as its own byte, so that Decode gives
 // them back (as U+FFFD).
 func (t *Tokenizer) Encode(text string, allowSpecial bool) []int32 {
-	var s scratch
+	s, _ := t.scratch.Get().(*scratch)
+	if s == nil {
+		s = new(scratch)
+	}
+	defer t.scratch.Put(s)
 	ids := make([]int32, 0, len(text)/3+1)
 	t.addedRaw.split(text, allowSpecial, func(seg string, id int32) {
 		if id >= 0 {
@@ -159,7 +164,7 @@ func (t *Tokenizer) Encode(text string, allowSpecial bool) []int32 {
 				ids = append(ids, id)
 				return
 			}
-			ids = t.encodeText(&s, seg, ids)
+			ids = t.encodeText(s, seg, ids)
 		})
 	})
 	return ids
