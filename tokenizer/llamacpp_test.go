@@ -240,3 +240,73 @@ func readGGUFMetadata(path string) (map[string]any, error) {
 	}
 	return kv, nil
 }
+
+// TestLlamaCppVocabReconstructed runs the gpt-2 and llama-bpe vocab tests,
+// for which no tokenizer.json is available, on tokenizer.json files rebuilt
+// from the .gguf files: vocabulary, merges and control tokens come from the
+// .gguf (which llama.cpp converted from the original tokenizer.json); the
+// rest of the pipeline is written out below as in the original files
+// (openai-community/gpt2 and meta-llama/Meta-Llama-3-8B). The expected ids
+// are Hugging Face's. This is weaker evidence than TestLlamaCppVocab, since
+// the pipeline is not read from the original file, but it exercises the
+// ByteLevel pre-tokenizer with GPT-2's regex and BPE with ignore_merges on
+// real data.
+func TestLlamaCppVocabReconstructed(t *testing.T) {
+	const llama3Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	tests := []struct {
+		vocab        string
+		preTokenizer any
+		ignoreMerges bool
+	}{
+		{"gpt-2", map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}, false},
+		{"llama-bpe", map[string]any{"type": "Sequence", "pretokenizers": []any{
+			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": llama3Pattern}, "behavior": "Isolated", "invert": false},
+			map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false},
+		}}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.vocab, func(t *testing.T) {
+			base := fixture(t, "llama.cpp", "models", "ggml-vocab-"+tt.vocab+".gguf")
+			kv, err := readGGUFMetadata(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokens, _ := kv["tokenizer.ggml.tokens"].([]any)
+			types, _ := kv["tokenizer.ggml.token_type"].([]any)
+			merges, _ := kv["tokenizer.ggml.merges"].([]any)
+			if len(tokens) == 0 || len(types) != len(tokens) || len(merges) == 0 {
+				t.Fatalf("%s: missing tokenizer metadata", base)
+			}
+			vocab := make(map[string]int, len(tokens))
+			var added []any
+			for id, tok := range tokens {
+				if types[id].(int64) == 3 { // LLAMA_TOKEN_TYPE_CONTROL
+					added = append(added, map[string]any{"id": id, "content": tok, "special": true, "normalized": false})
+				}
+				vocab[tok.(string)] = id
+			}
+			tj := map[string]any{
+				"added_tokens":   added,
+				"normalizer":     nil,
+				"pre_tokenizer":  tt.preTokenizer,
+				"post_processor": map[string]any{"type": "ByteLevel"},
+				"decoder":        map[string]any{"type": "ByteLevel"},
+				"model": map[string]any{"type": "BPE", "vocab": vocab, "merges": merges,
+					"ignore_merges": tt.ignoreMerges, "byte_fallback": false},
+			}
+			tok, _, err := loadJSON(t, tj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			texts, want := readVocabTests(t, base)
+			n := 0
+			for i, text := range texts {
+				if got := tok.Encode(text, false); !slices.Equal(got, want[i]) {
+					t.Errorf("Encode(%q):\n got %v\nwant %v", text, got, want[i])
+				}
+				n += len(want[i])
+			}
+			t.Logf("ggml-vocab-%s (reconstructed tokenizer.json): %d texts, %d ids", tt.vocab, len(texts), n)
+		})
+	}
+}
