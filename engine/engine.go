@@ -1,0 +1,276 @@
+// Package engine serves many requests at once on one model: continuous
+// batching with chunked prefill under a per-step token budget, admission by
+// the pages a request's cache needs (growing and fixed), preemption by
+// recomputation when the pool runs out, cancellation at any point, and
+// per-request sampling that does not depend on the rest of the batch.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/strata-inference/strata/cache"
+	"github.com/strata-inference/strata/model"
+)
+
+// Config sizes the engine.
+type Config struct {
+	// MaxBatchTokens is the per-step token budget: decode tokens plus prefill
+	// chunks. Prompts longer than what is left are prefilled in chunks.
+	MaxBatchTokens int
+	// MaxSeqs is the most sequences in one step.
+	MaxSeqs int
+	// PageBytes and Pages size the cache pool.
+	PageBytes, Pages int
+	// MaxContext bounds prompt plus generated tokens (0: no bound beyond the pool).
+	MaxContext int
+	// EOS ends a request unless it sets IgnoreEOS (negative: none).
+	EOS    int32
+	Logger *slog.Logger
+}
+
+// Request is one generation request.
+type Request struct {
+	Prompt    []int32
+	MaxTokens int // tokens to generate (at least 1)
+	Sampling  Sampling
+	// Stop ends the request when one of these tokens is generated (the token
+	// is emitted).
+	Stop      []int32
+	IgnoreEOS bool
+	// Logprobs > 0 attaches the log-probability of each token and the
+	// Logprobs most likely alternatives; 0 attaches just the token's.
+	Logprobs int
+	// Forced, when set, replaces sampling: the i-th generated token is
+	// Forced[i] (teacher forcing, for checking a path against reference
+	// logits). MaxTokens is then len(Forced)+1 at most.
+	Forced []int32
+	// OnLogits, when set, receives the logits of every position the request
+	// computes (prompt and generated), possibly more than once for a
+	// position recomputed after preemption. It runs on the engine's
+	// goroutine and must not retain the slice.
+	OnLogits func(pos int, logits []float32)
+}
+
+// FinishReason says why a request ended.
+type FinishReason string
+
+const (
+	FinishStop      FinishReason = "stop"      // a stop token or EOS
+	FinishLength    FinishReason = "length"    // MaxTokens reached
+	FinishCancelled FinishReason = "cancelled" // the request's context ended
+	FinishError     FinishReason = "error"
+)
+
+// TokenLogprob is a token and its log-probability under the model.
+type TokenLogprob struct {
+	Token   int32
+	Logprob float32
+}
+
+// Event is one step of a request's output: a token, and on the last event the
+// reason it finished (and the error, for FinishError and FinishCancelled).
+type Event struct {
+	Token   int32
+	Logprob float32
+	Top     []TokenLogprob
+	Finish  FinishReason // empty until the last event
+	Err     error
+	// Tokens counts prompt and output tokens when the event was made.
+	PromptTokens, OutputTokens int
+}
+
+// ErrOverloaded is returned by Submit when the queue is full.
+var ErrOverloaded = errors.New("engine: queue full")
+
+// Engine runs requests on one model. Its methods are safe for concurrent use;
+// one goroutine calls Run (or Step).
+type Engine struct {
+	m    model.Model
+	pool *cache.Pool
+	cfg  Config
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	waiting  []*seq // by arrival; preempted sequences return here
+	running  []*seq // by arrival
+	nextID   uint64
+	wake     chan struct{}
+	maxQueue int
+	stats    Stats
+}
+
+// Stats are the engine's counters.
+type Stats struct {
+	Waiting, Running        int
+	PromptTokens, OutTokens int64 // processed prompt tokens (recomputations included) and generated tokens
+	Steps, Preemptions      int64
+	MaxBatchSeqs            int // the most sequences one step has held
+	Finished, Cancelled     int64
+	PagesUsed               map[string]int
+	PagesFree, PagesTotal   int
+}
+
+// New makes an engine for m with a pool of cfg.Pages pages.
+func New(m model.Model, cfg Config) (*Engine, error) {
+	if cfg.MaxBatchTokens <= 0 {
+		cfg.MaxBatchTokens = 512
+	}
+	if cfg.MaxSeqs <= 0 {
+		cfg.MaxSeqs = 64
+	}
+	if cfg.PageBytes <= 0 {
+		cfg.PageBytes = cache.PageBytesFor(m.CacheSpecs())
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	for _, s := range m.CacheSpecs() {
+		if err := s.Validate(cfg.PageBytes); err != nil {
+			return nil, err
+		}
+	}
+	pool, err := cache.NewPool(cfg.PageBytes, cfg.Pages)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{m: m, pool: pool, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), maxQueue: 1 << 16}, nil
+}
+
+// SetMaxQueue bounds the requests waiting for admission; Submit returns
+// ErrOverloaded beyond it.
+func (e *Engine) SetMaxQueue(n int) {
+	e.mu.Lock()
+	e.maxQueue = n
+	e.mu.Unlock()
+}
+
+// Pool is the engine's cache pool.
+func (e *Engine) Pool() *cache.Pool { return e.pool }
+
+// Model is the engine's model.
+func (e *Engine) Model() model.Model { return e.m }
+
+// PagesFor is how many pages a request of n tokens of context holds.
+func (e *Engine) PagesFor(n int) int { return cache.TotalPages(e.m.CacheSpecs(), n, e.cfg.PageBytes) }
+
+// Submit queues a request. Its output arrives on the returned Stream; the
+// request is cancelled when ctx ends. Submit fails at once for a request
+// that can never run: bad tokens or parameters, or a context larger than the
+// model or the whole pool.
+func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
+	if len(r.Prompt) == 0 {
+		return nil, fmt.Errorf("engine: empty prompt")
+	}
+	if r.MaxTokens <= 0 {
+		return nil, fmt.Errorf("engine: max tokens %d must be at least 1", r.MaxTokens)
+	}
+	if r.Forced != nil && r.MaxTokens > len(r.Forced)+1 {
+		r.MaxTokens = len(r.Forced) + 1
+	}
+	if err := r.Sampling.Validate(); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if r.Logprobs < 0 || r.Logprobs > 20 {
+		return nil, fmt.Errorf("engine: logprobs %d must be in [0, 20]", r.Logprobs)
+	}
+	V := e.m.VocabSize()
+	for i, t := range r.Prompt {
+		if t < 0 || int(t) >= V {
+			return nil, fmt.Errorf("engine: prompt token %d at %d is outside the vocabulary of %d", t, i, V)
+		}
+	}
+	total := len(r.Prompt) + r.MaxTokens
+	if e.cfg.MaxContext > 0 && total > e.cfg.MaxContext {
+		return nil, fmt.Errorf("engine: prompt of %d tokens plus %d to generate exceeds the context of %d", len(r.Prompt), r.MaxTokens, e.cfg.MaxContext)
+	}
+	if need := e.PagesFor(total - 1); need > e.pool.NumPages() {
+		return nil, fmt.Errorf("engine: a context of %d tokens needs %d cache pages; the pool has %d", total, need, e.pool.NumPages())
+	}
+	if r.Sampling.Seed == 0 {
+		r.Sampling.Seed = uint64(time.Now().UnixNano())
+	}
+	e.mu.Lock()
+	if len(e.waiting) >= e.maxQueue {
+		e.mu.Unlock()
+		return nil, ErrOverloaded
+	}
+	e.nextID++
+	s := &seq{
+		id:      e.nextID,
+		ctx:     ctx,
+		req:     r,
+		tokens:  append([]int32(nil), r.Prompt...),
+		prompt:  len(r.Prompt),
+		sampler: newSampler(r.Sampling, r.Prompt),
+		stream:  newStream(e.nextID),
+	}
+	e.waiting = append(e.waiting, s)
+	e.mu.Unlock()
+	context.AfterFunc(ctx, e.poke)
+	e.poke()
+	return s.stream, nil
+}
+
+// poke wakes Run.
+func (e *Engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run steps the engine until ctx ends, sleeping while there is no work.
+// When ctx ends, every request still queued or running is cancelled.
+func (e *Engine) Run(ctx context.Context) error {
+	for {
+		worked, err := e.Step(ctx)
+		if err != nil && ctx.Err() == nil {
+			e.log.Error("engine step failed", "err", err)
+		}
+		if ctx.Err() != nil {
+			e.cancelAll(ctx.Err())
+			return ctx.Err()
+		}
+		if !worked {
+			select {
+			case <-ctx.Done():
+			case <-e.wake:
+			}
+		}
+	}
+}
+
+// Idle reports whether no request is queued or running.
+func (e *Engine) Idle() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.waiting) == 0 && len(e.running) == 0
+}
+
+// Stats returns a snapshot of the counters.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	st := e.stats
+	st.Waiting, st.Running = len(e.waiting), len(e.running)
+	e.mu.Unlock()
+	st.PagesUsed = e.pool.UsedPages()
+	st.PagesFree, st.PagesTotal = e.pool.FreePages(), e.pool.NumPages()
+	return st
+}
+
+func (e *Engine) cancelAll(err error) {
+	e.mu.Lock()
+	all := append(e.waiting, e.running...)
+	e.waiting, e.running = nil, nil
+	e.mu.Unlock()
+	for _, s := range all {
+		s.release()
+		s.stream.push(Event{Finish: FinishCancelled, Err: err, PromptTokens: s.prompt, OutputTokens: len(s.tokens) - s.prompt})
+		s.stream.close()
+	}
+}

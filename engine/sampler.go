@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// Sampling says how a request picks each next token. The zero value is greedy.
+type Sampling struct {
+	// Temperature divides the logits; 0 means greedy (argmax).
+	Temperature float64
+	// TopK keeps the k most likely tokens (0: all).
+	TopK int
+	// TopP keeps the smallest set of most likely tokens whose probability
+	// reaches p (0 or 1: all).
+	TopP float64
+	// MinP drops tokens less likely than MinP times the most likely one (0: none).
+	MinP float64
+	// RepetitionPenalty divides positive logits and multiplies negative ones of
+	// every token seen in the prompt or the output (1 or 0: none).
+	RepetitionPenalty float64
+	// PresencePenalty is subtracted once from the logit of every token the
+	// output contains; FrequencyPenalty once per occurrence.
+	PresencePenalty, FrequencyPenalty float64
+	// Seed makes sampling reproducible: the same request with the same seed
+	// gives the same tokens whatever else is in the batch. Zero picks one.
+	Seed uint64
+}
+
+// Validate checks the parameters' ranges.
+func (s *Sampling) Validate() error {
+	switch {
+	case s.Temperature < 0 || math.IsNaN(s.Temperature) || math.IsInf(s.Temperature, 0):
+		return fmt.Errorf("temperature %g must be finite and >= 0", s.Temperature)
+	case s.TopK < 0:
+		return fmt.Errorf("top_k %d must be >= 0", s.TopK)
+	case s.TopP < 0 || s.TopP > 1 || math.IsNaN(s.TopP):
+		return fmt.Errorf("top_p %g must be in [0, 1]", s.TopP)
+	case s.MinP < 0 || s.MinP > 1 || math.IsNaN(s.MinP):
+		return fmt.Errorf("min_p %g must be in [0, 1]", s.MinP)
+	case s.RepetitionPenalty < 0 || math.IsNaN(s.RepetitionPenalty) || math.IsInf(s.RepetitionPenalty, 0):
+		return fmt.Errorf("repetition_penalty %g must be finite and >= 0", s.RepetitionPenalty)
+	case math.IsNaN(s.PresencePenalty) || math.IsInf(s.PresencePenalty, 0) || math.Abs(s.PresencePenalty) > 2:
+		return fmt.Errorf("presence_penalty %g must be in [-2, 2]", s.PresencePenalty)
+	case math.IsNaN(s.FrequencyPenalty) || math.IsInf(s.FrequencyPenalty, 0) || math.Abs(s.FrequencyPenalty) > 2:
+		return fmt.Errorf("frequency_penalty %g must be in [-2, 2]", s.FrequencyPenalty)
+	}
+	return nil
+}
+
+// sampler is one request's sampling state: its random stream and the counts
+// the penalties need. It depends only on the request's own logits and
+// tokens, never on the batch.
+type sampler struct {
+	p      Sampling
+	rng    *rand.Rand
+	seen   map[int32]bool // prompt and output tokens (repetition penalty)
+	counts map[int32]int  // output tokens (presence and frequency penalties)
+	buf    []float32      // scratch: processed logits
+	idx    []int32        // scratch: candidate order
+}
+
+func newSampler(p Sampling, prompt []int32) *sampler {
+	s := &sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, p.Seed^0xda942042e4dd58b5)), seen: map[int32]bool{}, counts: map[int32]int{}}
+	for _, t := range prompt {
+		s.seen[t] = true
+	}
+	return s
+}
+
+// observe records a generated token.
+func (s *sampler) observe(t int32) {
+	s.seen[t] = true
+	s.counts[t]++
+}
+
+// sample picks the next token from one row of logits. It draws exactly one
+// random number per call when sampling (none when greedy), so a request's
+// random stream advances the same way whatever the batch.
+func (s *sampler) sample(logits []float32) int32 {
+	p := &s.p
+	x := append(s.buf[:0], logits...)
+	s.buf = x
+	if rp := float32(p.RepetitionPenalty); rp > 0 && rp != 1 {
+		for t := range s.seen {
+			if x[t] > 0 {
+				x[t] /= rp
+			} else {
+				x[t] *= rp
+			}
+		}
+	}
+	if p.PresencePenalty != 0 || p.FrequencyPenalty != 0 {
+		for t, c := range s.counts {
+			x[t] -= float32(p.PresencePenalty) + float32(p.FrequencyPenalty)*float32(c)
+		}
+	}
+	if p.Temperature == 0 {
+		return argmax(x)
+	}
+	inv := float32(1 / p.Temperature)
+	for i := range x {
+		x[i] *= inv
+	}
+	// Candidates by decreasing logit; ties by token id, so the order is a
+	// function of the logits alone.
+	idx := s.idx[:0]
+	for i := range x {
+		idx = append(idx, int32(i))
+	}
+	k := len(idx)
+	if p.TopK > 0 && p.TopK < k {
+		k = p.TopK
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		if x[a] != x[b] {
+			if x[a] > x[b] {
+				return -1
+			}
+			return 1
+		}
+		return int(a - b)
+	})
+	idx = idx[:k]
+	s.idx = idx
+	// Softmax over the candidates in float64.
+	mx := float64(x[idx[0]])
+	probs := make([]float64, k)
+	var sum float64
+	for i, t := range idx {
+		probs[i] = math.Exp(float64(x[t]) - mx)
+		sum += probs[i]
+	}
+	for i := range probs {
+		probs[i] /= sum
+	}
+	n := k
+	if p.TopP > 0 && p.TopP < 1 {
+		var c float64
+		for i, q := range probs {
+			c += q
+			if c >= p.TopP {
+				n = i + 1
+				break
+			}
+		}
+	}
+	if p.MinP > 0 {
+		floor := p.MinP * probs[0]
+		for i := 1; i < n; i++ {
+			if probs[i] < floor {
+				n = i
+				break
+			}
+		}
+	}
+	var total float64
+	for _, q := range probs[:n] {
+		total += q
+	}
+	u := s.rng.Float64() * total
+	for i, q := range probs[:n] {
+		u -= q
+		if u < 0 {
+			return idx[i]
+		}
+	}
+	return idx[n-1]
+}
+
+func argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// logprobs returns log-softmax(logits)[tok] and, when n > 0, the n most
+// likely tokens with their log-probabilities (the model's raw distribution).
+func logprobs(logits []float32, tok int32, n int) (float32, []TokenLogprob) {
+	mx := float64(logits[argmax(logits)])
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - mx)
+	}
+	lse := mx + math.Log(sum)
+	lp := float32(float64(logits[tok]) - lse)
+	if n <= 0 {
+		return lp, nil
+	}
+	n = min(n, len(logits))
+	top := make([]TokenLogprob, 0, n+1)
+	for i, v := range logits {
+		if len(top) < n || v > top[len(top)-1].Logprob {
+			e := TokenLogprob{Token: int32(i), Logprob: v}
+			j, _ := slices.BinarySearchFunc(top, e, func(a, b TokenLogprob) int {
+				if a.Logprob > b.Logprob {
+					return -1
+				}
+				if a.Logprob < b.Logprob {
+					return 1
+				}
+				return 0
+			})
+			// Equal logits keep ascending token order: insert after equals.
+			for j < len(top) && top[j].Logprob == v {
+				j++
+			}
+			top = slices.Insert(top, j, e)
+			if len(top) > n {
+				top = top[:n]
+			}
+		}
+	}
+	for i := range top {
+		top[i].Logprob = float32(float64(top[i].Logprob) - lse)
+	}
+	return lp, top
+}

@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"math"
+	"testing"
+)
+
+func draw(s *sampler, logits []float32, n int) []int {
+	counts := make([]int, len(logits))
+	for range n {
+		counts[s.sample(logits)]++
+	}
+	return counts
+}
+
+func TestSamplerFilters(t *testing.T) {
+	ln := func(x float64) float32 { return float32(math.Log(x)) }
+	// Probabilities 0.5, 0.3, 0.2 at temperature 1.
+	logits := []float32{ln(0.5), ln(0.3), ln(0.2)}
+	tests := []struct {
+		name    string
+		p       Sampling
+		allowed []bool
+	}{
+		{"greedy", Sampling{}, []bool{true, false, false}},
+		{"top-k 1", Sampling{Temperature: 1, TopK: 1}, []bool{true, false, false}},
+		{"top-k 2", Sampling{Temperature: 1, TopK: 2}, []bool{true, true, false}},
+		{"top-p 0.5", Sampling{Temperature: 1, TopP: 0.5}, []bool{true, false, false}},
+		{"top-p 0.8", Sampling{Temperature: 1, TopP: 0.79}, []bool{true, true, false}},
+		{"min-p 0.5", Sampling{Temperature: 1, MinP: 0.5}, []bool{true, true, false}},
+		{"min-p 0.7", Sampling{Temperature: 1, MinP: 0.7}, []bool{true, false, false}},
+		{"all", Sampling{Temperature: 1}, []bool{true, true, true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.p.Seed = 3
+			counts := draw(newSampler(tc.p, nil), logits, 3000)
+			for i, c := range counts {
+				if (c > 0) != tc.allowed[i] {
+					t.Errorf("token %d drawn %d times; allowed %v", i, c, tc.allowed[i])
+				}
+			}
+		})
+	}
+}
+
+// TestSamplerDistribution: at temperature 1 the frequencies follow the
+// softmax; at temperature 0.5 they follow the squared probabilities.
+func TestSamplerDistribution(t *testing.T) {
+	logits := []float32{0, float32(math.Ln2), float32(math.Log(3))} // 1/6, 2/6, 3/6
+	const n = 60000
+	for _, tc := range []struct {
+		temp float64
+		want []float64
+	}{{1, []float64{1. / 6, 2. / 6, 3. / 6}}, {0.5, []float64{1. / 14, 4. / 14, 9. / 14}}} {
+		counts := draw(newSampler(Sampling{Temperature: tc.temp, Seed: 11}, nil), logits, n)
+		for i, c := range counts {
+			if got := float64(c) / n; math.Abs(got-tc.want[i]) > 0.01 {
+				t.Errorf("temperature %g: token %d frequency %.4f, want %.4f", tc.temp, i, got, tc.want[i])
+			}
+		}
+	}
+}
+
+func TestSamplerPenalties(t *testing.T) {
+	// Repetition: token 0 (seen in the prompt) 2.0 -> 1.0 loses to token 1's 1.9.
+	s := newSampler(Sampling{RepetitionPenalty: 2}, []int32{0})
+	if got := s.sample([]float32{2, 1.9}); got != 1 {
+		t.Errorf("repetition penalty: got %d, want 1", got)
+	}
+	// A negative logit is multiplied: -1 -> -2 loses to token 1's -1.5.
+	if got := s.sample([]float32{-1, -1.5}); got != 1 {
+		t.Errorf("repetition penalty on negative logits: got %d, want 1", got)
+	}
+	// Presence and frequency apply to output tokens only: token 0 generated
+	// twice loses 0.5 + 2*0.4 = 1.3.
+	s = newSampler(Sampling{PresencePenalty: 0.5, FrequencyPenalty: 0.4}, []int32{1})
+	s.observe(0)
+	s.observe(0)
+	if got := s.sample([]float32{2, 0.8}); got != 1 {
+		t.Errorf("presence+frequency: got %d, want 1", got)
+	}
+	if got := s.sample([]float32{2, 0.6}); got != 0 {
+		t.Errorf("presence+frequency: got %d, want 0 (2-1.3 = 0.7 > 0.6)", got)
+	}
+}
+
+func TestSamplerSeed(t *testing.T) {
+	logits := make([]float32, 50)
+	for i := range logits {
+		logits[i] = float32(i%7) * 0.3
+	}
+	p := Sampling{Temperature: 1, Seed: 99}
+	a, b := newSampler(p, nil), newSampler(p, nil)
+	c := newSampler(Sampling{Temperature: 1, Seed: 100}, nil)
+	same, diff := true, false
+	for range 200 {
+		x, y, z := a.sample(logits), b.sample(logits), c.sample(logits)
+		same = same && x == y
+		diff = diff || x != z
+	}
+	if !same || !diff {
+		t.Fatalf("same seed same stream: %v; other seed differs: %v", same, diff)
+	}
+}
+
+func TestLogprobs(t *testing.T) {
+	logits := []float32{0, float32(math.Ln2), float32(math.Log(3)), float32(math.Ln2)}
+	lp, top := logprobs(logits, 1, 3)
+	if want := math.Log(2.0 / 8); math.Abs(float64(lp)-want) > 1e-6 {
+		t.Errorf("logprob %g, want %g", lp, want)
+	}
+	wantTop := []int32{2, 1, 3} // equal logits keep token order
+	for i, e := range top {
+		if e.Token != wantTop[i] {
+			t.Fatalf("top %v, want tokens %v", top, wantTop)
+		}
+	}
+	if want := math.Log(3.0 / 8); math.Abs(float64(top[0].Logprob)-want) > 1e-6 {
+		t.Errorf("top logprob %g, want %g", top[0].Logprob, want)
+	}
+}
