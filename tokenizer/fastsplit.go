@@ -88,6 +88,28 @@ var asciiClass = func() (t [utf8.RuneSelf]uint8) {
 	return t
 }()
 
+// lowClass holds the classes of runes below U+0800 (Latin, Greek,
+// Cyrillic, Hebrew, Arabic, ...).
+var lowClass = func() (t [0x800]uint8) {
+	for r := range rune(len(t)) {
+		t[r] = classOf(r)
+	}
+	return t
+}()
+
+// runeClass returns the classes of r.
+func runeClass(r rune) uint8 {
+	switch {
+	case r < rune(len(lowClass)):
+		return lowClass[r]
+	case r >= 0x4E00 && r <= 0x9FFF, r >= 0xAC00 && r <= 0xD7A3:
+		// CJK Unified Ideographs and Hangul Syllables are all letters
+		// (Lo) in Unicode 15.
+		return cL
+	}
+	return classOf(r)
+}
+
 func classOf(r rune) uint8 {
 	var c uint8
 	if unicode.IsLetter(r) {
@@ -119,7 +141,7 @@ func next(s string, i int) (uint8, int) {
 		return asciiClass[c], 1
 	}
 	r, n := utf8.DecodeRuneInString(s[i:])
-	return classOf(r), n
+	return runeClass(r), n
 }
 
 // classAt returns the class of the rune at s[i], or 0 past the end.
@@ -135,6 +157,13 @@ func classAt(s string, i int) uint8 {
 // starting at i.
 func run(s string, i int, want uint8) int {
 	for i < len(s) {
+		if b := s[i]; b < utf8.RuneSelf {
+			if asciiClass[b]&want == 0 {
+				break
+			}
+			i++
+			continue
+		}
 		c, n := next(s, i)
 		if c&want == 0 {
 			break
@@ -240,6 +269,13 @@ func gpt2Find(s string, i int) int {
 // avoid, starting at i.
 func runNot(s string, i int, avoid uint8) int {
 	for i < len(s) {
+		if b := s[i]; b < utf8.RuneSelf {
+			if asciiClass[b]&avoid != 0 {
+				break
+			}
+			i++
+			continue
+		}
 		c, n := next(s, i)
 		if c&avoid != 0 {
 			break

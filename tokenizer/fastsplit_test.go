@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 var fastPatterns = []string{gpt2Pattern, patQwen2, patLlama3, patQwen35, patDigits3, patCJK, patDeepSeek3}
@@ -54,5 +55,15 @@ func checkFastMatcher(t *testing.T, pattern, s string) {
 	got := fast.find(&sc, s, nil)
 	if !slices.Equal(got, want) {
 		t.Fatalf("pattern %q on %q:\n fast %v\n regexp2 %v", pattern, s, got, want)
+	}
+}
+
+// TestRuneClass checks the lookup tables and range shortcuts of runeClass
+// against the unicode package for every rune.
+func TestRuneClass(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if got, want := runeClass(r), classOf(r); got != want {
+			t.Fatalf("runeClass(%U) = %#x, want %#x", r, got, want)
+		}
 	}
 }
