@@ -201,7 +201,7 @@ func (t *Tokenizer) parsePostProcessor(raw json.RawMessage, field string) error 
 			if i == 0 {
 				t.bos, t.addBOS = id, true
 			} else if i == len(v.Single)-1 {
-				t.eos, t.addEOS = id, true
+				t.eos = id
 			}
 		}
 	default:

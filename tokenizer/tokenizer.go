@@ -14,9 +14,16 @@
 //     normalized text.
 //  4. The remaining text is pre-tokenized (Sequence, Split with a regular
 //     expression or a literal string and any split behaviour, Digits,
-//     ByteLevel with or without its GPT-2 regular expression). Split
-//     patterns are Oniguruma-style regular expressions with lookaround; they
-//     are run with github.com/dlclark/regexp2.
+//     ByteLevel with or without its GPT-2 regular expression; as in Hugging
+//     Face, ByteLevel's add_prefix_space applies to every piece it receives,
+//     so to every piece of text between added tokens when it comes first).
+//     Split patterns are Oniguruma-style regular expressions with lookaround;
+//     they are run with github.com/dlclark/regexp2, except the patterns of
+//     GPT-2, Qwen2/2.5/3, Qwen3.5, Llama 3 and DeepSeek-V3, which use
+//     hand-written matchers that find the same matches much faster. As in
+//     Oniguruma (and so Hugging Face tokenizers), \s is Unicode White_Space,
+//     which includes U+0085 but not U+FEFF (JavaScript's \s is the other way
+//     round).
 //  5. Each pre-token is mapped to bytes and encoded with the BPE model
 //     (merge ranks, optional ignore_merges and unk token). Results are cached
 //     per pre-token in a bounded per-Tokenizer cache.
@@ -74,7 +81,6 @@ type Tokenizer struct {
 
 	bos, eos     int32 // -1 when unknown
 	addBOS       bool
-	addEOS       bool
 	chatTemplate string
 
 	cache   wordCache
@@ -102,7 +108,7 @@ func Load(path string) (*Tokenizer, error) {
 // dir/tokenizer_config.json and dir/chat_template.jinja.
 //
 // From tokenizer_config.json it takes bos_token and eos_token (a string or an
-// AddedToken object), add_bos_token and add_eos_token, the special flags of
+// AddedToken object), add_bos_token, the special flags of
 // added_tokens_decoder, additional_special_tokens, pad_token and unk_token
 // (all marked special so that Decode can skip them) and chat_template (a
 // string, or a list of {name, template} of which "default" or else the first
@@ -139,7 +145,8 @@ func LoadDir(dir string) (*Tokenizer, error) {
 // recognised in text. Special added tokens (for example <|im_start|>) are
 // recognised only when allowSpecial is true; otherwise they are encoded as
 // ordinary text, as Hugging Face does with encode_special_tokens, so that
-// untrusted text cannot inject control tokens.
+// untrusted text cannot inject control tokens. Tokens that LoadDir marks
+// special from tokenizer_config.json count as special here too.
 //
 // text should be valid UTF-8. Invalid bytes are kept: each is seen by the
 // pre-tokenizer as U+FFFD but encoded as its own byte, so that Decode gives
@@ -262,7 +269,6 @@ func (t *Tokenizer) ChatTemplate() string { return t.chatTemplate }
 func (t *Tokenizer) applyConfig(data []byte) error {
 	var cfg struct {
 		AddBOS            *bool                      `json:"add_bos_token"`
-		AddEOS            *bool                      `json:"add_eos_token"`
 		BOS               json.RawMessage            `json:"bos_token"`
 		EOS               json.RawMessage            `json:"eos_token"`
 		Pad               json.RawMessage            `json:"pad_token"`
@@ -346,9 +352,6 @@ func (t *Tokenizer) applyConfig(data []byte) error {
 	}
 	if cfg.AddBOS != nil {
 		t.addBOS = *cfg.AddBOS
-	}
-	if cfg.AddEOS != nil {
-		t.addEOS = *cfg.AddEOS
 	}
 	if len(cfg.ChatTemplate) > 0 && string(cfg.ChatTemplate) != "null" {
 		var s string

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/strata-inference/strata/tokenizer/internal/norm"
 )
 
 // testdata/tiny is a hand-made GPT-2-style tokenizer: the 256 byte tokens
@@ -534,5 +536,23 @@ func TestRealSpecialTokens(t *testing.T) {
 	}
 	if got := d.Encode("<｜User｜>", true); len(got) != 1 {
 		t.Errorf("deepseek_v3 Encode(<｜User｜>) = %v", got)
+	}
+}
+
+// TestInvalidUTF8 checks that invalid bytes survive Encode as byte tokens
+// (also through NFC) and decode to U+FFFD.
+func TestInvalidUTF8(t *testing.T) {
+	tok := loadTiny(t)
+	text := "a\xffb \xe4\xbd"
+	ids := tok.Encode(text, true)
+	if !slices.Contains(ids, 0xFF) {
+		t.Errorf("Encode(%q) = %v: the byte 0xFF is missing", text, ids)
+	}
+	if got, want := tok.Decode(ids, false), "a\uFFFDb \uFFFD"; got != want {
+		t.Errorf("Decode = %q, want %q", got, want)
+	}
+	nfc := unicodeNormalizer{norm.NFC}
+	if got, want := nfc.normalize("\xffe\u0301\xe4"), "\xff\u00e9\xe4"; got != want {
+		t.Errorf("NFC kept %q, want %q", got, want)
 	}
 }
