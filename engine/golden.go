@@ -14,7 +14,7 @@ type BatchedOptions struct {
 	// inside compression windows).
 	Budget int
 	// Pages sizes the pool. The default holds the largest request at its
-	// full length plus one more request's first chunk: requests share
+	// full length plus another at its prompt: two decoding requests share
 	// batches, and run out of pages as they grow.
 	Pages int
 }
@@ -102,12 +102,17 @@ func CheckBatched(ctx context.Context, m model.Model, c *golden.Case, opt Batche
 		got    map[int][]float32
 	}
 	var jobs []*job
-	for _, n := range []int{L, L - L/5, L / 2} {
+	lengths := []int{L, L - L/10, L / 2}
+	// The decode requests come first: they grow as they decode, which is
+	// what runs the pool out.
+	for _, n := range lengths {
 		p := min(c.Prompt, n)
 		j := &job{name: fmt.Sprintf("decode, %d tokens", n), n: n, want: c.LogitsDecode, got: map[int][]float32{}}
 		j.req = Request{Prompt: c.InputIDs[:p], Forced: c.InputIDs[p:n], MaxTokens: n - p + 1}
 		jobs = append(jobs, j)
-		j = &job{name: fmt.Sprintf("chunked, %d tokens", n), n: n, want: c.LogitsChunked, got: map[int][]float32{}}
+	}
+	for _, n := range lengths {
+		j := &job{name: fmt.Sprintf("chunked, %d tokens", n), n: n, want: c.LogitsChunked, got: map[int][]float32{}}
 		j.req = Request{Prompt: c.InputIDs[:n], MaxTokens: 1}
 		jobs = append(jobs, j)
 	}
@@ -128,7 +133,7 @@ func CheckBatched(ctx context.Context, m model.Model, c *golden.Case, opt Batche
 	}
 	cfg.Pages = opt.Pages
 	if cfg.Pages <= 0 {
-		cfg.Pages = largest + e.PagesFor(opt.Budget)
+		cfg.Pages = largest + e.PagesFor(c.Prompt)
 	}
 	e, err := New(m, cfg)
 	if err != nil {

@@ -206,8 +206,13 @@ func (e *Engine) schedule() []planned {
 }
 
 // admit takes the fixed pages of s and the growing pages of its first n
-// tokens, all or none.
+// tokens, all or none. It admits only when the pool could hold all of s's
+// tokens so far, so a request is not admitted to be preempted before its
+// prompt is through.
 func (e *Engine) admit(s *seq, n int) bool {
+	if e.PagesFor(len(s.tokens)) > e.pool.FreePages() {
+		return false
+	}
 	cs, err := e.m.NewSeq(e.pool)
 	if err != nil {
 		return false

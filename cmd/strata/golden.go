@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-inference/strata/compute/cpu"
+	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/golden"
 	"github.com/strata-inference/strata/model/deepseekv4"
 )
@@ -15,6 +16,8 @@ import (
 func runCheckGolden(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("check-golden", flag.ContinueOnError)
 	threads := fs.Int("threads", 0, "compute goroutines (0: one per CPU)")
+	batched := fs.Bool("batched", false, "run the decode and chunked paths and the greedy continuation as concurrent requests through the scheduler, with a pool small enough to force preemption")
+	budget := fs.Int("budget", 37, "with -batched: per-step token budget")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: strata check-golden [flags] DIR...
 
@@ -23,6 +26,12 @@ golden.safetensors, golden.json) along every path: one full pass, prompt
 prefill then one-token decode, chunked prefill, and the greedy continuation.
 Prints the max abs logit difference of each path and whether the greedy ids
 match; exits 0 only if every path is within %g and greedy matches exactly.
+
+With -batched, the decode and chunked paths (over prefixes of three lengths)
+and the greedy continuation run as seven concurrent requests arriving at
+different steps, through the scheduler, sharing batches, in a pool too small
+for all of them (at least one is preempted and recomputed); each request is
+checked against the reference.
 
 flags:
 `, golden.Tolerance)
@@ -38,7 +47,13 @@ flags:
 	be := cpu.New(*threads)
 	failed := false
 	for _, dir := range fs.Args() {
-		ok, err := checkOne(ctx, dir, be, stdout)
+		check := checkOne
+		if *batched {
+			check = func(ctx context.Context, dir string, be *cpu.Backend, w io.Writer) (bool, error) {
+				return checkBatched(ctx, dir, be, *budget, w)
+			}
+		}
+		ok, err := check(ctx, dir, be, stdout)
 		if err != nil {
 			fmt.Fprintf(stdout, "%s: error: %v\n", dir, err)
 			failed = true
@@ -91,4 +106,32 @@ func verdict(ok bool) string {
 		return "ok"
 	}
 	return "FAIL"
+}
+
+func checkBatched(ctx context.Context, dir string, be *cpu.Backend, budget int, w io.Writer) (bool, error) {
+	c, err := golden.Load(dir)
+	if err != nil {
+		return false, err
+	}
+	m, err := deepseekv4.Load(dir, be)
+	if err != nil {
+		return false, err
+	}
+	defer m.Close()
+	start := time.Now()
+	rep, err := engine.CheckBatched(ctx, m, c, engine.BatchedOptions{Budget: budget})
+	if err != nil {
+		return false, err
+	}
+	fmt.Fprintf(w, "%s batched: %d requests, budget %d tokens/step, pool %d pages\n", dir, len(rep.Requests), budget, rep.PoolPages)
+	for _, r := range rep.Requests {
+		fmt.Fprintf(w, "  %s\n", r)
+	}
+	ok := rep.OK() && rep.Preemptions > 0
+	fmt.Fprintf(w, "  %d steps, up to %d sequences per step, %d preemptions, %d pages held at the end\n", rep.Steps, rep.MaxBatchSeqs, rep.Preemptions, rep.PagesLeft)
+	if rep.Preemptions == 0 {
+		fmt.Fprintf(w, "  FAIL: no request was preempted\n")
+	}
+	fmt.Fprintf(w, "  %s in %.1fs\n", verdict(ok), time.Since(start).Seconds())
+	return ok, nil
 }
