@@ -72,3 +72,17 @@ func BenchmarkEncode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLoad measures loading the real tokenizer.json files.
+func BenchmarkLoad(b *testing.B) {
+	for _, rt := range realTokenizers {
+		path := fixture(b, rt.pkg, "package", "models", "tokenizer.json")
+		b.Run(rt.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Load(path); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -258,6 +258,9 @@ func checkDecoder(raw json.RawMessage, field string) error {
 // parseMerge decodes one merges entry: "a b" or ["a", "b"].
 func parseMerge(raw json.RawMessage) (string, string, error) {
 	raw = bytes.TrimSpace(raw)
+	if a, b, ok := parseMergeFast(raw); ok {
+		return a, b, nil
+	}
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
@@ -277,4 +280,48 @@ func parseMerge(raw json.RawMessage) (string, string, error) {
 		return "", "", fmt.Errorf("want a pair of non-empty tokens, got %q", pair)
 	}
 	return pair[0], pair[1], nil
+}
+
+// parseMergeFast decodes the common forms "a b" and ["a","b"] when they
+// contain no escapes; ok is false when parseMerge must do the work.
+func parseMergeFast(raw []byte) (a, b string, ok bool) {
+	if bytes.IndexByte(raw, '\\') >= 0 || len(raw) < 2 {
+		return "", "", false
+	}
+	switch raw[0] {
+	case '"':
+		if raw[len(raw)-1] != '"' {
+			return "", "", false
+		}
+		l, r, found := bytes.Cut(raw[1:len(raw)-1], []byte(" "))
+		if !found || len(l) == 0 || len(r) == 0 || bytes.IndexByte(r, ' ') >= 0 || bytes.IndexByte(r, '"') >= 0 || bytes.IndexByte(l, '"') >= 0 {
+			return "", "", false
+		}
+		return string(l), string(r), true
+	case '[':
+		// ["a","b"], possibly with white space around the elements.
+		in := bytes.TrimSpace(raw[1 : len(raw)-1])
+		if raw[len(raw)-1] != ']' || len(in) < 2 || in[0] != '"' {
+			return "", "", false
+		}
+		end := bytes.IndexByte(in[1:], '"') + 1
+		if end <= 1 {
+			return "", "", false
+		}
+		l := in[1:end]
+		rest := bytes.TrimSpace(in[end+1:])
+		if len(rest) == 0 || rest[0] != ',' {
+			return "", "", false
+		}
+		rest = bytes.TrimSpace(rest[1:])
+		if len(rest) < 3 || rest[0] != '"' || rest[len(rest)-1] != '"' {
+			return "", "", false
+		}
+		r := rest[1 : len(rest)-1]
+		if bytes.IndexByte(r, '"') >= 0 {
+			return "", "", false
+		}
+		return string(l), string(r), true
+	}
+	return "", "", false
 }

@@ -556,3 +556,35 @@ func TestInvalidUTF8(t *testing.T) {
 		t.Errorf("NFC kept %q, want %q", got, want)
 	}
 }
+
+func TestParseMerge(t *testing.T) {
+	tests := []struct {
+		raw   string
+		a, b  string
+		isErr bool
+	}{
+		{`"a b"`, "a", "b", false},
+		{`"Ġ t"`, "Ġ", "t", false},
+		{`["a","b"]`, "a", "b", false},
+		{` [ "a" , "b" ] `, "a", "b", false},
+		{`["a b","c"]`, "a b", "c", false},
+		{`"\u0120 t"`, "Ġ", "t", false},
+		{`["\"","b"]`, `"`, "b", false},
+		{`"a  b"`, "", "", true},
+		{`"a b c"`, "", "", true},
+		{`"ab"`, "", "", true},
+		{`" b"`, "", "", true},
+		{`["a"]`, "", "", true},
+		{`["a","b","c"]`, "", "", true},
+		{`["","b"]`, "", "", true},
+		{`["a",""]`, "", "", true},
+		{`[1,2]`, "", "", true},
+		{`7`, "", "", true},
+	}
+	for _, tt := range tests {
+		a, b, err := parseMerge(json.RawMessage(tt.raw))
+		if (err != nil) != tt.isErr || a != tt.a || b != tt.b {
+			t.Errorf("parseMerge(%s) = %q, %q, %v", tt.raw, a, b, err)
+		}
+	}
+}
