@@ -13,8 +13,7 @@ import (
 
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/compute/cpu"
-	"github.com/strata-inference/strata/golden"
-	"github.com/strata-inference/strata/model"
+	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/model/deepseekv4"
 	"github.com/strata-inference/strata/tokenizer"
 )
@@ -28,9 +27,16 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 	prompt := fs.String("prompt", "", "text prompt (needs the model's tokenizer.json)")
 	ids := fs.String("prompt-ids", "", "prompt as comma-separated token ids (default: a fixed example prompt)")
 	n := fs.Int("n", 32, "tokens to generate")
+	var sp engine.Sampling
+	fs.Float64Var(&sp.Temperature, "temperature", 0, "sampling temperature (0: greedy)")
+	fs.IntVar(&sp.TopK, "top-k", 0, "keep the k most likely tokens (0: all)")
+	fs.Float64Var(&sp.TopP, "top-p", 0, "nucleus sampling threshold (0: off)")
+	fs.Float64Var(&sp.MinP, "min-p", 0, "drop tokens below this fraction of the best one's probability")
+	fs.Float64Var(&sp.RepetitionPenalty, "repetition-penalty", 0, "penalize tokens already seen (1 or 0: off)")
+	fs.Uint64Var(&sp.Seed, "seed", 1, "sampling seed")
 	threads := fs.Int("threads", 0, "compute goroutines (0: one per CPU)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: strata generate [flags]\n\nGenerates greedily from a prompt and prints the tokens as they come, then timing.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: strata generate [flags]\n\nGenerates from a prompt (greedily unless -temperature is set) and prints the\ntokens as they come, then the prefill and decode speed.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -80,43 +86,53 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "model %s (loaded in %s)\nprompt %d tokens: %v\n", *dir, loadTime.Round(time.Millisecond), len(in), in)
+	eos := int32(m.Cfg.EOS)
+	if tok == nil {
+		eos = -1 // without a tokenizer the ids are arbitrary: generate all n
+	}
 
-	pool, err := cache.PoolFor(m.CacheSpecs(), len(in)+*n, 1)
+	e, err := engine.New(m, engine.Config{
+		Pages:      cache.TotalPages(m.CacheSpecs(), len(in)+*n, cache.PageBytesFor(m.CacheSpecs())),
+		MaxContext: m.Cfg.MaxPosition,
+		EOS:        eos,
+	})
 	if err != nil {
 		return err
 	}
-	seq, err := m.NewSeq(pool)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go e.Run(runCtx)
+	t0 := time.Now()
+	stream, err := e.Submit(ctx, engine.Request{Prompt: in, MaxTokens: *n, Sampling: sp})
 	if err != nil {
 		return err
 	}
-	defer seq.Release()
-
 	var dec *tokenizer.Decoder
 	if tok != nil {
 		dec = tok.NewDecoder(true)
 	}
 	var out []int32
-	t0 := time.Now()
 	var ttft time.Duration
-	next := in
-	for i := range *n {
-		b := &model.Batch{Tokens: next, Spans: []model.Span{{Seq: seq, Len: len(next), Logits: model.LastLogits}}}
-		logits, err := m.Forward(ctx, b)
+	var last engine.Event
+	for {
+		ev, err := stream.Recv(ctx)
 		if err != nil {
 			return err
 		}
-		id := golden.Argmax(logits)
-		if i == 0 {
+		if ev.Err != nil {
+			return ev.Err
+		}
+		if len(out) == 0 {
 			ttft = time.Since(t0)
 		}
-		out = append(out, id)
+		out = append(out, ev.Token)
 		if dec != nil {
-			fmt.Fprint(stdout, dec.Add(id))
+			fmt.Fprint(stdout, dec.Add(ev.Token))
 		} else {
-			fmt.Fprintf(stdout, "%d ", id)
+			fmt.Fprintf(stdout, "%d ", ev.Token)
 		}
-		next = []int32{id}
-		if tok != nil && id == tok.EOS() {
+		if ev.Finish != "" {
+			last = ev
 			break
 		}
 	}
@@ -125,12 +141,11 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	total := time.Since(t0)
 	fmt.Fprintln(stdout)
-	decodeTokens := len(out) - 1
-	fmt.Fprintf(stdout, "generated %d tokens: %v\n", len(out), out)
+	fmt.Fprintf(stdout, "generated %d tokens (%s): %v\n", len(out), last.Finish, out)
 	fmt.Fprintf(stdout, "prefill %d tokens in %s (%.1f tokens/s, time to first token)\n", len(in), ttft.Round(time.Microsecond), float64(len(in))/ttft.Seconds())
-	if decodeTokens > 0 {
+	if k := len(out) - 1; k > 0 {
 		d := total - ttft
-		fmt.Fprintf(stdout, "decode %d tokens in %s (%.1f tokens/s, %.2f ms/token)\n", decodeTokens, d.Round(time.Microsecond), float64(decodeTokens)/d.Seconds(), d.Seconds()*1000/float64(decodeTokens))
+		fmt.Fprintf(stdout, "decode %d tokens in %s (%.1f tokens/s, %.2f ms/token)\n", k, d.Round(time.Microsecond), float64(k)/d.Seconds(), d.Seconds()*1000/float64(k))
 	}
 	return nil
 }
