@@ -24,6 +24,12 @@ func (t *Tokenizer) NewDecoder(skipSpecial bool) *Decoder {
 // Add decodes one more id and returns the text that is now complete, which
 // may be empty. Ids that are not in the vocabulary are ignored.
 func (d *Decoder) Add(id int32) string {
+	if len(d.buf) == 0 && id >= 0 && int(id) < len(d.t.valid) && d.t.valid[id] && !(d.skipSpecial && d.t.special[id]) {
+		// Common case: nothing pending and a token of whole characters.
+		if s := d.t.decoded[id]; utf8.ValidString(s) {
+			return s
+		}
+	}
 	d.appendID(id)
 	return string(d.take(false))
 }
