@@ -43,6 +43,12 @@ type Span struct {
 type Batch struct {
 	Tokens []int32
 	Spans  []Span
+	// WantHidden asks Forward to also return, in Hidden, the final hidden
+	// state of every token of the batch (the input of the output head; for
+	// DeepSeek-V4 the hc streams, hc·D values per token), which draft heads
+	// such as MTP read.
+	WantHidden bool
+	Hidden     []float32
 }
 
 // LogitRows is the number of logit rows a forward over b returns.

@@ -2,11 +2,11 @@ package deepseekv4
 
 import "math"
 
-// attention runs layer l's attention on x [T, D] (the attn_norm output) and
+// attention runs a layer's attention on x [T, D] (the attn_norm output) and
 // returns its output [T, D] (spec §3, "Attention"). It reads and updates the
 // window ring, compressed entries and indexer keys of every span's sequence.
-func (m *Model) attention(l int, x []float32, b *Batch, pos []int32) []float32 {
-	cfg, A, kind := m.Cfg, &m.W.Layers[l].Attn, m.Cfg.Layers[l]
+func (m *Model) attention(A *Attention, kind LayerSpec, refs *layerRefs, x []float32, b *Batch, pos []int32) []float32 {
+	cfg := m.Cfg
 	T, D, H, d, q := len(b.Tokens), cfg.Hidden, cfg.Heads, cfg.HeadDim, cfg.QLoraRank
 	eps := float32(cfg.RMSEps)
 	inv := m.rope.forLayer(kind.Attn)
@@ -27,20 +27,19 @@ func (m *Model) attention(l int, x []float32, b *Batch, pos []int32) []float32 {
 	m.be.RMSNorm(kv, kv, A.KVNorm, T, d, eps)
 	m.be.RoPE(kv, T, d, pos, inv, false)
 
-	lay := m.layout
 	if A.Comp != nil {
-		m.compress(A.Comp, d, kind.Attn == CSA, kind.Rate, lay.compressed[l], lay.compressor[l], x, b)
+		m.compress(A.Comp, d, kind.Attn == CSA, kind.Rate, refs.compressed, refs.compressor, x, b)
 	}
 	var selected [][]int32
 	if A.Indexer != nil {
-		m.compress(&A.Indexer.Comp, cfg.IndexHeadDim, true, kind.Rate, lay.indexer[l], lay.idxComp[l], x, b)
-		selected = m.indexerSelect(l, x, qr, b, pos)
+		m.compress(&A.Indexer.Comp, cfg.IndexHeadDim, true, kind.Rate, refs.indexer, refs.idxComp, x, b)
+		selected = m.indexerSelect(A.Indexer, kind.Rate, refs.indexer, x, qr, b, pos)
 	}
 
 	// Attention per token over the window and the compressed entries.
 	O := m.s.get(T * H * d)
 	scale := float32(1 / math.Sqrt(float64(d)))
-	win := lay.window[l]
+	win := refs.window
 	type job struct{ t, span int }
 	jobs := make([]job, 0, T)
 	for si, s := range b.Spans {
@@ -65,7 +64,7 @@ func (m *Model) attention(l int, x []float32, b *Batch, pos []int32) []float32 {
 				}
 			}
 			if A.Comp != nil {
-				ent := s.Seq.Table(lay.compressed[l].spec, lay.compressed[l].idx)
+				ent := s.Seq.Table(refs.compressed.spec, refs.compressed.idx)
 				if selected != nil {
 					for _, e := range selected[t] {
 						keys = append(keys, ent.Slot(int(e))[:d])
@@ -155,12 +154,12 @@ func attend(o, q []float32, keys [][]float32, sink []float32, H, d int, scale fl
 	return buf
 }
 
-// indexerSelect runs the lightning indexer of CSA layer l and returns, per
+// indexerSelect runs the lightning indexer of a CSA layer and returns, per
 // token of the batch, the compressed entries its attention uses: all entries
 // closed at or before the token when there are at most index_topk of them,
 // else the index_topk best by score.
-func (m *Model) indexerSelect(l int, x, qr []float32, b *Batch, pos []int32) [][]int32 {
-	cfg, Ix, rate := m.Cfg, m.W.Layers[l].Attn.Indexer, m.Cfg.Layers[l].Rate
+func (m *Model) indexerSelect(Ix *Indexer, rate int, ref slotRef, x, qr []float32, b *Batch, pos []int32) [][]int32 {
+	cfg := m.Cfg
 	T, nI, dI := len(b.Tokens), cfg.IndexHeads, cfg.IndexHeadDim
 	qI := m.s.get(T * nI * dI)
 	m.be.MatMul(qI, qr, T, Ix.WqB)
@@ -172,7 +171,6 @@ func (m *Model) indexerSelect(l int, x, qr []float32, b *Batch, pos []int32) [][
 		wt[i] *= wscale
 	}
 	sscale := float32(1 / math.Sqrt(float64(dI)))
-	ref := m.layout.indexer[l]
 
 	sel := make([][]int32, T)
 	type job struct{ t, span int }

@@ -89,43 +89,60 @@ func (c *Config) CacheSpecs(dt cache.DType) []cache.Spec {
 	return specs
 }
 
-// slotRef locates one layer's instance of a kind in a cache.Seq.
+// MTPCacheSpecs returns the cache kinds of the MTP layers: each is a
+// window-only block with its own window ring. They are kept apart from
+// CacheSpecs because only speculative decoding needs them.
+func (c *Config) MTPCacheSpecs(dt cache.DType) []cache.Spec {
+	if len(c.MTP) == 0 {
+		return nil
+	}
+	s := cache.Spec{Name: KindMTPWindow, SlotBytes: c.kvSlotBytes(dt), FixedSlots: c.Window}
+	for i := range c.MTP {
+		s.Layers = append(s.Layers, i)
+	}
+	return []cache.Spec{s}
+}
+
+// KindMTPWindow is the window ring of an MTP layer.
+const KindMTPWindow = "mtp-window"
+
+// slotRef locates one layer's instance of a kind in a cache.Seq; spec is -1
+// when the layer has no such kind.
 type slotRef struct{ spec, idx int }
+
+// layerRefs are one layer's kinds.
+type layerRefs struct{ window, compressed, compressor, indexer, idxComp slotRef }
 
 // cacheLayout maps each layer's kinds to their place in the specs.
 type cacheLayout struct {
-	specs                                            []cache.Spec
-	window, compressed, compressor, indexer, idxComp []slotRef // per layer; spec -1 when absent
+	specs  []cache.Spec
+	layers []layerRefs
 }
 
-func newCacheLayout(c *Config) (*cacheLayout, error) {
-	specs := c.CacheSpecs(cache.F32)
-	n := len(c.Layers)
-	lay := &cacheLayout{specs: specs}
-	for _, p := range []*[]slotRef{&lay.window, &lay.compressed, &lay.compressor, &lay.indexer, &lay.idxComp} {
-		*p = make([]slotRef, n)
-		for i := range *p {
-			(*p)[i] = slotRef{-1, -1}
-		}
+func newCacheLayout(specs []cache.Spec, nLayers int) (*cacheLayout, error) {
+	lay := &cacheLayout{specs: specs, layers: make([]layerRefs, nLayers)}
+	none := slotRef{-1, -1}
+	for i := range lay.layers {
+		lay.layers[i] = layerRefs{none, none, none, none, none}
 	}
 	for si, s := range specs {
-		var dst []slotRef
-		switch s.Name {
-		case KindWindow:
-			dst = lay.window
-		case KindCompressed:
-			dst = lay.compressed
-		case KindCompressor:
-			dst = lay.compressor
-		case KindIndexer:
-			dst = lay.indexer
-		case KindIndexerComp:
-			dst = lay.idxComp
-		default:
-			return nil, fmt.Errorf("deepseekv4: unknown cache kind %s", s.Name)
-		}
 		for j, l := range s.Layers {
-			dst[l] = slotRef{si, j}
+			r := &lay.layers[l]
+			ref := slotRef{si, j}
+			switch s.Name {
+			case KindWindow, KindMTPWindow:
+				r.window = ref
+			case KindCompressed:
+				r.compressed = ref
+			case KindCompressor:
+				r.compressor = ref
+			case KindIndexer:
+				r.indexer = ref
+			case KindIndexerComp:
+				r.idxComp = ref
+			default:
+				return nil, fmt.Errorf("deepseekv4: unknown cache kind %s", s.Name)
+			}
 		}
 	}
 	return lay, nil

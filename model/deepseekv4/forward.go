@@ -52,25 +52,26 @@ func (m *Model) Forward(ctx context.Context, b *Batch) ([]float32, error) {
 			return nil, err
 		}
 		m.s.reset()
-		m.layer(l, b, pos, h)
+		m.layer(&m.W.Layers[l], m.Cfg.Layers[l], &m.layout.layers[l], b, pos, h)
 	}
 	m.s.reset()
-	logits := m.head(b, h)
+	logits := m.head(&m.W.Head, b, h)
 	for _, s := range b.Spans {
 		s.Seq.Len += s.Len
 	}
 	return logits, nil
 }
 
-// layer runs decoder block l on the streams h [T, hc, D] in place.
-func (m *Model) layer(l int, b *Batch, pos []int32, h []float32) {
-	cfg, L := m.Cfg, &m.W.Layers[l]
+// layer runs decoder block L on the streams h [T, hc, D] in place, its
+// cache kinds found through refs.
+func (m *Model) layer(L *Layer, spec LayerSpec, refs *layerRefs, b *Batch, pos []int32, h []float32) {
+	cfg := m.Cfg
 	T, D := len(b.Tokens), cfg.Hidden
 	eps := float32(cfg.RMSEps)
 
 	x, post, comb := m.hcPre(&L.HCAttn, h, T)
 	m.be.RMSNorm(x, x, L.AttnNorm, T, D, eps)
-	y := m.attention(l, x, b, pos)
+	y := m.attention(&L.Attn, spec, refs, x, b, pos)
 	m.hcPost(h, y, post, comb, T)
 
 	x, post, comb = m.hcPre(&L.HCFFN, h, T)
@@ -182,8 +183,9 @@ func (m *Model) hcPost(h, y, post, comb []float32, T int) {
 }
 
 // head computes the logits of the rows the spans ask for: collapse the
-// streams with hc_head, RMSNorm, and the output projection.
-func (m *Model) head(b *Batch, h []float32) []float32 {
+// streams with hc_head, RMSNorm, and the output projection. With
+// b.WantHidden it also copies every token's streams into b.Hidden.
+func (m *Model) head(w *Head, b *Batch, h []float32) []float32 {
 	V := m.Cfg.VocabSize
 	var rows []int
 	for _, s := range b.Spans {
@@ -197,10 +199,13 @@ func (m *Model) head(b *Batch, h []float32) []float32 {
 		}
 	}
 	R := len(rows)
+	if b.WantHidden {
+		b.Hidden = append(b.Hidden[:0], h...)
+	}
 	if R == 0 {
 		return nil
 	}
-	x := m.collapse(&m.W.Head, h, rows)
+	x := m.collapse(w, h, rows)
 	out := make([]float32, R*V)
 	m.be.MatMul(out, x, R, m.W.Output)
 	return out

@@ -28,7 +28,9 @@ type Model struct {
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
 	layout *cacheLayout
-	s      scratch
+	// mtpLayout maps the MTP layers' kinds (MTPCacheSpecs).
+	mtpLayout *cacheLayout
+	s         scratch
 }
 
 // Load reads dir/config.json and the checkpoint in dir (model.safetensors, or
@@ -56,11 +58,15 @@ func New(cfg *Config, ck *safetensors.Checkpoint, be compute.Backend) (*Model, e
 	if err != nil {
 		return nil, err
 	}
-	lay, err := newCacheLayout(cfg)
+	lay, err := newCacheLayout(cfg.CacheSpecs(cache.F32), len(cfg.Layers))
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Cfg: cfg, W: w, be: be, ck: ck, rope: newRopeTables(cfg), layout: lay}, nil
+	mtpLay, err := newCacheLayout(cfg.MTPCacheSpecs(cache.F32), len(cfg.MTP))
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Cfg: cfg, W: w, be: be, ck: ck, rope: newRopeTables(cfg), layout: lay, mtpLayout: mtpLay}, nil
 }
 
 // Close releases the checkpoint mapping. The model must not be used afterwards.

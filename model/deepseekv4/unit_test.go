@@ -95,7 +95,7 @@ func TestSinkSoftmax(t *testing.T) {
 func stateSnapshot(m *Model, seq *cache.Seq) map[[3]int][]float32 {
 	out := map[[3]int][]float32{}
 	for l, spec := range m.Cfg.Layers {
-		for kind, ref := range map[int]slotRef{0: m.layout.compressed[l], 1: m.layout.indexer[l]} {
+		for kind, ref := range map[int]slotRef{0: m.layout.layers[l].compressed, 1: m.layout.layers[l].indexer} {
 			if ref.spec < 0 {
 				continue
 			}
