@@ -25,6 +25,7 @@ func commands() map[string]command {
 		"check-golden": {"check a model against reference logits along every path (full, decode, chunked, greedy)", runCheckGolden},
 		"inspect":      {"summarize a checkpoint: architecture, layer kinds, parameters by dtype, cache bytes", runInspect},
 		"generate":     {"generate tokens from a prompt with a local model", runGenerate},
+		"perplexity":   {"perplexity of a text file under a model, to judge quantization", runPerplexity},
 	}
 }
 
