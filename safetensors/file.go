@@ -15,6 +15,9 @@ type Tensor struct {
 	// Data holds the little-endian elements in row-major order. It aliases
 	// the file mapping: it is read-only (writing to it faults on Unix) and
 	// is invalid once the File is closed. Its capacity equals its length.
+	// The data buffer starts 8-byte aligned in files written by Write or the
+	// reference implementation, but Data is only as aligned as its offset:
+	// check before reinterpreting it in place.
 	Data []byte
 	File string // path of the file the tensor is stored in
 }

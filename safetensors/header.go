@@ -59,16 +59,20 @@ type Header struct {
 // ParseHeader parses and validates the JSON header of a safetensors file whose
 // data buffer is dataSize bytes long (the file size minus 8 minus len(headerJSON)).
 //
-// It accepts a header only if it is valid UTF-8, is one JSON object with no
-// duplicate keys, "__metadata__" (if present) is an object of strings or
-// null, and every other key names a tensor whose entry has a known "dtype", a
-// "shape" of non-negative integers and "data_offsets" [begin, end] with
+// It accepts a header only if it is valid UTF-8 and one JSON object, with
+// only JSON whitespace after it and no duplicate keys at any level, whose
+// "__metadata__" key (if present) holds an object of strings or null and
+// whose every other key names a tensor with a known "dtype", a "shape" of
+// non-negative integers and "data_offsets" [begin, end] with
 // 0 <= begin <= end <= dataSize and end-begin equal to the element count
 // times the dtype size. Tensors must not overlap; a zero-length tensor counts
 // as overlapping a tensor whose interior contains its offset. Unknown keys
-// inside a tensor entry are ignored, like the reference implementation does.
-// Unlike the reference implementation, holes between tensors and unused bytes
-// at the end of the data buffer are allowed.
+// inside a tensor entry are ignored, as the reference implementation does.
+// Unlike the reference implementation, holes between tensors and unused
+// bytes at the end of the data buffer are allowed.
+//
+// The first problem found is reported, in header order for problems of a
+// single tensor; the error names the tensor.
 func ParseHeader(headerJSON []byte, dataSize int64) (*Header, error) {
 	return parseHeader("", headerJSON, dataSize)
 }

@@ -11,6 +11,12 @@ import (
 // mapFile maps the file at path read-only and shared, and returns its bytes
 // and a function that unmaps them.
 func mapFile(path string) ([]byte, func() error, error) {
+	// Check before opening: opening a named pipe would block.
+	if fi, err := os.Stat(path); err != nil {
+		return nil, nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%s: not a regular file", path)
+	}
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
