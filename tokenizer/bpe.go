@@ -184,24 +184,51 @@ func (m *bpe) encode(w string, ids []int32) []int32 {
 	return append(ids, sym...)
 }
 
-// mergeScan repeatedly merges the leftmost pair of lowest rank. It is
-// quadratic but fast for the short words that dominate real text.
+// mergeScan repeatedly merges the leftmost pair of lowest rank. It keeps
+// the merge of every adjacent pair in an array, so each step scans the array
+// and looks up only the two pairs that the merge changed. It is quadratic in
+// the word length but fast for the short words that dominate real text.
 func (m *bpe) mergeScan(sym []int32) []int32 {
-	for len(sym) > 1 {
-		best, bestRank := -1, int32(0)
-		var bestID int32
-		for i := 0; i+1 < len(sym); i++ {
-			if mg, ok := m.merges[pairKey(sym[i], sym[i+1])]; ok && (best < 0 || mg.rank < bestRank) {
-				best, bestRank, bestID = i, mg.rank, mg.id
+	if len(sym) < 2 {
+		return sym
+	}
+	const none = int32(1<<31 - 1)
+	var stack [heapThreshold]merge
+	pairs := stack[:0] // pairs[i] merges sym[i] and sym[i+1]
+	if len(sym)-1 > len(stack) {
+		pairs = make([]merge, 0, len(sym)-1)
+	}
+	pairs = pairs[:len(sym)-1]
+	lookup := func(i int) merge {
+		if mg, ok := m.merges[pairKey(sym[i], sym[i+1])]; ok {
+			return mg
+		}
+		return merge{rank: none}
+	}
+	for i := range pairs {
+		pairs[i] = lookup(i)
+	}
+	for {
+		best := -1
+		bestRank := none
+		for i, p := range pairs {
+			if p.rank < bestRank {
+				best, bestRank = i, p.rank
 			}
 		}
 		if best < 0 {
-			break
+			return sym
 		}
-		sym[best] = bestID
+		sym[best] = pairs[best].id
 		sym = append(sym[:best+1], sym[best+2:]...)
+		pairs = append(pairs[:best], pairs[best+1:]...)
+		if best > 0 {
+			pairs[best-1] = lookup(best - 1)
+		}
+		if best < len(pairs) {
+			pairs[best] = lookup(best)
+		}
 	}
-	return sym
 }
 
 // mergeHeap is mergeScan for long words: symbols form a linked list and
