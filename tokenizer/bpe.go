@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -247,9 +246,9 @@ func (m *bpe) mergeHeap(sym []int32) []int32 {
 			q = append(q, candidate{rank: mg.rank, pos: int32(i), left: sym[i], right: sym[i+1], id: mg.id})
 		}
 	}
-	heap.Init(&q)
-	for q.Len() > 0 {
-		c := heap.Pop(&q).(candidate)
+	q.init()
+	for len(q) > 0 {
+		c := q.pop()
 		i := c.pos
 		j := next[i]
 		// Skip stale candidates: the left symbol was merged away or
@@ -265,12 +264,12 @@ func (m *bpe) mergeHeap(sym []int32) []int32 {
 		}
 		if p := prev[i]; p >= 0 {
 			if mg, ok := m.merges[pairKey(sym[p], sym[i])]; ok {
-				heap.Push(&q, candidate{rank: mg.rank, pos: p, left: sym[p], right: sym[i], id: mg.id})
+				q.push(candidate{rank: mg.rank, pos: p, left: sym[p], right: sym[i], id: mg.id})
 			}
 		}
 		if nx := next[i]; nx >= 0 {
 			if mg, ok := m.merges[pairKey(sym[i], sym[nx])]; ok {
-				heap.Push(&q, candidate{rank: mg.rank, pos: i, left: sym[i], right: sym[nx], id: mg.id})
+				q.push(candidate{rank: mg.rank, pos: i, left: sym[i], right: sym[nx], id: mg.id})
 			}
 		}
 	}
@@ -287,20 +286,55 @@ type candidate struct {
 	left, right, id int32
 }
 
+// pairQueue is a binary min-heap of candidates ordered by (rank, pos).
 type pairQueue []candidate
 
-func (q pairQueue) Len() int { return len(q) }
-func (q pairQueue) Less(i, j int) bool {
-	if q[i].rank != q[j].rank {
-		return q[i].rank < q[j].rank
-	}
-	return q[i].pos < q[j].pos
+func (c candidate) less(d candidate) bool {
+	return c.rank < d.rank || (c.rank == d.rank && c.pos < d.pos)
 }
-func (q pairQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *pairQueue) Push(x any)   { *q = append(*q, x.(candidate)) }
-func (q *pairQueue) Pop() any {
-	old := *q
-	c := old[len(old)-1]
-	*q = old[:len(old)-1]
+
+func (q pairQueue) init() {
+	for i := len(q)/2 - 1; i >= 0; i-- {
+		q.down(i)
+	}
+}
+
+func (q *pairQueue) push(c candidate) {
+	*q = append(*q, c)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h[i].less(h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (q *pairQueue) pop() candidate {
+	h := *q
+	c := h[0]
+	h[0] = h[len(h)-1]
+	*q = h[:len(h)-1]
+	q.down(0)
 	return c
+}
+
+func (q pairQueue) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(q) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(q) && q[r].less(q[l]) {
+			m = r
+		}
+		if !q[m].less(q[i]) {
+			return
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
 }
