@@ -21,9 +21,11 @@ import (
 //     bit and bits 20-26; that is the float32 whose exponent field is the e4m3
 //     exponent and whose top mantissa bits are the e4m3 mantissa, normal or
 //     subnormal alike, equal to the e4m3 value times 2^-120. Multiplying by
-//     2^120 times the block scale, a power of two, gives the weight.
-//   - f16: the same with a shift by 13 and 2^112, plus a fix-up of infinities
-//     and NaNs.
+//     2^120 times the block scale, a power of two, gives the weight. Blocks
+//     holding NaNs or subnormals (rare in checkpoints; subnormal float32
+//     arithmetic is slow on some CPUs) go to the portable code.
+//   - f16: the same with a shift by 13 and 2^112; vectors holding subnormals,
+//     infinities or NaNs go to the portable code.
 //   - e2m1: VPERMPS looks the 16 codes up in a 16-entry table pre-multiplied
 //     by the group's scale. Even and odd columns come out in separate vectors,
 //     so FP4 kernels use activations de-interleaved per 32 columns (see
@@ -52,7 +54,6 @@ const (
 	e4m3Bits   = -0x78100000 // int32(0x87F00000): the sign bit and bits 20-26
 	f16Bits    = -0x70002000 // int32(0x8FFFE000): the sign bit and bits 13-27
 	f16ExpMask = 0x0F800000  // the f16 exponent after the shift by 13
-	f32ExpMask = 0x7F800000
 )
 
 func ldf(p unsafe.Pointer, i int) vec {
@@ -66,27 +67,17 @@ func ldBF16(p unsafe.Pointer, i int) vec {
 	return archsimd.LoadUint16x16((*[16]uint16)(unsafe.Add(p, 2*i))).ExtendToUint32().ShiftAllLeft(16).AsFloat32x16()
 }
 
-// f16Consts are the constants ldF16 needs, kept in registers by the caller.
-type f16Consts struct {
-	bits, exp, inf archsimd.Int32x16
-	mul            vec
-}
-
-func newF16Consts() f16Consts {
-	return f16Consts{
-		bits: archsimd.BroadcastInt32x16(f16Bits),
-		exp:  archsimd.BroadcastInt32x16(f16ExpMask),
-		inf:  archsimd.BroadcastInt32x16(f32ExpMask),
-		mul:  archsimd.BroadcastFloat32x16(0x1p112),
+// ldF16 loads the 16 f16 values at p + 2*i bytes, and false if one of them is
+// subnormal (slow as a float32 subnormal), infinite or NaN: the caller then
+// converts those 16 another way. The other arguments are constants the caller
+// keeps in registers (see dotF16).
+func ldF16(p unsafe.Pointer, i int, bits, mag archsimd.Int32x16, one, sub, inf archsimd.Uint32x16, mul vec) (vec, bool) {
+	h := archsimd.LoadInt16x16((*[16]int16)(unsafe.Add(p, 2*i))).ExtendToInt32().ShiftAllLeft(13)
+	m := h.And(mag).AsUint32x16()
+	if m.Sub(one).Less(sub).Or(m.GreaterEqual(inf)).ToBits() != 0 {
+		return vec{}, false
 	}
-}
-
-// ldF16 loads the 16 f16 values at p + 2*i bytes.
-func ldF16(p unsafe.Pointer, i int, c f16Consts) vec {
-	h := archsimd.LoadInt16x16((*[16]int16)(unsafe.Add(p, 2*i))).ExtendToInt32().ShiftAllLeft(13).And(c.bits)
-	f := h.AsFloat32x16().Mul(c.mul)
-	special := h.And(c.exp).Equal(c.exp) // exponent 31: infinity or NaN
-	return h.Or(c.inf).AsFloat32x16().Merge(f, special)
+	return h.And(bits).AsFloat32x16().Mul(mul), true
 }
 
 // ldE4M3 loads the 16 e4m3 values at p + i bytes, times 2^-120 times m.
@@ -103,25 +94,36 @@ func e4m3Mul(s byte) (float32, bool) {
 	return math.Float32frombits(uint32(s+120) << 23), true
 }
 
-// hasE4M3NaN reports whether w holds an e4m3 NaN (0x7F or 0xFF).
-func hasE4M3NaN(w []byte) bool {
-	n := len(w)
-	p := unsafe.Pointer(unsafe.SliceData(w))
-	hi := archsimd.BroadcastUint8x64(0x80)
-	var acc archsimd.Uint8x64
+// e4m3Plain reports whether the e4m3 bytes q hold neither NaNs (0x7F, 0xFF)
+// nor subnormals (magnitude codes 1-7), which the fast kernels do not decode:
+// a subnormal e4m3 becomes a float32 subnormal there, whose arithmetic is
+// slow on some CPUs.
+func e4m3Plain(q []byte) bool {
+	n := len(q)
+	p := unsafe.Pointer(unsafe.SliceData(q))
+	c7F := archsimd.BroadcastUint8x64(0x7F)
+	one := archsimd.BroadcastUint8x64(1)
+	six := archsimd.BroadcastUint8x64(6)
 	i := 0
 	for ; i+64 <= n; i += 64 {
-		acc = acc.Max(archsimd.LoadUint8x64((*[64]uint8)(unsafe.Add(p, i))).Or(hi))
-	}
-	if acc.Equal(archsimd.BroadcastUint8x64(0xFF)).ToBits() != 0 {
-		return true
-	}
-	for ; i < n; i++ {
-		if w[i]&0x7F == 0x7F {
-			return true
+		if !e4m3Plain64(p, i, c7F, one, six) {
+			return false
 		}
 	}
-	return false
+	for ; i < n; i++ {
+		if t := q[i] & 0x7F; t-1 < 7 || t == 0x7F {
+			return false
+		}
+	}
+	return true
+}
+
+// e4m3Plain64 is e4m3Plain for the 64 bytes at p + i, given vectors of the
+// bytes 0x7F, 1 and 6: with t the magnitude code, t-1 <= 6 (wrapping, so not
+// for 0) means subnormal and t == 0x7F NaN.
+func e4m3Plain64(p unsafe.Pointer, i int, c7F, one, six archsimd.Uint8x64) bool {
+	t := archsimd.LoadUint8x64((*[64]uint8)(unsafe.Add(p, i))).And(c7F)
+	return t.Sub(one).LessEqual(six).ToBits()|t.Equal(c7F).ToBits() == 0
 }
 
 func hsum(a vec) float32 {
@@ -189,25 +191,42 @@ func dotF16(w []byte, x []float32) float32 {
 	K := len(w) / 2
 	x = x[:K]
 	pw, px := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(x))
-	c := newF16Consts()
+	bits := archsimd.BroadcastInt32x16(f16Bits)
+	mag := archsimd.BroadcastInt32x16(f16Bits &^ -0x80000000)
+	one := archsimd.BroadcastUint32x16(1)
+	sub := archsimd.BroadcastUint32x16(1<<23 - 1)
+	inf := archsimd.BroadcastUint32x16(f16ExpMask)
+	mul := archsimd.BroadcastFloat32x16(0x1p112)
+	// Vectors that ldF16 refuses are skipped here and summed in a second
+	// pass, so that no call in the loop makes the compiler spill a0 and a1.
 	var a0, a1 vec
+	rare := false
 	i := 0
 	for ; i+32 <= K; i += 32 {
-		a0 = ldF16(pw, i, c).MulAdd(ldf(px, i), a0)
-		a1 = ldF16(pw, i+16, c).MulAdd(ldf(px, i+16), a1)
-	}
-	for ; i+16 <= K; i += 16 {
-		a0 = ldF16(pw, i, c).MulAdd(ldf(px, i), a0)
+		v0, ok0 := ldF16(pw, i, bits, mag, one, sub, inf, mul)
+		v1, ok1 := ldF16(pw, i+16, bits, mag, one, sub, inf, mul)
+		if !ok0 || !ok1 {
+			rare = true
+			continue
+		}
+		a0 = v0.MulAdd(ldf(px, i), a0)
+		a1 = v1.MulAdd(ldf(px, i+16), a1)
 	}
 	s := hsum(a0.Add(a1))
-	for ; i < K; i++ {
-		s += f16At(w, i) * x[i]
+	if rare {
+		for j := 0; j+32 <= K; j += 32 {
+			_, ok0 := ldF16(pw, j, bits, mag, one, sub, inf, mul)
+			_, ok1 := ldF16(pw, j+16, bits, mag, one, sub, inf, mul)
+			if !ok0 || !ok1 {
+				s += dotF16Go(w[2*j:2*j+64], x[j:j+32])
+			}
+		}
 	}
-	return s
+	return s + dotF16Go(w[2*i:], x[i:])
 }
 
 func dotFP8(w, scales []byte, bc int, x []float32) float32 {
-	if !hasAVX512 || bc%16 != 0 || hasE4M3NaN(w) {
+	if !hasAVX512 || bc%16 != 0 {
 		return dotFP8Go(w, scales, bc, x)
 	}
 	K := len(w)
@@ -215,13 +234,22 @@ func dotFP8(w, scales []byte, bc int, x []float32) float32 {
 	scales = scales[:(K+bc-1)/bc]
 	pw, px := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(x))
 	mask := archsimd.BroadcastInt32x16(e4m3Bits)
+	c7F, one, six := archsimd.BroadcastUint8x64(0x7F), archsimd.BroadcastUint8x64(1), archsimd.BroadcastUint8x64(6)
+	// Blocks the fast path cannot take, and the last columns short of a
+	// vector, are summed in a second pass, so that no call in the loop makes
+	// the compiler spill the accumulators.
 	var a0, a1, a2, a3 vec
-	var extra float32
+	rare := false
 	for j, c0 := 0, 0; c0 < K; j, c0 = j+1, c0+bc {
 		c1 := min(c0+bc, K)
 		mul, ok := e4m3Mul(scales[j])
+		if c1-c0 == 128 {
+			ok = ok && e4m3Plain64(pw, c0, c7F, one, six) && e4m3Plain64(pw, c0+64, c7F, one, six)
+		} else {
+			ok = ok && e4m3Plain(w[c0:c1])
+		}
 		if !ok {
-			extra += dotFP8Go(w[c0:c1], scales[j:j+1], bc, x[c0:c1])
+			rare = true
 			continue
 		}
 		m := archsimd.BroadcastFloat32x16(mul)
@@ -235,11 +263,21 @@ func dotFP8(w, scales []byte, bc int, x []float32) float32 {
 		for ; c+16 <= c1; c += 16 {
 			a0 = ldE4M3(pw, c, mask, m).MulAdd(ldf(px, c), a0)
 		}
-		if c < c1 {
-			extra += dotFP8Go(w[c:c1], scales[j:j+1], bc, x[c:c1])
+	}
+	s := hsum(a0.Add(a1).Add(a2.Add(a3)))
+	for j, c0 := 0, 0; c0 < K; j, c0 = j+1, c0+bc {
+		c1 := min(c0+bc, K)
+		if rare {
+			if _, ok := e4m3Mul(scales[j]); !ok || !e4m3Plain(w[c0:c1]) {
+				s += dotFP8Go(w[c0:c1], scales[j:j+1], bc, x[c0:c1])
+				continue
+			}
+		}
+		if t := c0 + (c1-c0)&^15; t < c1 {
+			s += dotFP8Go(w[t:c1], scales[j:j+1], bc, x[t:c1])
 		}
 	}
-	return hsum(a0.Add(a1).Add(a2.Add(a3))) + extra
+	return s
 }
 
 func dotFP4(w, scales []byte, x []float32) float32 {
@@ -300,18 +338,26 @@ func decodeF16(dst []float32, w []byte) {
 	K := len(w) / 2
 	dst = dst[:K]
 	pw, pd := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(dst))
-	c := newF16Consts()
+	bits := archsimd.BroadcastInt32x16(f16Bits)
+	mag := archsimd.BroadcastInt32x16(f16Bits &^ -0x80000000)
+	one := archsimd.BroadcastUint32x16(1)
+	sub := archsimd.BroadcastUint32x16(1<<23 - 1)
+	inf := archsimd.BroadcastUint32x16(f16ExpMask)
+	mul := archsimd.BroadcastFloat32x16(0x1p112)
 	i := 0
 	for ; i+16 <= K; i += 16 {
-		stf(ldF16(pw, i, c), pd, i)
+		v, ok := ldF16(pw, i, bits, mag, one, sub, inf, mul)
+		if !ok {
+			decodeF16Go(dst[i:i+16], w[2*i:2*i+32])
+			continue
+		}
+		stf(v, pd, i)
 	}
-	for ; i < K; i++ {
-		dst[i] = f16At(w, i)
-	}
+	decodeF16Go(dst[i:], w[2*i:])
 }
 
 func decodeFP8(dst []float32, w, scales []byte, bc int) {
-	if !hasAVX512 || bc%16 != 0 || hasE4M3NaN(w) {
+	if !hasAVX512 || bc%16 != 0 {
 		decodeFP8Go(dst, w, scales, bc)
 		return
 	}
@@ -320,9 +366,15 @@ func decodeFP8(dst []float32, w, scales []byte, bc int) {
 	scales = scales[:(K+bc-1)/bc]
 	pw, pd := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(dst))
 	mask := archsimd.BroadcastInt32x16(e4m3Bits)
+	c7F, one, six := archsimd.BroadcastUint8x64(0x7F), archsimd.BroadcastUint8x64(1), archsimd.BroadcastUint8x64(6)
 	for j, c0 := 0, 0; c0 < K; j, c0 = j+1, c0+bc {
 		c1 := min(c0+bc, K)
 		mul, ok := e4m3Mul(scales[j])
+		if c1-c0 == 128 {
+			ok = ok && e4m3Plain64(pw, c0, c7F, one, six) && e4m3Plain64(pw, c0+64, c7F, one, six)
+		} else {
+			ok = ok && e4m3Plain(w[c0:c1])
+		}
 		if !ok {
 			decodeFP8Go(dst[c0:c1], w[c0:c1], scales[j:j+1], bc)
 			continue
@@ -355,11 +407,22 @@ func decodeFP4(dst []float32, w, scales []byte) {
 	}
 }
 
-// gemm4x2 computes out[2i+j] = Σ_k w[i*ws+k]·xj[k] for the four rows of w
-// (stride ws) and the tokens x0, x1, over len(x0) columns, a multiple of 16.
-func gemm4x2(w []float32, ws int, x0, x1 []float32, out *[8]float32) {
+func ldAcc(a *lanes) vec { return archsimd.LoadFloat32x16((*[16]float32)(a)) }
+
+func sumLanes(l *lanes) float32 {
 	if !hasAVX512 {
-		gemm4x2Go(w, ws, x0, x1, out)
+		return sumLanesGo(l)
+	}
+	return hsum(ldAcc(l))
+}
+func stAcc(v vec, a *lanes) { v.Store((*[16]float32)(a)) }
+
+// gemm4x2 adds, lane by lane, the products w[i*ws+k]·xj[k] to acc[2i+j], for
+// the four rows of w (stride ws) and the tokens x0, x1, over len(x0) columns,
+// a multiple of 16.
+func gemm4x2(w []float32, ws int, x0, x1 []float32, acc *[8]lanes) {
+	if !hasAVX512 {
+		gemm4x2Go(w, ws, x0, x1, acc)
 		return
 	}
 	n := len(x0)
@@ -370,7 +433,8 @@ func gemm4x2(w []float32, ws int, x0, x1 []float32, out *[8]float32) {
 	p2 := unsafe.Add(p1, 4*ws)
 	p3 := unsafe.Add(p2, 4*ws)
 	q0, q1 := unsafe.Pointer(unsafe.SliceData(x0)), unsafe.Pointer(unsafe.SliceData(x1))
-	var a00, a01, a10, a11, a20, a21, a30, a31 vec
+	a00, a01, a10, a11 := ldAcc(&acc[0]), ldAcc(&acc[1]), ldAcc(&acc[2]), ldAcc(&acc[3])
+	a20, a21, a30, a31 := ldAcc(&acc[4]), ldAcc(&acc[5]), ldAcc(&acc[6]), ldAcc(&acc[7])
 	for k := 0; k < n; k += 16 {
 		u0 := ldf(q0, k)
 		u1 := ldf(q1, k)
@@ -387,13 +451,20 @@ func gemm4x2(w []float32, ws int, x0, x1 []float32, out *[8]float32) {
 		a30 = v.MulAdd(u0, a30)
 		a31 = v.MulAdd(u1, a31)
 	}
-	*out = [8]float32{hsum(a00), hsum(a01), hsum(a10), hsum(a11), hsum(a20), hsum(a21), hsum(a30), hsum(a31)}
+	stAcc(a00, &acc[0])
+	stAcc(a01, &acc[1])
+	stAcc(a10, &acc[2])
+	stAcc(a11, &acc[3])
+	stAcc(a20, &acc[4])
+	stAcc(a21, &acc[5])
+	stAcc(a30, &acc[6])
+	stAcc(a31, &acc[7])
 }
 
-// gemm4x1 is gemm4x2 for one token.
-func gemm4x1(w []float32, ws int, x0 []float32, out *[4]float32) {
+// gemm4x1 is gemm4x2 for one token, adding row i's products to acc[i].
+func gemm4x1(w []float32, ws int, x0 []float32, acc *[4]lanes) {
 	if !hasAVX512 {
-		gemm4x1Go(w, ws, x0, out)
+		gemm4x1Go(w, ws, x0, acc)
 		return
 	}
 	n := len(x0)
@@ -403,7 +474,7 @@ func gemm4x1(w []float32, ws int, x0 []float32, out *[4]float32) {
 	p2 := unsafe.Add(p1, 4*ws)
 	p3 := unsafe.Add(p2, 4*ws)
 	q0 := unsafe.Pointer(unsafe.SliceData(x0))
-	var a0, a1, a2, a3 vec
+	a0, a1, a2, a3 := ldAcc(&acc[0]), ldAcc(&acc[1]), ldAcc(&acc[2]), ldAcc(&acc[3])
 	for k := 0; k < n; k += 16 {
 		u := ldf(q0, k)
 		a0 = ldf(p0, k).MulAdd(u, a0)
@@ -411,7 +482,10 @@ func gemm4x1(w []float32, ws int, x0 []float32, out *[4]float32) {
 		a2 = ldf(p2, k).MulAdd(u, a2)
 		a3 = ldf(p3, k).MulAdd(u, a3)
 	}
-	*out = [4]float32{hsum(a0), hsum(a1), hsum(a2), hsum(a3)}
+	stAcc(a0, &acc[0])
+	stAcc(a1, &acc[1])
+	stAcc(a2, &acc[2])
+	stAcc(a3, &acc[3])
 }
 
 // sumFloat32 returns the float32 sum of a. The bandwidth benchmark uses it.

@@ -12,7 +12,8 @@ const groupRows = 4
 
 // workspace is one worker's scratch, reused across calls.
 type workspace struct {
-	wbuf []float32 // groupRows decoded weight rows, stride kp
+	wbuf []float32              // groupRows decoded weight rows, stride kp
+	acc  [][2 * groupRows]lanes // prefill accumulators, one set per pair of tokens
 
 	ropeCos, ropeSin []float32
 	ropePos          int32
@@ -51,8 +52,12 @@ func (b *Backend) MatMul(y, x []float32, T int, w *compute.Matrix) {
 		j.chunk = max(8, roundUp((w.Rows+16*s.threads-1)/(16*s.threads), groupRows))
 	} else {
 		j.chunk = groupRows
-		for t := range s.ws {
-			s.ws[t].wbuf = grow(s.ws[t].wbuf, groupRows*kp)
+		for i := range s.ws {
+			ws := &s.ws[i]
+			ws.wbuf = grow(ws.wbuf, groupRows*kp)
+			if n := (T + 1) / 2; cap(ws.acc) < n {
+				ws.acc = make([][2 * groupRows]lanes, n)
+			}
 		}
 	}
 	j.items = (w.Rows + j.chunk - 1) / j.chunk
@@ -163,10 +168,12 @@ func (j *matmulJob) decodeRow(dst []float32, r int) {
 }
 
 // gemmRows computes y[t][r] for rows [r0, r1) (at most groupRows) and all
-// tokens: it decodes the rows once into ws.wbuf and multiplies them with two
-// tokens at a time.
+// tokens: it decodes the rows once into ws.wbuf, then multiplies them with
+// two tokens at a time, over chunks of kChunk columns so that the decoded
+// rows and the tokens' columns stay in cache; the partial sums of each pair
+// of tokens wait in ws.acc between chunks.
 func (j *matmulJob) gemmRows(ws *workspace, r0, r1 int) {
-	kp, K, R := j.kp, j.w.Cols, j.w.Rows
+	kp, K, R, T := j.kp, j.w.Cols, j.w.Rows, j.T
 	wb := ws.wbuf[:groupRows*kp]
 	for i := range groupRows {
 		row := wb[i*kp : (i+1)*kp]
@@ -177,24 +184,53 @@ func (j *matmulJob) gemmRows(ws *workspace, r0, r1 int) {
 			clear(row)
 		}
 	}
+	pairs := (T + 1) / 2
+	acc := ws.acc[:pairs]
+	clear(acc)
+	x := j.x
+	for c0 := 0; c0 < kp; c0 += kChunk {
+		c1 := min(c0+kChunk, kp)
+		w := wb[c0:]
+		for p := range T / 2 {
+			t := 2 * p
+			gemm4x2(w, kp, x[t*kp+c0:t*kp+c1], x[(t+1)*kp+c0:(t+1)*kp+c1], &acc[p])
+		}
+		if T%2 == 1 {
+			t := T - 1
+			gemm4x1(w, kp, x[t*kp+c0:t*kp+c1], (*[groupRows]lanes)(acc[pairs-1][:groupRows]))
+		}
+	}
 	nr := r1 - r0
-	x, y := j.x, j.y
-	t := 0
-	for ; t+2 <= j.T; t += 2 {
-		var out [2 * groupRows]float32
-		gemm4x2(wb, kp, x[t*kp:(t+1)*kp], x[(t+1)*kp:(t+2)*kp], &out)
+	y := j.y
+	for p := range T / 2 {
+		t := 2 * p
 		for i := range nr {
-			y[t*R+r0+i] = out[2*i]
-			y[(t+1)*R+r0+i] = out[2*i+1]
+			y[t*R+r0+i] = sumLanes(&acc[p][2*i])
+			y[(t+1)*R+r0+i] = sumLanes(&acc[p][2*i+1])
 		}
 	}
-	if t < j.T {
-		var out [groupRows]float32
-		gemm4x1(wb, kp, x[t*kp:(t+1)*kp], &out)
+	if T%2 == 1 { // the last token's sums are in acc[pairs-1][:groupRows]
+		t := T - 1
 		for i := range nr {
-			y[t*R+r0+i] = out[i]
+			y[t*R+r0+i] = sumLanes(&acc[pairs-1][i])
 		}
 	}
+}
+
+// kChunk is the number of columns the prefill kernels take at a time: 4
+// decoded rows and 2 tokens of kChunk float32s fit in a 32 KiB L1 cache.
+const kChunk = 1024
+
+// lanes holds one vector accumulator of the kernels; its sum (sumLanes) is
+// the dot product.
+type lanes [16]float32
+
+func sumLanesGo(l *lanes) float32 {
+	var s [4]float32
+	for i := range s {
+		s[i] = (l[i] + l[i+4]) + (l[i+8] + l[i+12])
+	}
+	return (s[0] + s[2]) + (s[1] + s[3])
 }
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }

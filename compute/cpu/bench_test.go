@@ -1,0 +1,130 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/strata-inference/strata/compute"
+	"github.com/strata-inference/strata/quant"
+)
+
+// coldBytes is how much weight memory the decode benchmarks cycle through,
+// so that every MatMul streams its weights from memory rather than from a
+// cache, as decoding a large model does.
+const coldBytes = 256 << 20
+
+// BenchmarkMatMul reports, for decode (T=1) and prefill (T=128) shapes, the
+// weight bytes streamed per second (GB/s; also MB/s from SetBytes) and, for
+// prefill, GFLOP/s (2·rows·cols·T per call).
+func BenchmarkMatMul(b *testing.B) {
+	type shape struct {
+		dt         compute.DType
+		rows, cols int
+	}
+	shapes := []shape{
+		{compute.F32, 2048, 2048},
+		{compute.BF16, 2048, 2048},
+		{compute.F16, 2048, 2048},
+		{compute.FP8, 2048, 2048},
+		{compute.FP8, 4096, 4096},
+		{compute.FP4, 1024, 2048},
+		{compute.FP4, 2048, 1024},
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	be := New(0)
+	for _, sh := range shapes {
+		m := benchMatrix(rng, sh.dt, sh.rows, sh.cols)
+		for _, T := range []int{1, 128} {
+			b.Run(fmt.Sprintf("%v/%dx%d/T=%d", sh.dt, sh.rows, sh.cols, T), func(b *testing.B) {
+				ms := []*compute.Matrix{m}
+				if T == 1 {
+					ms = coldCopies(m)
+				}
+				x := randVec(rng, T*sh.cols)
+				y := make([]float32, T*sh.rows)
+				be.MatMul(y, x, T, m)
+				b.SetBytes(m.Bytes())
+				for i := 0; b.Loop(); i++ {
+					be.MatMul(y, x, T, ms[i%len(ms)])
+				}
+				sec := b.Elapsed().Seconds()
+				b.ReportMetric(float64(b.N)*float64(m.Bytes())/sec/1e9, "GB/s")
+				if T > 1 {
+					b.ReportMetric(float64(b.N)*2*float64(sh.rows*sh.cols*T)/sec/1e9, "GFLOP/s")
+				}
+			})
+		}
+	}
+}
+
+// benchMatrix returns a rows x cols matrix of dtype dt holding Gaussian
+// weights, quantized as checkpoints are (FP8 with 128x128 blocks).
+func benchMatrix(rng *rand.Rand, dt compute.DType, rows, cols int) *compute.Matrix {
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64() * 0.02)
+	}
+	m := &compute.Matrix{DType: dt, Rows: rows, Cols: cols}
+	switch dt {
+	case compute.F32:
+		m.Data = make([]byte, 4*len(w))
+		for i, v := range w {
+			binary.LittleEndian.PutUint32(m.Data[4*i:], math.Float32bits(v))
+		}
+	case compute.BF16, compute.F16:
+		m.Data = make([]byte, 2*len(w))
+		for i, v := range w {
+			h := quant.Float32ToBF16(v)
+			if dt == compute.F16 {
+				h = quant.Float32ToF16(v)
+			}
+			binary.LittleEndian.PutUint16(m.Data[2*i:], h)
+		}
+	case compute.FP8:
+		m.BlockRows, m.BlockCols = quant.FP8Block, quant.FP8Block
+		m.Data, m.Scale = quant.QuantizeFP8Block(w, rows, cols)
+	case compute.FP4:
+		m.Data, m.Scale = quant.QuantizeFP4(w, rows, cols)
+	}
+	return m
+}
+
+// coldCopies returns copies of m totalling about coldBytes.
+func coldCopies(m *compute.Matrix) []*compute.Matrix {
+	n := max(1, int(coldBytes/m.Bytes()))
+	ms := make([]*compute.Matrix, n)
+	for i := range ms {
+		c := *m
+		c.Data = append([]byte(nil), m.Data...)
+		c.Scale = append([]byte(nil), m.Scale...)
+		ms[i] = &c
+	}
+	return ms
+}
+
+// BenchmarkMemBandwidth sums a 256 MiB []float32 split across GOMAXPROCS
+// goroutines, with the same vector width as the kernels, and reports GB/s:
+// the read bandwidth the decode MatMuls can approach.
+func BenchmarkMemBandwidth(b *testing.B) {
+	a := make([]float32, 64<<20)
+	for i := range a {
+		a[i] = 1
+	}
+	threads := runtime.GOMAXPROCS(0)
+	sums := make([]float32, threads)
+	b.SetBytes(int64(4 * len(a)))
+	for b.Loop() {
+		var wg sync.WaitGroup
+		n := len(a) / threads
+		for t := range threads {
+			wg.Go(func() { sums[t] = sumFloat32(a[t*n : (t+1)*n]) })
+		}
+		wg.Wait()
+	}
+	b.ReportMetric(float64(b.N)*float64(4*len(a))/b.Elapsed().Seconds()/1e9, "GB/s")
+}
