@@ -23,15 +23,16 @@ var goldenCases = []string{
 // on the naive reference backend, which shares no kernel code with it.
 func TestGolden(t *testing.T) {
 	for _, name := range goldenCases {
-		t.Run(name, func(t *testing.T) { checkGolden(t, name, cpu.New(0)) })
+		t.Run(name, func(t *testing.T) { checkGolden(t, caseDir(name), cpu.New(0)) })
 	}
 	for _, name := range []string{"deepseek-v4/tiny", "deepseek-v4/quantized"} {
-		t.Run("naive/"+name, func(t *testing.T) { checkGolden(t, name, naive{}) })
+		t.Run("naive/"+name, func(t *testing.T) { checkGolden(t, caseDir(name), naive{}) })
 	}
 }
 
-func checkGolden(t *testing.T, name string, be compute.Backend) {
-	dir := filepath.Join("..", "..", "testdata", "golden", name)
+func caseDir(name string) string { return filepath.Join("..", "..", "testdata", "golden", name) }
+
+func checkGolden(t *testing.T, dir string, be compute.Backend) {
 	m, err := Load(dir, be)
 	if err != nil {
 		t.Fatal(err)
