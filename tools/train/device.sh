@@ -11,4 +11,4 @@ set -euo pipefail
 out=/tmp/strata-run
 rm -rf "$out"
 python3 tools/train/train.py --data tools/train/data --out "$out" --minutes "${MINUTES:-6.5}" ${SMOKE:+--smoke} 2>&1 | grep -v -i warning
-(cd "$out" && ls -la . golden && tar cf - .) | split -b 15M - "$OUT/run.tar."
+ls -la "$out" "$out/golden" >&2; (cd "$out" && tar cf - .) | split -b 15M - "$OUT/run.tar."
