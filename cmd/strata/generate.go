@@ -19,14 +19,17 @@ import (
 )
 
 // defaultModel is the model that ships in the repository, relative to its root.
-const defaultModel = "testdata/golden/deepseek-v4/flash-ratios"
+const defaultModel = "models/strata-kjv"
+
+// defaultPrompt is the prompt generate uses when none is given.
+const defaultPrompt = "And God said"
 
 func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 	dir := fs.String("model", defaultModel, "model folder (config.json, safetensors; tokenizer.json for text prompts)")
-	prompt := fs.String("prompt", "", "text prompt (needs the model's tokenizer.json)")
+	prompt := fs.String("prompt", "", "text prompt (needs the model's tokenizer.json; default \""+defaultPrompt+"\")")
 	ids := fs.String("prompt-ids", "", "prompt as comma-separated token ids (default: a fixed example prompt)")
-	n := fs.Int("n", 32, "tokens to generate")
+	n := fs.Int("n", 60, "tokens to generate")
 	var sp engine.Sampling
 	fs.Float64Var(&sp.Temperature, "temperature", 0, "sampling temperature (0: greedy)")
 	fs.IntVar(&sp.TopK, "top-k", 0, "keep the k most likely tokens (0: all)")
@@ -79,6 +82,12 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 		if in, err = parseIDs(*ids, m.VocabSize()); err != nil {
 			return err
 		}
+	case tok != nil:
+		*prompt = defaultPrompt
+		if tok.AddBOS() {
+			in = append(in, tok.BOS())
+		}
+		in = append(in, tok.Encode(*prompt, false)...)
 	default:
 		in = []int32{int32(m.Cfg.BOS)}
 		for i := range 15 {
@@ -86,6 +95,9 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "model %s (loaded in %s)\nprompt %d tokens: %v\n", *dir, loadTime.Round(time.Millisecond), len(in), in)
+	if *prompt != "" {
+		fmt.Fprint(stdout, *prompt)
+	}
 	eos := int32(m.Cfg.EOS)
 	if tok == nil {
 		eos = -1 // without a tokenizer the ids are arbitrary: generate all n
