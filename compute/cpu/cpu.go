@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/strata-inference/strata/compute"
@@ -29,14 +28,12 @@ type Backend struct {
 	s *state
 }
 
-// state is everything the Backend and its worker goroutines share. The
-// workers reference only the state, never the Backend, so an unreachable
-// Backend can be cleaned up and its workers stopped.
+// state is everything the Backend and its helper goroutines share. The
+// helpers reference only the state, never the Backend, so an unreachable
+// Backend can be cleaned up and its helpers stopped.
 type state struct {
 	threads int
-	start   []chan struct{} // start[i] wakes worker i (1 <= i < threads); nil until first use
-	wg      sync.WaitGroup
-	job     job          // the job of the call in progress
+	pool    pool
 	next    atomic.Int64 // next work item of the job in progress
 	ws      []workspace  // per-worker scratch, ws[i] used only by worker i
 	xbuf    []float32    // the activations of the matmul in progress, padded and in kernel layout
@@ -66,48 +63,6 @@ func New(threads int) *Backend {
 
 // Threads returns the number of goroutines the backend uses per call.
 func (b *Backend) Threads() int { return b.s.threads }
-
-// stop ends the worker goroutines. It runs once the Backend is unreachable.
-func (s *state) stop() {
-	for _, c := range s.start {
-		if c != nil {
-			close(c)
-		}
-	}
-}
-
-// parallel runs j on min(workers, s.threads) workers, the calling goroutine
-// being worker 0, and returns when all are done.
-func (s *state) parallel(j job, workers int) {
-	workers = min(workers, s.threads)
-	s.next.Store(0)
-	if workers <= 1 {
-		j.run(s, 0)
-		return
-	}
-	if s.start == nil {
-		s.start = make([]chan struct{}, s.threads)
-		for i := 1; i < s.threads; i++ {
-			s.start[i] = make(chan struct{})
-			go s.worker(i)
-		}
-	}
-	s.job = j
-	s.wg.Add(workers - 1)
-	for i := 1; i < workers; i++ {
-		s.start[i] <- struct{}{}
-	}
-	j.run(s, 0)
-	s.wg.Wait()
-	s.job = nil
-}
-
-func (s *state) worker(i int) {
-	for range s.start[i] {
-		s.job.run(s, i)
-		s.wg.Done()
-	}
-}
 
 // claim returns the next item of the job in progress, and false when the
 // n items are all claimed.

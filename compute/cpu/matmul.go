@@ -48,19 +48,23 @@ func (b *Backend) MatMul(y, x []float32, T int, w *compute.Matrix) {
 	if w.DType == compute.FP8 {
 		j.scaleCols = (w.Cols + w.BlockCols - 1) / w.BlockCols
 	}
+	j.tile, j.tiles = 1, 1
 	if T == 1 {
 		j.chunk = max(8, roundUp((w.Rows+16*s.threads-1)/(16*s.threads), groupRows))
 	} else {
 		j.chunk = groupRows
+		j.tile = min(T, max(16, xTileBytes/(4*kp)&^1))
+		j.tiles = (T + j.tile - 1) / j.tile
 		for i := range s.ws {
 			ws := &s.ws[i]
 			ws.wbuf = grow(ws.wbuf, groupRows*kp)
-			if n := (T + 1) / 2; cap(ws.acc) < n {
+			if n := (j.tile + 1) / 2; cap(ws.acc) < n {
 				ws.acc = make([][2 * groupRows]lanes, n)
 			}
 		}
 	}
-	j.items = (w.Rows + j.chunk - 1) / j.chunk
+	j.rowChunks = (w.Rows + j.chunk - 1) / j.chunk
+	j.items = j.rowChunks * j.tiles
 	const minWork = 1 << 16 // multiply-adds per worker worth a wake-up
 	workers := min(j.items, max(1, w.Rows*K*T/minWork))
 	s.parallel(j, workers)
@@ -84,15 +88,23 @@ func packX(dst, x []float32, perm bool) {
 	clear(dst[len(x):])
 }
 
-// matmulJob is one MatMul call. Items are chunks of rows.
+// matmulJob is one MatMul call. Its items are chunks of rows, times tiles of
+// tokens when T > 1, tile-major: the workers go through all rows for one tile
+// of tokens before the next, so that the tile's activations stay in cache.
 type matmulJob struct {
-	w         *compute.Matrix
-	y, x      []float32 // x is packed: T rows of stride kp
-	T, kp     int
-	scaleCols int // FP8: scale blocks per block row
-	chunk     int // rows per item
-	items     int
+	w           *compute.Matrix
+	y, x        []float32 // x is packed: T rows of stride kp
+	T, kp       int
+	scaleCols   int // FP8: scale blocks per block row
+	chunk       int // rows per item
+	rowChunks   int // chunks of rows
+	tile, tiles int // tokens per tile, tiles
+	items       int
 }
+
+// xTileBytes bounds the activations of one tile of tokens, which every row
+// group of the tile reads: a share of a last-level cache.
+const xTileBytes = 8 << 20
 
 func (j *matmulJob) run(s *state, worker int) {
 	for {
@@ -100,11 +112,12 @@ func (j *matmulJob) run(s *state, worker int) {
 		if !ok {
 			return
 		}
-		r0, r1 := it*j.chunk, min((it+1)*j.chunk, j.w.Rows)
+		rc, tc := it%j.rowChunks, it/j.rowChunks
+		r0, r1 := rc*j.chunk, min((rc+1)*j.chunk, j.w.Rows)
 		if j.T == 1 {
 			j.dotRows(r0, r1)
 		} else {
-			j.gemmRows(&s.ws[worker], r0, r1)
+			j.gemmRows(&s.ws[worker], r0, r1, tc*j.tile, min((tc+1)*j.tile, j.T))
 		}
 	}
 }
@@ -167,13 +180,13 @@ func (j *matmulJob) decodeRow(dst []float32, r int) {
 	}
 }
 
-// gemmRows computes y[t][r] for rows [r0, r1) (at most groupRows) and all
-// tokens: it decodes the rows once into ws.wbuf, then multiplies them with
-// two tokens at a time, over chunks of kChunk columns so that the decoded
-// rows and the tokens' columns stay in cache; the partial sums of each pair
-// of tokens wait in ws.acc between chunks.
-func (j *matmulJob) gemmRows(ws *workspace, r0, r1 int) {
-	kp, K, R, T := j.kp, j.w.Cols, j.w.Rows, j.T
+// gemmRows computes y[t][r] for rows [r0, r1) (at most groupRows) and tokens
+// [t0, t1): it decodes the rows into ws.wbuf, then multiplies them with two
+// tokens at a time, over chunks of kChunk columns so that the decoded rows
+// and the tokens' columns stay in cache; the partial sums of each pair of
+// tokens wait in ws.acc between chunks.
+func (j *matmulJob) gemmRows(ws *workspace, r0, r1, t0, t1 int) {
+	kp, K, R := j.kp, j.w.Cols, j.w.Rows
 	wb := ws.wbuf[:groupRows*kp]
 	for i := range groupRows {
 		row := wb[i*kp : (i+1)*kp]
@@ -184,33 +197,34 @@ func (j *matmulJob) gemmRows(ws *workspace, r0, r1 int) {
 			clear(row)
 		}
 	}
-	pairs := (T + 1) / 2
+	n := t1 - t0
+	pairs := (n + 1) / 2
 	acc := ws.acc[:pairs]
 	clear(acc)
-	x := j.x
+	x := j.x[t0*kp : t1*kp]
 	for c0 := 0; c0 < kp; c0 += kChunk {
 		c1 := min(c0+kChunk, kp)
 		w := wb[c0:]
-		for p := range T / 2 {
+		for p := range n / 2 {
 			t := 2 * p
 			gemm4x2(w, kp, x[t*kp+c0:t*kp+c1], x[(t+1)*kp+c0:(t+1)*kp+c1], &acc[p])
 		}
-		if T%2 == 1 {
-			t := T - 1
+		if n%2 == 1 {
+			t := n - 1
 			gemm4x1(w, kp, x[t*kp+c0:t*kp+c1], (*[groupRows]lanes)(acc[pairs-1][:groupRows]))
 		}
 	}
 	nr := r1 - r0
-	y := j.y
-	for p := range T / 2 {
+	y := j.y[t0*R : t1*R]
+	for p := range n / 2 {
 		t := 2 * p
 		for i := range nr {
 			y[t*R+r0+i] = sumLanes(&acc[p][2*i])
 			y[(t+1)*R+r0+i] = sumLanes(&acc[p][2*i+1])
 		}
 	}
-	if T%2 == 1 { // the last token's sums are in acc[pairs-1][:groupRows]
-		t := T - 1
+	if n%2 == 1 { // the last token's sums are in acc[pairs-1][:groupRows]
+		t := n - 1
 		for i := range nr {
 			y[t*R+r0+i] = sumLanes(&acc[pairs-1][i])
 		}

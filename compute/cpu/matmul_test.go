@@ -305,3 +305,22 @@ func TestMatMulNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestMatMulTokenTiles multiplies activations too large for one tile of
+// tokens (see xTileBytes), so that rows are multiplied tile by tile.
+func TestMatMulTokenTiles(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	b := New(2)
+	const rows, cols, T = 6, 16384 + 32, 131
+	if 4*roundUp(cols, 16)*T <= xTileBytes {
+		t.Fatal("activations fit one tile")
+	}
+	for _, dt := range []compute.DType{compute.F32, compute.FP4} {
+		m, dense := testMatrix(rng, dt, rows, cols, 128, 128)
+		x := randVec(rng, T*cols)
+		want, l1 := refMatMul(dense, x, T, rows, cols)
+		y := make([]float32, T*rows)
+		b.MatMul(y, x, T, m)
+		checkClose(t, fmt.Sprintf("%v %dx%d T=%d", dt, rows, cols, T), y, want, l1, matmulTol)
+	}
+}
