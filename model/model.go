@@ -64,3 +64,18 @@ func (b *Batch) LogitRows() int {
 	}
 	return n
 }
+
+// Rewinder is a model whose sequences can be rewound after speculative
+// tokens are rejected.
+type Rewinder interface {
+	// Mark records what feeding the next n tokens of seq will overwrite, so
+	// that the feed can be partly undone.
+	Mark(seq *cache.Seq, n int) (Undo, error)
+}
+
+// Undo rewinds one marked feed.
+type Undo interface {
+	// Rollback keeps the first keep of the marked tokens and returns the
+	// sequence's state to exactly what it was after feeding only them.
+	Rollback(keep int)
+}
