@@ -56,15 +56,25 @@ const (
 	f16ExpMask = 0x0F800000  // the f16 exponent after the shift by 13
 )
 
+// ldf loads the 16 float32s at p + 4*i bytes, which must be 4-byte aligned.
 func ldf(p unsafe.Pointer, i int) vec {
 	return archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(p, 4*i)))
+}
+
+// Weights may sit anywhere in a memory-mapped checkpoint, so they are loaded
+// as bytes and reinterpreted: the same instructions, with no alignment
+// assumed (which -d=checkptr would check).
+
+// ldF32 loads the 16 float32 weights at p + 4*i bytes.
+func ldF32(p unsafe.Pointer, i int) vec {
+	return archsimd.LoadUint8x64((*[64]uint8)(unsafe.Add(p, 4*i))).AsFloat32x16()
 }
 
 func stf(v vec, p unsafe.Pointer, i int) { v.Store((*[16]float32)(unsafe.Add(p, 4*i))) }
 
 // ldBF16 loads the 16 bf16 values at p + 2*i bytes.
 func ldBF16(p unsafe.Pointer, i int) vec {
-	return archsimd.LoadUint16x16((*[16]uint16)(unsafe.Add(p, 2*i))).ExtendToUint32().ShiftAllLeft(16).AsFloat32x16()
+	return archsimd.LoadUint8x32((*[32]uint8)(unsafe.Add(p, 2*i))).AsUint16x16().ExtendToUint32().ShiftAllLeft(16).AsFloat32x16()
 }
 
 // ldF16 loads the 16 f16 values at p + 2*i bytes, and false if one of them is
@@ -72,9 +82,9 @@ func ldBF16(p unsafe.Pointer, i int) vec {
 // converts those 16 another way. The other arguments are constants the caller
 // keeps in registers (see dotF16).
 func ldF16(p unsafe.Pointer, i int, bits, mag archsimd.Int32x16, one, sub, inf archsimd.Uint32x16, mul vec) (vec, bool) {
-	h := archsimd.LoadInt16x16((*[16]int16)(unsafe.Add(p, 2*i))).ExtendToInt32().ShiftAllLeft(13)
+	h := archsimd.LoadInt8x32((*[32]int8)(unsafe.Add(p, 2*i))).AsInt16x16().ExtendToInt32().ShiftAllLeft(13)
 	m := h.And(mag).AsUint32x16()
-	if m.Sub(one).Less(sub).Or(m.GreaterEqual(inf)).ToBits() != 0 {
+	if m.Sub(one).Less(sub).ToBits()|m.GreaterEqual(inf).ToBits() != 0 {
 		return vec{}, false
 	}
 	return h.And(bits).AsFloat32x16().Mul(mul), true
@@ -144,13 +154,13 @@ func dotF32(w []byte, x []float32) float32 {
 	var a0, a1, a2, a3 vec
 	i := 0
 	for ; i+64 <= K; i += 64 {
-		a0 = ldf(pw, i).MulAdd(ldf(px, i), a0)
-		a1 = ldf(pw, i+16).MulAdd(ldf(px, i+16), a1)
-		a2 = ldf(pw, i+32).MulAdd(ldf(px, i+32), a2)
-		a3 = ldf(pw, i+48).MulAdd(ldf(px, i+48), a3)
+		a0 = ldF32(pw, i).MulAdd(ldf(px, i), a0)
+		a1 = ldF32(pw, i+16).MulAdd(ldf(px, i+16), a1)
+		a2 = ldF32(pw, i+32).MulAdd(ldf(px, i+32), a2)
+		a3 = ldF32(pw, i+48).MulAdd(ldf(px, i+48), a3)
 	}
 	for ; i+16 <= K; i += 16 {
-		a0 = ldf(pw, i).MulAdd(ldf(px, i), a0)
+		a0 = ldF32(pw, i).MulAdd(ldf(px, i), a0)
 	}
 	s := hsum(a0.Add(a1).Add(a2.Add(a3)))
 	for ; i < K; i++ {
@@ -310,7 +320,20 @@ func dotFP4(w, scales []byte, x []float32) float32 {
 }
 
 func decodeF32(dst []float32, w []byte) {
-	copy(dst, unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(w))), len(w)/4))
+	if !hasAVX512 {
+		decodeF32Go(dst, w)
+		return
+	}
+	K := len(w) / 4
+	dst = dst[:K]
+	pw, pd := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(dst))
+	i := 0
+	for ; i+16 <= K; i += 16 {
+		stf(ldF32(pw, i), pd, i)
+	}
+	for ; i < K; i++ {
+		dst[i] = f32At(w, i)
+	}
 }
 
 func decodeBF16(dst []float32, w []byte) {

@@ -324,3 +324,26 @@ func TestMatMulTokenTiles(t *testing.T) {
 		checkClose(t, fmt.Sprintf("%v %dx%d T=%d", dt, rows, cols, T), y, want, l1, matmulTol)
 	}
 }
+
+// TestMatMulUnaligned multiplies weights at odd addresses, as tensors in a
+// memory-mapped checkpoint may be. Under -race, -d=checkptr checks that no
+// kernel assumes alignment.
+func TestMatMulUnaligned(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	b := New(2)
+	for _, dt := range []compute.DType{compute.F32, compute.BF16, compute.F16, compute.FP8, compute.FP4} {
+		m, dense := testMatrix(rng, dt, 37, 160, 128, 128)
+		for _, off := range []int{1, 2, 3} {
+			u := *m
+			u.Data = append(make([]byte, off), m.Data...)[off:]
+			u.Scale = append(make([]byte, off), m.Scale...)[off:]
+			for _, T := range []int{1, 3} {
+				x := randVec(rng, T*m.Cols)
+				want, l1 := refMatMul(dense, x, T, m.Rows, m.Cols)
+				y := make([]float32, T*m.Rows)
+				b.MatMul(y, x, T, &u)
+				checkClose(t, fmt.Sprintf("%v offset %d T=%d", dt, off, T), y, want, l1, matmulTol)
+			}
+		}
+	}
+}

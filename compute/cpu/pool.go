@@ -17,8 +17,8 @@ import (
 // Jobs are split into items that workers claim (state.claim); the caller
 // runs the job too, as worker 0, and waits only for the helpers that joined
 // the job before the caller finished its share. A helper that comes late
-// finds the job closed and goes back to waiting, so a descheduled helper
-// never delays a call.
+// finds the job closed and goes back to waiting, so a helper descheduled
+// before it joins never delays a call.
 
 // spinFor is how long an idle helper spins before parking.
 const spinFor = time.Millisecond
