@@ -128,3 +128,15 @@ func BenchmarkMemBandwidth(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)*float64(4*len(a))/b.Elapsed().Seconds()/1e9, "GB/s")
 }
+
+// BenchmarkTopK selects the 2048 largest of 300k values (a vocabulary-sized
+// row), reporting values scanned per second.
+func BenchmarkTopK(b *testing.B) {
+	x := randVec(rand.New(rand.NewPCG(2, 2)), 300000)
+	idx := make([]int32, 2048)
+	be := New(1)
+	for b.Loop() {
+		be.TopK(idx, x, len(idx))
+	}
+	b.ReportMetric(float64(b.N)*float64(len(x))/b.Elapsed().Seconds()/1e9, "Gvalues/s")
+}

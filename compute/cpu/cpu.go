@@ -1,14 +1,20 @@
 // Package cpu implements compute.Backend on the CPU in pure Go.
 //
-// Matrix products dequantize weights inside the kernel, a few rows at a time
-// into small per-worker float32 buffers, and accumulate in float32. Decoding
-// (one token) streams every weight row once and splits rows across a small
-// pool of persistent worker goroutines; prefill decodes a group of rows once
-// and reuses it for every token.
+// Matrix products dequantize weights inside the kernels and accumulate in
+// float32; every dequantized weight is exact (a stored value times a power of
+// two), so results differ from a float64 reference only by float32 rounding
+// of the sums. With one token (decoding), each weight row is streamed once
+// and dotted with the activations as it is decoded. With several tokens, a
+// group of four rows is decoded once into a small per-worker float32 buffer
+// and multiplied with every token, two at a time, over chunks of columns that
+// stay in the L1 cache; very long prefills go through tiles of tokens sized
+// for the last-level cache. Rows are split across the calling goroutine and a
+// few persistent helper goroutines (see pool.go).
 //
 // Built with GOEXPERIMENT=simd on amd64, the kernels use AVX-512 through
-// simd/archsimd when the CPU has it; otherwise portable Go kernels run. Both
-// compute the same sums up to float32 rounding order.
+// simd/archsimd when the CPU has it (checked at run time); otherwise, and in
+// the default build, portable Go kernels run. Both compute the same sums up
+// to float32 rounding order.
 package cpu
 
 import (
