@@ -232,3 +232,23 @@ func TestTopKNoAllocs(t *testing.T) {
 		t.Errorf("%v allocations per TopK", n)
 	}
 }
+
+func TestOpsNoAllocs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 28))
+	b := New(2)
+	const T, n = 64, 4096
+	x := randVec(rng, T*n)
+	w := randVec(rng, n)
+	pos := make([]int32, T)
+	invFreq := []float32{1, 0.5, 0.25, 0.125}
+	b.RoPE(x, T, n, pos, invFreq, false)
+	for name, f := range map[string]func(){
+		"RMSNorm": func() { b.RMSNorm(x, x, w, T, n, 1e-6) },
+		"RoPE":    func() { b.RoPE(x, T, n, pos, invFreq, false) },
+		"Softmax": func() { b.Softmax(x, T, n) },
+	} {
+		if a := testing.AllocsPerRun(10, f); a != 0 {
+			t.Errorf("%s: %v allocations per call", name, a)
+		}
+	}
+}
