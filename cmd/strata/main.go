@@ -26,6 +26,8 @@ func commands() map[string]command {
 		"inspect":      {"summarize a checkpoint: architecture, layer kinds, parameters by dtype, cache bytes", runInspect},
 		"generate":     {"generate tokens from a prompt with a local model", runGenerate},
 		"perplexity":   {"perplexity of a text file under a model, to judge quantization", runPerplexity},
+		"serve":        {"serve a model over an OpenAI-compatible HTTP API (chat, completions, models, health, metrics)", runServe},
+		"bench":        {"benchmarks: 'bench serve' runs a bounded load of streaming clients against strata serve", runBench},
 	}
 }
 

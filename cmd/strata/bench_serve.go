@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/strata-inference/strata/server"
+	"github.com/strata-inference/strata/server/loadgen"
+	"github.com/strata-inference/strata/server/servertest"
+)
+
+func runBench(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "serve" {
+		fmt.Fprintf(os.Stderr, "usage: strata bench serve [flags]\n\nbenchmarks:\n  serve  a bounded load run of concurrent streaming clients against strata serve\n")
+		return fmt.Errorf("want a benchmark name (serve)")
+	}
+	return runBenchServe(ctx, args[1:], stdout)
+}
+
+func runBenchServe(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench serve", flag.ContinueOnError)
+	var cfg serveConfig
+	addServeFlags(fs, &cfg)
+	url := fs.String("url", "", "load a running server at this base URL (e.g. http://127.0.0.1:8000) instead of starting one in-process on loopback")
+	name := fs.String("served-model-name", "", "model name to request (default: the in-process server's, or the first of the -url server's GET /v1/models)")
+	synthetic := fs.Bool("synthetic", false, "serve the synthetic test model (random weights, written to a temporary folder) instead of -model")
+	var lc loadgen.Config
+	fs.IntVar(&lc.Concurrency, "concurrency", 64, "streaming clients at once")
+	fs.IntVar(&lc.Requests, "requests", 256, "requests in all")
+	fs.IntVar(&lc.MinTokens, "min-tokens", 8, "smallest max_tokens of a request")
+	fs.IntVar(&lc.MaxTokens, "max-tokens", 64, "largest max_tokens of a request")
+	fs.Uint64Var(&lc.Seed, "seed", 1, "seed of the request mix")
+	fs.IntVar(&lc.Verify, "verify", 32, "requests to replay for the determinism check (negative: none)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: strata bench serve [flags]\n\n"+
+			"Starts strata serve in-process on a loopback port (or targets -url) and sends\n"+
+			"-requests streaming /v1/completions requests from -concurrency clients, each\n"+
+			"with its own prompt, max_tokens and seed, generating exactly max_tokens\n"+
+			"tokens (ignore_eos). Checks every stream, the server's /metrics against what\n"+
+			"was sent, and a replay of some requests; prints time to first token,\n"+
+			"inter-token latency and throughput; exits 1 if a check failed.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	lc.URL, lc.Model = *url, *name
+	what := *url
+	var s *served
+	if *url == "" {
+		if cfg.maxSeqs < lc.Concurrency {
+			cfg.maxSeqs = lc.Concurrency
+		}
+		if *synthetic {
+			tmp, err := os.MkdirTemp("", "strata-bench-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tmp)
+			if err := servertest.WriteSynthetic(tmp, 1); err != nil {
+				return err
+			}
+			cfg.dir = tmp
+			cfg.name = "synthetic"
+		}
+		var err error
+		if s, err = loadServed(cfg, log); err != nil {
+			if cfg.dir == defaultModel {
+				return fmt.Errorf("%w (or run with -synthetic to benchmark the synthetic test model)", err)
+			}
+			return err
+		}
+		defer s.Close()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		engDone := make(chan struct{})
+		go func() {
+			s.eng.Run(runCtx)
+			close(engDone)
+		}()
+		srvDone := make(chan error, 1)
+		go func() { srvDone <- server.Serve(runCtx, ln, s.srv, 5*time.Second, log) }()
+		defer func() {
+			stop()
+			<-srvDone
+			<-engDone
+		}()
+		lc.URL = "http://" + ln.Addr().String()
+		if lc.Model == "" {
+			lc.Model = s.name
+		}
+		lc.CountPrompt = func(p string) int {
+			n := len(s.tok.Encode(p, true))
+			if s.tok.AddBOS() {
+				n++
+			}
+			return n
+		}
+		what = fmt.Sprintf("%s (%s) in-process at %s", cfg.dir, s.name, lc.URL)
+		if *synthetic {
+			what = fmt.Sprintf("the synthetic test model in-process at %s", lc.URL)
+		}
+	} else if lc.Model == "" {
+		m, err := firstModel(ctx, *url)
+		if err != nil {
+			return err
+		}
+		lc.Model = m
+	}
+	fmt.Fprintf(stdout, "strata bench serve: %s\n", what)
+	fmt.Fprintf(stdout, "machine        %s/%s, %d CPUs (GOMAXPROCS %d)\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stdout, "load           %d requests from %d streaming clients, max_tokens %d-%d, seed %d\n",
+		lc.Requests, lc.Concurrency, lc.MinTokens, lc.MaxTokens, lc.Seed)
+	if s != nil {
+		fmt.Fprintf(stdout, "server         max-concurrency %d, batch-tokens %d, %d cache pages, context %d\n",
+			cfg.maxSeqs, cfg.batchTokens, s.eng.Pool().NumPages(), s.srv.MaxContext())
+	}
+	rep, err := loadgen.Run(ctx, lc)
+	if err != nil {
+		return err
+	}
+	rep.Write(stdout)
+	if s != nil {
+		st := s.eng.Stats()
+		fmt.Fprintf(stdout, "engine         %d steps, up to %d sequences a step, %d preemptions, %d cancelled\n",
+			st.Steps, st.MaxBatchSeqs, st.Preemptions, st.Cancelled)
+	}
+	if !rep.Passed() {
+		fmt.Fprintf(stdout, "FAILED\n")
+		return errFailed
+	}
+	fmt.Fprintf(stdout, "PASSED\n")
+	return nil
+}
+
+// firstModel asks a server for the models it serves and returns the first.
+func firstModel(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(url, "/")+"/v1/models", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Data) == 0 {
+		return "", fmt.Errorf("GET %s/v1/models: no model listed (%v); give -served-model-name", url, err)
+	}
+	return list.Data[0].ID, nil
+}

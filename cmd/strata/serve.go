@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/strata-inference/strata/cache"
+	"github.com/strata-inference/strata/compute/cpu"
+	"github.com/strata-inference/strata/engine"
+	"github.com/strata-inference/strata/model/deepseekv4"
+	"github.com/strata-inference/strata/server"
+	"github.com/strata-inference/strata/tokenizer"
+	"github.com/strata-inference/strata/tokenizer/chat"
+)
+
+// serveConfig is what it takes to stand up a server on a model folder.
+type serveConfig struct {
+	dir              string
+	name             string // served model name ("": the folder's name)
+	maxSeqs          int
+	maxQueue         int
+	batchTokens      int
+	cachePages       int
+	cacheMemory      int64 // used when cachePages is 0
+	maxBody          int64
+	maxContext       int
+	defaultMaxTokens int
+	maxChoices       int
+	threads          int
+	chatFormat       string // "deepseek-v4" or "jinja"
+}
+
+// served is a loaded model with its engine and HTTP handler.
+type served struct {
+	model *deepseekv4.Model
+	eng   *engine.Engine
+	srv   *server.Server
+	tok   *tokenizer.Tokenizer
+	name  string
+}
+
+func (s *served) Close() error { return s.model.Close() }
+
+// loadServed loads the model and tokenizer in cfg.dir and builds the
+// engine and the server.
+func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
+	if _, err := os.Stat(filepath.Join(cfg.dir, "config.json")); err != nil {
+		if cfg.dir == defaultModel {
+			return nil, fmt.Errorf("the shipped model is not in %s (no config.json there); give another with -model DIR", cfg.dir)
+		}
+		return nil, fmt.Errorf("model folder %s: %w", cfg.dir, err)
+	}
+	m, err := deepseekv4.Load(cfg.dir, cpu.New(cfg.threads))
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			m.Close()
+		}
+	}()
+	tok, err := tokenizer.LoadDir(cfg.dir)
+	if err != nil {
+		return nil, fmt.Errorf("the server needs the model's tokenizer: %w", err)
+	}
+	if e := tok.EOS(); e >= 0 && int(e) != m.Cfg.EOS {
+		log.Warn("the tokenizer's EOS differs from the model's; the engine stops at the model's", "tokenizer_eos", e, "model_eos", m.Cfg.EOS)
+	}
+	format, err := chatFormat(cfg.chatFormat, cfg.dir)
+	if err != nil {
+		return nil, err
+	}
+	pageBytes := cache.PageBytesFor(m.CacheSpecs())
+	pages := cfg.cachePages
+	if pages <= 0 {
+		pages = int(cfg.cacheMemory / int64(pageBytes))
+	}
+	if pages <= 0 {
+		return nil, fmt.Errorf("a cache of %d bytes holds no page of %d bytes", cfg.cacheMemory, pageBytes)
+	}
+	eng, err := engine.New(m, engine.Config{
+		MaxBatchTokens: cfg.batchTokens,
+		MaxSeqs:        cfg.maxSeqs,
+		Pages:          pages,
+		MaxContext:     m.Cfg.MaxPosition,
+		EOS:            int32(m.Cfg.EOS),
+		Logger:         log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.maxQueue > 0 {
+		eng.SetMaxQueue(cfg.maxQueue)
+	}
+	name := cfg.name
+	if name == "" {
+		abs, _ := filepath.Abs(cfg.dir)
+		name = filepath.Base(abs)
+	}
+	maxContext := m.Cfg.MaxPosition
+	if cfg.maxContext > 0 {
+		maxContext = min(maxContext, cfg.maxContext)
+	}
+	srv, err := server.New(eng, tok, format, server.Options{
+		ModelName:        name,
+		MaxBodyBytes:     cfg.maxBody,
+		MaxContext:       maxContext,
+		DefaultMaxTokens: cfg.defaultMaxTokens,
+		MaxChoices:       cfg.maxChoices,
+		Logger:           log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("model loaded", "model", cfg.dir, "name", name, "layers", len(m.Cfg.Layers), "hidden", m.Cfg.Hidden,
+		"vocab", m.Cfg.VocabSize, "chat_format", format.Name(), "cache_pages", pages, "page_bytes", pageBytes,
+		"cache_bytes", int64(pages)*int64(pageBytes), "max_context", srv.MaxContext(),
+		"max_concurrency", cfg.maxSeqs, "max_queue", cfg.maxQueue, "batch_tokens", cfg.batchTokens)
+	ok = true
+	return &served{model: m, eng: eng, srv: srv, tok: tok, name: name}, nil
+}
+
+// chatFormat picks how chats become prompts: DeepSeek-V4's encoding, or the
+// Jinja chat template the model ships (chat_template.jinja, else
+// tokenizer_config.json's chat_template).
+func chatFormat(name, dir string) (server.ChatFormat, error) {
+	switch name {
+	case "deepseek-v4":
+		return server.DeepSeekV4(), nil
+	case "jinja":
+		if src, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
+			t, err := chat.NewTemplate(string(src))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "chat_template.jinja"), err)
+			}
+			return server.Jinja(t), nil
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+		if err != nil {
+			return nil, fmt.Errorf("-chat-format jinja: %s has no chat_template.jinja and no tokenizer_config.json", dir)
+		}
+		t, err := chat.NewTemplateFromConfig(data)
+		if err != nil {
+			return nil, fmt.Errorf("-chat-format jinja: %s: %w", dir, err)
+		}
+		return server.Jinja(t), nil
+	}
+	return nil, fmt.Errorf("-chat-format %q: want deepseek-v4 or jinja", name)
+}
+
+// addServeFlags registers the flags that size the engine and the server.
+func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
+	fs.StringVar(&cfg.dir, "model", defaultModel, "model folder: config.json, safetensors, tokenizer.json")
+	fs.IntVar(&cfg.maxSeqs, "max-concurrency", 64, "most requests the engine runs at once (sequences in one step)")
+	fs.IntVar(&cfg.maxQueue, "max-queue", 256, "most requests waiting for the engine; beyond it requests get 503")
+	fs.IntVar(&cfg.batchTokens, "batch-tokens", 512, "token budget of one engine step (decode tokens plus prefill chunks)")
+	fs.IntVar(&cfg.cachePages, "cache-pages", 0, "cache pool pages (0: as many as -cache-memory holds)")
+	fs.Func("cache-memory", "cache pool size when -cache-pages is 0, e.g. 512MiB, 2GiB (default 1GiB)", func(s string) error {
+		n, err := parseBytes(s)
+		cfg.cacheMemory = n
+		return err
+	})
+	fs.Func("max-body", "largest request body, e.g. 8MiB (default 8MiB); larger ones get 413", func(s string) error {
+		n, err := parseBytes(s)
+		cfg.maxBody = n
+		return err
+	})
+	fs.IntVar(&cfg.maxContext, "max-context", 0, "most prompt plus generated tokens of one request (0: the model's max_position_embeddings; the pool bounds it too)")
+	fs.IntVar(&cfg.defaultMaxTokens, "default-max-tokens", 4096, "tokens a chat choice may generate when the request sets no max_tokens (0: the rest of the context)")
+	fs.IntVar(&cfg.maxChoices, "max-choices", 16, "most choices (n, times prompts for /v1/completions) in one request")
+	fs.IntVar(&cfg.threads, "threads", 0, "compute goroutines (0: one per CPU)")
+	fs.StringVar(&cfg.chatFormat, "chat-format", "deepseek-v4", "how chats become prompts: deepseek-v4 (the model's own encoding, with reasoning and DSML tool calls) or jinja (the tokenizer's chat template)")
+	cfg.cacheMemory = 1 << 30
+	cfg.maxBody = 8 << 20
+}
+
+// parseBytes reads a size: a number of bytes with an optional unit (KiB,
+// MiB, GiB, TiB, or KB, MB, GB, TB; K, M, G, T are binary).
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},
+	}
+	mult := int64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(rest), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 || v*float64(mult) > 1<<62 {
+		return 0, fmt.Errorf("%q is not a size like 512MiB or 2GiB", s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+func runServe(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var cfg serveConfig
+	addServeFlags(fs, &cfg)
+	addr := fs.String("addr", "127.0.0.1:8000", "address to listen on")
+	fs.StringVar(&cfg.name, "served-model-name", "", "model name clients use (default: the model folder's name)")
+	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long running requests may take to finish before they are cancelled (0: no limit)")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: strata serve [flags]\n\n"+
+			"Serves a model over an OpenAI-compatible HTTP API: POST /v1/chat/completions,\n"+
+			"POST /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus).\n"+
+			"SIGTERM or SIGINT stops accepting requests, lets running ones finish (see\n"+
+			"-drain-timeout) and exits 0.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+
+	s, err := loadServed(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	engCtx, stopEngine := context.WithCancel(context.Background())
+	engDone := make(chan struct{})
+	go func() {
+		s.eng.Run(engCtx)
+		close(engDone)
+	}()
+	go func() {
+		<-ctx.Done()
+		// A second signal ends the process at once.
+		signal.Reset(os.Interrupt, syscall.SIGTERM)
+	}()
+	log.Info("serving", "addr", "http://"+ln.Addr().String(), "model", s.name)
+	err = server.Serve(ctx, ln, s.srv, *drain, log)
+	stopEngine()
+	<-engDone
+	if err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"github.com/strata-inference/strata/tokenizer/chat"
+)
+
+// ChatOptions are the per-request choices that shape a chat prompt.
+type ChatOptions struct {
+	// Thinking selects thinking mode: the reply reasons first.
+	Thinking bool
+	// ReasoningEffort is "", "high" or "max" (DeepSeek-V4's levels).
+	ReasoningEffort string
+	// TemplateKwargs are the request's chat_template_kwargs other than the
+	// thinking switches; Jinja templates see them as variables.
+	TemplateKwargs map[string]any
+}
+
+// ChatFormat turns a conversation into prompt text and the model's reply
+// back into reasoning, content and tool calls. Implementations must be safe
+// for concurrent use.
+type ChatFormat interface {
+	// Name identifies the format in logs ("deepseek-v4", "jinja").
+	Name() string
+	// Render returns the prompt for msgs and tools, ending where the
+	// assistant's reply begins. The prompt is tokenized with special tokens
+	// recognised.
+	Render(msgs []chat.Message, tools []chat.Tool, opt ChatOptions) (string, error)
+	// NewReplyParser returns a parser for one reply to a prompt Render made
+	// with opt.
+	NewReplyParser(opt ChatOptions) ReplyParser
+}
+
+// ReplyParser reads one reply as it is generated.
+type ReplyParser interface {
+	// Add consumes the next piece of the reply and returns the reasoning and
+	// content that are now certain.
+	Add(text string) (reasoning, content string)
+	// Finish ends the reply: it returns the text Add held back and the tool
+	// calls the reply made. A non-nil error means the tool calls could not
+	// be read; the reply's text is then all content.
+	Finish() (reasoning, content string, calls []chat.ToolCall, err error)
+}
+
+// DeepSeekV4 is DeepSeek-V4's own chat encoding (chat.EncodeDeepSeekV4),
+// with replies read by chat.StreamParser: reasoning up to </think> in
+// thinking mode, content, and DSML tool calls.
+func DeepSeekV4() ChatFormat { return deepSeekV4{} }
+
+type deepSeekV4 struct{}
+
+func (deepSeekV4) Name() string { return "deepseek-v4" }
+
+func (deepSeekV4) Render(msgs []chat.Message, tools []chat.Tool, opt ChatOptions) (string, error) {
+	return chat.EncodeDeepSeekV4(msgs, tools, chat.Options{Thinking: opt.Thinking, ReasoningEffort: opt.ReasoningEffort})
+}
+
+func (deepSeekV4) NewReplyParser(opt ChatOptions) ReplyParser {
+	return dsv4Parser{chat.NewStreamParser(opt.Thinking)}
+}
+
+type dsv4Parser struct{ p *chat.StreamParser }
+
+func (p dsv4Parser) Add(text string) (string, string) { return p.p.Add(text) }
+
+func (p dsv4Parser) Finish() (string, string, []chat.ToolCall, error) {
+	r, c, res, err := p.p.Finish()
+	return r, c, res.ToolCalls, err
+}
+
+// Jinja renders prompts with a model's Jinja chat template, as
+// transformers' apply_chat_template does with add_generation_prompt. The
+// template sees enable_thinking and thinking set to the request's thinking
+// switch, and the request's other chat_template_kwargs. Replies are read as
+// plain content: no reasoning and no tool calls.
+func Jinja(t *chat.Template) ChatFormat { return jinjaFormat{t} }
+
+type jinjaFormat struct{ t *chat.Template }
+
+func (jinjaFormat) Name() string { return "jinja" }
+
+func (f jinjaFormat) Render(msgs []chat.Message, tools []chat.Tool, opt ChatOptions) (string, error) {
+	extra := map[string]any{"enable_thinking": opt.Thinking, "thinking": opt.Thinking}
+	for k, v := range opt.TemplateKwargs {
+		extra[k] = v
+	}
+	return f.t.Render(msgs, tools, true, extra)
+}
+
+func (jinjaFormat) NewReplyParser(ChatOptions) ReplyParser { return &plainParser{} }
+
+// plainParser passes the reply through as content.
+type plainParser struct{}
+
+func (*plainParser) Add(text string) (string, string) { return "", text }
+
+func (*plainParser) Finish() (string, string, []chat.ToolCall, error) { return "", "", nil, nil }
