@@ -162,24 +162,27 @@ func dotF16Go(w []byte, x []float32) float32 {
 	x = x[:K]
 	// A half's sign, exponent and mantissa placed in a float32 as if the bias
 	// were 127, times 2^(127-15), is its value, normal or subnormal. Groups of
-	// four holding a subnormal (slow as a float32 subnormal on some CPUs), an
-	// infinity or a NaN (which would come out finite) take the table instead.
+	// eight holding an infinity or a NaN, which would come out finite, take
+	// the table instead.
 	var s0, s1, s2, s3 float32
 	i := 0
-	for ; i+4 <= K; i += 4 {
-		q := binary.LittleEndian.Uint64(w[2*i:])
-		v := x[i : i+4 : i+4]
-		if f16Rare4(q) {
-			s0 += f16(uint16(q)) * v[0]
-			s1 += f16(uint16(q>>16)) * v[1]
-			s2 += f16(uint16(q>>32)) * v[2]
-			s3 += f16(uint16(q>>48)) * v[3]
-			continue
+	if h, ok := uint16View(w); ok {
+		for ; i+8 <= K; i += 8 {
+			a := h[i : i+8 : i+8]
+			v := x[i : i+8 : i+8]
+			if f16Special4(uint64(a[0])|uint64(a[1])<<16|uint64(a[2])<<32|uint64(a[3])<<48) ||
+				f16Special4(uint64(a[4])|uint64(a[5])<<16|uint64(a[6])<<32|uint64(a[7])<<48) {
+				s0 += f16(a[0])*v[0] + f16(a[4])*v[4]
+				s1 += f16(a[1])*v[1] + f16(a[5])*v[5]
+				s2 += f16(a[2])*v[2] + f16(a[6])*v[6]
+				s3 += f16(a[3])*v[3] + f16(a[7])*v[7]
+				continue
+			}
+			s0 += f16Finite(uint32(a[0]))*v[0] + f16Finite(uint32(a[4]))*v[4]
+			s1 += f16Finite(uint32(a[1]))*v[1] + f16Finite(uint32(a[5]))*v[5]
+			s2 += f16Finite(uint32(a[2]))*v[2] + f16Finite(uint32(a[6]))*v[6]
+			s3 += f16Finite(uint32(a[3]))*v[3] + f16Finite(uint32(a[7]))*v[7]
 		}
-		s0 += f16Finite(uint32(q)) * v[0]
-		s1 += f16Finite(uint32(q>>16)) * v[1]
-		s2 += f16Finite(uint32(q>>32)) * v[2]
-		s3 += f16Finite(uint32(q>>48)) * v[3]
 	}
 	for ; i < K; i++ {
 		s0 += f16At(w, i) * x[i]
@@ -187,21 +190,11 @@ func dotF16Go(w []byte, x []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// f16Rare4 reports whether one of the four halves packed in q is subnormal,
-// infinite or NaN. Per 16-bit lane, with e the exponent field and m the
-// mantissa field: e+1 carries into bit 15 only when e is 31; e+31 carries
-// into bit 15 unless e is 0; m+1023 carries into bit 10 unless m is 0.
-func f16Rare4(q uint64) bool {
-	const (
-		expMask  = 0x7C007C007C007C00
-		mantMask = 0x03FF03FF03FF03FF
-		bit15    = 0x8000800080008000
-	)
-	e, m := q&expMask, q&mantMask
-	inf := e + 0x0400040004000400
-	zeroExp := ^(e + 0x7C007C007C007C00)
-	mant := (m + mantMask) << 5
-	return (inf|zeroExp&mant)&bit15 != 0
+// f16Special4 reports whether one of the four halves packed in q is infinite
+// or NaN: adding 1 to a 5-bit exponent field carries into bit 15 of its lane
+// only from 31.
+func f16Special4(q uint64) bool {
+	return (q&0x7C007C007C007C00+0x0400040004000400)&0x8000800080008000 != 0
 }
 
 // f16Finite returns the value of the finite half in the low 16 bits of h.

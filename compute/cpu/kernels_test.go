@@ -53,7 +53,7 @@ func TestDecodeAllCodes(t *testing.T) {
 	for i := range codes {
 		codes[i] = byte(i)
 	}
-	// plain has the zero and normal codes only, which the fast path takes.
+	// plain has the zero and normal codes only.
 	var plain []byte
 	for len(plain) < 256 {
 		for _, b := range codes {
@@ -63,7 +63,17 @@ func TestDecodeAllCodes(t *testing.T) {
 		}
 	}
 	plain = plain[:256]
-	for _, q := range [][]byte{codes, plain} {
+	// noNaN has every code but the NaNs, subnormals included.
+	var noNaN []byte
+	for len(noNaN) < 256 {
+		for _, b := range codes {
+			if b&0x7F != 0x7F {
+				noNaN = append(noNaN, b)
+			}
+		}
+	}
+	noNaN = noNaN[:256]
+	for _, q := range [][]byte{codes, plain, noNaN} {
 		for _, bc := range []int{128, 48, 5} {
 			for _, s := range []byte{0, 120, 127, 134, 135, 200, 255} {
 				nb := (256 + bc - 1) / bc
