@@ -29,8 +29,11 @@ type Config struct {
 	// MaxContext bounds prompt plus generated tokens (0: no bound beyond the pool).
 	MaxContext int
 	// EOS ends a request unless it sets IgnoreEOS (negative: none).
-	EOS    int32
-	Logger *slog.Logger
+	EOS int32
+	// NoPrefixCache turns off prefix caching (snapshots of sequence state at
+	// aligned positions, restored for requests that share the prefix).
+	NoPrefixCache bool
+	Logger        *slog.Logger
 }
 
 // Request is one generation request.
@@ -102,6 +105,7 @@ type Engine struct {
 	wake     chan struct{}
 	maxQueue int
 	stats    Stats
+	prefix   *prefixCache // nil when off or the model cannot restore state
 }
 
 // Stats are the engine's counters.
@@ -109,7 +113,10 @@ type Stats struct {
 	Waiting, Running        int
 	PromptTokens, OutTokens int64 // processed prompt tokens (recomputations included) and generated tokens
 	Steps, Preemptions      int64
-	MaxBatchSeqs            int // the most sequences one step has held
+	MaxBatchSeqs            int   // the most sequences one step has held
+	PrefixHitTokens         int64 // prompt tokens restored from prefix snapshots instead of computed
+	PrefixSnapshots         int   // snapshots held now
+	PrefixPages             int   // pool pages they hold
 	Finished, Cancelled     int64
 	PagesUsed               map[string]int
 	PagesFree, PagesTotal   int
@@ -138,7 +145,11 @@ func New(m model.Model, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{m: m, pool: pool, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), maxQueue: 1 << 16}, nil
+	e := &Engine{m: m, pool: pool, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), maxQueue: 1 << 16}
+	if !cfg.NoPrefixCache {
+		e.prefix = newPrefixCache(m)
+	}
+	return e, nil
 }
 
 // SetMaxQueue bounds the requests waiting for admission; Submit returns
@@ -257,6 +268,9 @@ func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	st := e.stats
 	st.Waiting, st.Running = len(e.waiting), len(e.running)
+	if e.prefix != nil {
+		st.PrefixSnapshots, st.PrefixPages = len(e.prefix.snaps), e.prefix.pages()
+	}
 	e.mu.Unlock()
 	st.PagesUsed = e.pool.UsedPages()
 	st.PagesFree, st.PagesTotal = e.pool.FreePages(), e.pool.NumPages()

@@ -20,6 +20,21 @@ type seq struct {
 	cs      *cache.Seq
 	sampler *sampler
 	stream  *Stream
+	// snapAt are positions where the prefix cache wants this request's
+	// state; chunks end there. decodeSnap is its latest decode snapshot.
+	snapAt     []int
+	decodeSnap *snapshot
+}
+
+// chunk caps n tokens starting at from so the chunk ends at the next
+// snapshot point.
+func (s *seq) chunk(from, n int) int {
+	for _, p := range s.snapAt {
+		if p > from {
+			return min(n, p-from)
+		}
+	}
+	return n
 }
 
 // computed is how many tokens' state the cache holds (0 when not admitted).
@@ -108,6 +123,7 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 		if start < s.prompt {
 			e.stats.PromptTokens += int64(min(p.n, s.prompt-start))
 		}
+		e.snapshot(s)
 		if s.cs.Len < len(s.tokens) {
 			continue // prefill continues next step
 		}
@@ -177,8 +193,11 @@ func (e *Engine) schedule() []planned {
 	var plan []planned
 	for i := 0; i < len(e.running) && budget > 0 && len(plan) < e.cfg.MaxSeqs; i++ {
 		s := e.running[i]
-		n := min(len(s.tokens)-s.computed(), budget)
+		n := s.chunk(s.computed(), min(len(s.tokens)-s.computed(), budget))
 		for s.cs.Reserve(s.cs.Len+n) != nil {
+			if e.prefix != nil && e.prefix.evict(nil) {
+				continue
+			}
 			victim := e.running[len(e.running)-1]
 			e.preempt(victim)
 			if victim == s {
@@ -193,8 +212,8 @@ func (e *Engine) schedule() []planned {
 	}
 	for len(e.waiting) > 0 && budget > 0 && len(plan) < e.cfg.MaxSeqs {
 		s := e.waiting[0]
-		n := min(len(s.tokens), budget)
-		if !e.admit(s, n) {
+		n, ok := e.admit(s, budget)
+		if !ok {
 			break
 		}
 		e.waiting = e.waiting[1:]
@@ -205,24 +224,75 @@ func (e *Engine) schedule() []planned {
 	return plan
 }
 
-// admit takes the fixed pages of s and the growing pages of its first n
-// tokens, all or none. It admits only when the pool could hold all of s's
-// tokens so far, so a request is not admitted to be preempted before its
-// prompt is through.
-func (e *Engine) admit(s *seq, n int) bool {
-	if e.PagesFor(len(s.tokens)) > e.pool.FreePages() {
-		return false
+// admit takes the fixed pages of s, restores the longest prefix snapshot of
+// its tokens if there is one, and takes the growing pages of the tokens it
+// will compute this step (at most budget), all or none. It admits only when
+// the pool could hold all of s's tokens so far (evicting snapshots to make
+// room), so a request is not admitted to be preempted before its prompt is
+// through. It returns the number of tokens to compute.
+func (e *Engine) admit(s *seq, budget int) (int, bool) {
+	var hit *snapshot
+	if e.prefix != nil {
+		hit = e.prefix.lookup(s.tokens)
+	}
+	for e.PagesFor(len(s.tokens)) > e.pool.FreePages() {
+		switch {
+		case e.prefix == nil:
+			return 0, false
+		case e.prefix.evict(hit):
+		case hit != nil: // the pool cannot hold both: give up the hit
+			e.prefix.drop(hit)
+			hit = nil
+		default:
+			return 0, false
+		}
 	}
 	cs, err := e.m.NewSeq(e.pool)
 	if err != nil {
-		return false
+		return 0, false
 	}
-	if err := cs.Reserve(n); err != nil {
+	if hit != nil {
+		if err := cs.CopyFrom(hit.seq); err != nil {
+			cs.Release()
+			return 0, false
+		}
+	}
+	from := cs.Len
+	if e.prefix != nil {
+		s.snapAt = e.prefix.plan(s.tokens, s.prompt, from)
+	}
+	n := s.chunk(from, min(len(s.tokens)-from, budget))
+	if err := cs.Reserve(from + n); err != nil {
 		cs.Release()
-		return false
+		return 0, false
 	}
 	s.cs = cs
-	return true
+	e.stats.PrefixHitTokens += int64(from)
+	return n, true
+}
+
+// snapshot records s's state in the prefix cache when it sits at an
+// aligned position the cache wants: a planned point, or any aligned
+// position of its output (kept as its latest decode snapshot).
+func (e *Engine) snapshot(s *seq) {
+	p := e.prefix
+	if p == nil || s.cs.Len%p.align != 0 || s.cs.Len == 0 {
+		return
+	}
+	if i := slices.Index(s.snapAt, s.cs.Len); i >= 0 {
+		s.snapAt = slices.Delete(s.snapAt, i, i+1)
+		p.add(e.m, e.pool, s.cs, s.tokens, nil)
+		return
+	}
+	if s.cs.Len <= s.prompt {
+		return
+	}
+	if old := s.decodeSnap; old != nil && old.owner == s {
+		p.drop(old)
+	}
+	if sn := p.add(e.m, e.pool, s.cs, s.tokens, s); sn != nil && sn.owner == s {
+		s.decodeSnap = sn
+	}
 }
 
 // preempt frees the pages of a running sequence and puts it back in the

@@ -121,3 +121,8 @@ func (m *Model) validate(b *Batch) error {
 	}
 	return nil
 }
+
+// PrefixAlign is where a sequence's state can be restored from a snapshot:
+// multiples of every compression rate, where no compressor holds a partial
+// window (128 for the released models).
+func (m *Model) PrefixAlign() int { return m.Cfg.CompressAlign() }
