@@ -30,6 +30,9 @@ type Config struct {
 	MaxContext int
 	// EOS ends a request unless it sets IgnoreEOS (negative: none).
 	EOS int32
+	// Speculation is the default speculative decoding of requests that do
+	// not set their own (off when Method is empty).
+	Speculation Speculation
 	// NoPrefixCache turns off prefix caching (snapshots of sequence state at
 	// aligned positions, restored for requests that share the prefix).
 	NoPrefixCache bool
@@ -57,6 +60,9 @@ type Request struct {
 	// position recomputed after preemption. It runs on the engine's
 	// goroutine and must not retain the slice.
 	OnLogits func(pos int, logits []float32)
+	// Speculation overrides the engine's speculative decoding for this
+	// request (Method SpecOff turns it off).
+	Speculation *Speculation
 }
 
 // FinishReason says why a request ended.
@@ -106,20 +112,22 @@ type Engine struct {
 	maxQueue int
 	stats    Stats
 	prefix   *prefixCache // nil when off or the model cannot restore state
+	maxRing  int          // longest feed a sequence can roll back (0: none)
 }
 
 // Stats are the engine's counters.
 type Stats struct {
-	Waiting, Running        int
-	PromptTokens, OutTokens int64 // processed prompt tokens (recomputations included) and generated tokens
-	Steps, Preemptions      int64
-	MaxBatchSeqs            int   // the most sequences one step has held
-	PrefixHitTokens         int64 // prompt tokens restored from prefix snapshots instead of computed
-	PrefixSnapshots         int   // snapshots held now
-	PrefixPages             int   // pool pages they hold
-	Finished, Cancelled     int64
-	PagesUsed               map[string]int
-	PagesFree, PagesTotal   int
+	Waiting, Running                     int
+	PromptTokens, OutTokens              int64 // processed prompt tokens (recomputations included) and generated tokens
+	Steps, Preemptions                   int64
+	MaxBatchSeqs                         int   // the most sequences one step has held
+	PrefixHitTokens                      int64 // prompt tokens restored from prefix snapshots instead of computed
+	PrefixSnapshots                      int   // snapshots held now
+	PrefixPages                          int   // pool pages they hold
+	SpecSteps, SpecDrafted, SpecAccepted int64 // speculative verifications, tokens drafted, drafts accepted
+	Finished, Cancelled                  int64
+	PagesUsed                            map[string]int
+	PagesFree, PagesTotal                int
 }
 
 // New makes an engine for m with a pool of cfg.Pages pages.
@@ -148,6 +156,10 @@ func New(m model.Model, cfg Config) (*Engine, error) {
 	e := &Engine{m: m, pool: pool, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), maxQueue: 1 << 16}
 	if !cfg.NoPrefixCache {
 		e.prefix = newPrefixCache(m)
+	}
+	e.maxRing = minRing(m)
+	if _, err := e.resolveSpec(&Request{}); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -205,6 +217,10 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	if r.Sampling.Seed == 0 {
 		r.Sampling.Seed = uint64(time.Now().UnixNano())
 	}
+	spec, err := e.resolveSpec(&r)
+	if err != nil {
+		return nil, err
+	}
 	e.mu.Lock()
 	if len(e.waiting) >= e.maxQueue {
 		e.mu.Unlock()
@@ -219,6 +235,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 		prompt:  len(r.Prompt),
 		sampler: newSampler(r.Sampling, r.Prompt),
 		stream:  newStream(e.nextID),
+		spec:    spec,
 	}
 	e.waiting = append(e.waiting, s)
 	e.mu.Unlock()

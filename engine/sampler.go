@@ -76,10 +76,24 @@ func (s *sampler) observe(t int32) {
 	s.counts[t]++
 }
 
-// sample picks the next token from one row of logits. It draws exactly one
-// random number per call when sampling (none when greedy), so a request's
-// random stream advances the same way whatever the batch.
-func (s *sampler) sample(logits []float32) int32 {
+// dist is a sampling distribution over candidate tokens, most likely first.
+type dist struct {
+	idx []int32
+	p   []float64 // sums to 1
+}
+
+// prob is the probability of token t under d.
+func (d dist) prob(t int32) float64 {
+	for i, x := range d.idx {
+		if x == t {
+			return d.p[i]
+		}
+	}
+	return 0
+}
+
+// penalized returns the logits with the request's penalties applied.
+func (s *sampler) penalized(logits []float32) []float32 {
 	p := &s.p
 	x := append(s.buf[:0], logits...)
 	s.buf = x
@@ -97,8 +111,17 @@ func (s *sampler) sample(logits []float32) int32 {
 			x[t] -= float32(p.PresencePenalty) + float32(p.FrequencyPenalty)*float32(c)
 		}
 	}
+	return x
+}
+
+// distribution is what sample draws from: the penalized logits, then for
+// temperature 0 the argmax alone, else divided by the temperature, cut by
+// top-k, softmax, cut by top-p and min-p, renormalized.
+func (s *sampler) distribution(logits []float32) dist {
+	p := &s.p
+	x := s.penalized(logits)
 	if p.Temperature == 0 {
-		return argmax(x)
+		return dist{idx: []int32{argmax(x)}, p: []float64{1}}
 	}
 	inv := float32(1 / p.Temperature)
 	for i := range x {
@@ -123,8 +146,8 @@ func (s *sampler) sample(logits []float32) int32 {
 		}
 		return int(a - b)
 	})
-	idx = idx[:k]
 	s.idx = idx
+	idx = slices.Clone(idx[:k])
 	// Softmax over the candidates in float64.
 	mx := float64(x[idx[0]])
 	probs := make([]float64, k)
@@ -160,14 +183,65 @@ func (s *sampler) sample(logits []float32) int32 {
 	for _, q := range probs[:n] {
 		total += q
 	}
-	u := s.rng.Float64() * total
-	for i, q := range probs[:n] {
+	for i := range probs[:n] {
+		probs[i] /= total
+	}
+	return dist{idx: idx[:n], p: probs[:n]}
+}
+
+// draw picks a token from d with one random number (none when d has one token).
+func (s *sampler) draw(d dist) int32 {
+	if len(d.idx) == 1 {
+		return d.idx[0]
+	}
+	u := s.rng.Float64()
+	for i, q := range d.p {
 		u -= q
 		if u < 0 {
-			return idx[i]
+			return d.idx[i]
 		}
 	}
-	return idx[n-1]
+	return d.idx[len(d.idx)-1]
+}
+
+// sample picks the next token from one row of logits. It draws exactly one
+// random number per call when sampling (none when greedy), so a request's
+// random stream advances the same way whatever the batch.
+func (s *sampler) sample(logits []float32) int32 {
+	return s.draw(s.distribution(logits))
+}
+
+// verify applies the speculative-sampling rule to a drafted token d, drawn
+// from the draft distribution q, against the target logits: d is accepted
+// with probability min(1, p(d)/q(d)); otherwise the token is drawn from
+// max(0, p-q) renormalized. The accepted or drawn token is returned. Tokens
+// so produced are distributed exactly as sample(target) would be. Greedy
+// requests accept d exactly when it is the target's argmax.
+func (s *sampler) verify(target []float32, d int32, q dist) (int32, bool) {
+	p := s.distribution(target)
+	if s.p.Temperature == 0 {
+		return p.idx[0], p.idx[0] == d
+	}
+	pd, qd := p.prob(d), q.prob(d)
+	if qd > 0 && s.rng.Float64() < min(1, pd/qd) {
+		return d, true
+	}
+	var rest dist
+	var total float64
+	for i, t := range p.idx {
+		if r := p.p[i] - q.prob(t); r > 0 {
+			rest.idx = append(rest.idx, t)
+			rest.p = append(rest.p, r)
+			total += r
+		}
+	}
+	if total == 0 {
+		return s.draw(p), false
+	}
+	for i := range rest.p {
+		rest.p[i] /= total
+	}
+	return s.draw(rest), false
 }
 
 func argmax(x []float32) int32 {

@@ -120,3 +120,50 @@ func TestLogprobs(t *testing.T) {
 		t.Errorf("top logprob %g, want %g", top[0].Logprob, want)
 	}
 }
+
+// TestVerifyPreservesDistribution: tokens drafted from q and passed through
+// the speculative rule are distributed as the target p, for a q unlike p and
+// for a one-hot q (n-gram drafts).
+func TestVerifyPreservesDistribution(t *testing.T) {
+	target := []float32{0, float32(math.Ln2), float32(math.Log(3)), float32(math.Log(4))} // p = 1,2,3,4 / 10
+	want := []float64{0.1, 0.2, 0.3, 0.4}
+	drafts := map[string]dist{
+		"skewed q":  {idx: []int32{0, 1, 2, 3}, p: []float64{0.55, 0.05, 0.3, 0.1}},
+		"one-hot q": {idx: []int32{1}, p: []float64{1}},
+	}
+	for name, q := range drafts {
+		s := newSampler(Sampling{Temperature: 1, Seed: 5}, nil)
+		const n = 80000
+		counts := make([]int, 4)
+		accepted := 0
+		for range n {
+			d := s.draw(q)
+			tok, ok := s.verify(target, d, q)
+			counts[tok]++
+			if ok {
+				accepted++
+			}
+		}
+		for i, c := range counts {
+			if got := float64(c) / n; math.Abs(got-want[i]) > 0.01 {
+				t.Errorf("%s: token %d frequency %.4f, want %.2f", name, i, got, want[i])
+			}
+		}
+		// Acceptance rate is sum_x min(p(x), q(x)).
+		var wantAcc float64
+		for i, x := range q.idx {
+			wantAcc += math.Min(q.p[i], want[x])
+		}
+		if got := float64(accepted) / n; math.Abs(got-wantAcc) > 0.01 {
+			t.Errorf("%s: acceptance %.4f, want %.4f", name, got, wantAcc)
+		}
+	}
+	// Greedy: accepted exactly when the draft is the argmax.
+	g := newSampler(Sampling{}, nil)
+	if tok, ok := g.verify(target, 3, dist{}); tok != 3 || !ok {
+		t.Errorf("greedy verify of the argmax: %d %v", tok, ok)
+	}
+	if tok, ok := g.verify(target, 1, dist{}); tok != 3 || ok {
+		t.Errorf("greedy verify of another token: %d %v", tok, ok)
+	}
+}

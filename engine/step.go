@@ -24,6 +24,7 @@ type seq struct {
 	// state; chunks end there. decodeSnap is its latest decode snapshot.
 	snapAt     []int
 	decodeSnap *snapshot
+	spec       *specState // nil: no speculative decoding
 }
 
 // chunk caps n tokens starting at from so the chunk ends at the next
@@ -51,6 +52,9 @@ func (s *seq) release() {
 		s.cs.Release()
 		s.cs = nil
 	}
+	if s.spec != nil {
+		s.spec.reset()
+	}
 }
 
 func (s *seq) finish(reason FinishReason, err error) {
@@ -62,11 +66,13 @@ func (s *seq) finish(reason FinishReason, err error) {
 // planned is one sequence's share of a step.
 type planned struct {
 	s *seq
-	n int // tokens to compute this step
+	n int // tokens to compute this step: a prefill chunk, or the last token
+	k int // tokens to draft after it (speculative decoding)
 }
 
 // Step runs one scheduling step and one forward pass over the batch it
-// forms. It reports whether there was anything to do.
+// forms (after the draft passes of speculating requests). It reports whether
+// there was anything to do.
 func (e *Engine) Step(ctx context.Context) (bool, error) {
 	e.mu.Lock()
 	e.dropCancelled()
@@ -75,20 +81,43 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 	if len(plan) == 0 {
 		return false, nil
 	}
+	if err := e.draft(ctx, plan); err != nil {
+		e.log.Warn("drafting failed; decoding without drafts", "err", err)
+		for _, p := range plan {
+			if p.s.spec != nil {
+				p.s.spec.drafts = p.s.spec.drafts[:0]
+			}
+		}
+	}
 
 	b := &model.Batch{}
-	for _, p := range plan {
+	for i := range plan {
+		p := &plan[i]
 		s := p.s
 		start := s.computed()
+		toks := s.tokens[start : start+p.n]
 		lg := model.NoLogits
 		if start+p.n == len(s.tokens) {
 			lg = model.LastLogits
 		}
+		if st := s.spec; st != nil {
+			if st.method == SpecMTP {
+				b.WantHidden = true
+			}
+			if p.k > 0 && len(st.drafts) > 0 {
+				toks = append(append([]int32(nil), toks...), st.drafts...)
+				lg = model.AllLogits
+				var err error
+				if st.undo, err = e.m.(model.Rewinder).Mark(s.cs, len(toks)); err != nil {
+					return true, err
+				}
+			}
+		}
 		if s.req.OnLogits != nil {
 			lg = model.AllLogits
 		}
-		b.Spans = append(b.Spans, model.Span{Seq: s.cs, Start: len(b.Tokens), Len: p.n, Logits: lg})
-		b.Tokens = append(b.Tokens, s.tokens[start:start+p.n]...)
+		b.Spans = append(b.Spans, model.Span{Seq: s.cs, Start: len(b.Tokens), Len: len(toks), Logits: lg})
+		b.Tokens = append(b.Tokens, toks...)
 	}
 	logits, err := e.m.Forward(ctx, b)
 	e.mu.Lock()
@@ -103,37 +132,100 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 		}
 		return true, err
 	}
+	H := 0
+	if b.WantHidden {
+		H = len(b.Hidden) / len(b.Tokens)
+	}
 	V := e.m.VocabSize()
 	row := 0
 	for i, p := range plan {
 		s, span := p.s, b.Spans[i]
-		start := s.cs.Len - p.n
-		var last []float32
+		start := s.cs.Len - span.Len
+		var rows []float32
 		switch span.Logits {
 		case model.AllLogits:
-			for j := range p.n {
-				s.req.OnLogits(start+j, logits[(row+j)*V:(row+j+1)*V])
-			}
-			last = logits[(row+p.n-1)*V : (row+p.n)*V]
-			row += p.n
+			rows = logits[row*V : (row+span.Len)*V]
+			row += span.Len
 		case model.LastLogits:
-			last = logits[row*V : (row+1)*V]
+			rows = logits[row*V : (row+1)*V]
 			row++
 		}
-		if start < s.prompt {
-			e.stats.PromptTokens += int64(min(p.n, s.prompt-start))
+		var hid []float32
+		if H > 0 {
+			hid = b.Hidden[span.Start*H : (span.Start+span.Len)*H]
 		}
+		if st := s.spec; st != nil && st.undo != nil {
+			e.verify(s, rows, hid, start)
+			continue
+		}
+		if s.req.OnLogits != nil {
+			for j := range span.Len {
+				s.req.OnLogits(start+j, rows[j*V:(j+1)*V])
+			}
+		}
+		if start < s.prompt {
+			e.stats.PromptTokens += int64(min(span.Len, s.prompt-start))
+		}
+		e.keepHidden(s, hid, start, span.Len)
 		e.snapshot(s)
 		if s.cs.Len < len(s.tokens) {
 			continue // prefill continues next step
 		}
-		e.emit(s, last)
+		e.emit(s, rows[len(rows)-V:])
 	}
 	return true, nil
 }
 
-// emit picks the next token of s from the logits of its last position, sends
-// it, and finishes the request when it is done.
+// verify checks a speculating request's drafts against the target logits
+// rows (positions start.., the first for the last committed token, then one
+// per draft): drafts are accepted in order by the speculative rule until one
+// is rejected, which is replaced by the rule's own token; when all are
+// accepted one more token is sampled from the last row. The sequence's state
+// is rolled back to the accepted tokens.
+func (e *Engine) verify(s *seq, rows, hid []float32, start int) {
+	st := s.spec
+	V := e.m.VocabSize()
+	n := len(st.drafts)
+	undo := st.undo
+	st.undo = nil
+	e.stats.SpecSteps++
+	e.stats.SpecDrafted += int64(n)
+	accepted := 0
+	for i := 0; i <= n; i++ {
+		r := rows[i*V : (i+1)*V]
+		if s.req.OnLogits != nil {
+			s.req.OnLogits(start+i, r)
+		}
+		var tok int32
+		ok := false
+		if i < n {
+			tok, ok = s.sampler.verify(r, st.drafts[i], st.q[i])
+		} else {
+			tok = s.sampler.sample(r)
+		}
+		if ok {
+			accepted++
+		}
+		if e.commit(s, tok, r) || !ok {
+			break
+		}
+	}
+	e.stats.SpecAccepted += int64(accepted)
+	if n > 0 {
+		st.alpha = 0.8*st.alpha + 0.2*float64(accepted)/float64(n)
+	}
+	if s.cs == nil {
+		return // finished
+	}
+	if accepted < n {
+		undo.Rollback(accepted + 1)
+	}
+	e.keepHidden(s, hid, start, accepted+1)
+	e.snapshot(s)
+}
+
+// emit picks the next token of s from the logits of its last position and
+// commits it.
 func (e *Engine) emit(s *seq, logits []float32) {
 	out := len(s.tokens) - s.prompt
 	var tok int32
@@ -142,6 +234,13 @@ func (e *Engine) emit(s *seq, logits []float32) {
 	} else {
 		tok = s.sampler.sample(logits)
 	}
+	e.commit(s, tok, logits)
+}
+
+// commit appends tok to s, sends it with its log-probability under logits,
+// and finishes the request when it is done; it reports whether it finished.
+func (e *Engine) commit(s *seq, tok int32, logits []float32) bool {
+	out := len(s.tokens) - s.prompt
 	lp, top := logprobs(logits, tok, s.req.Logprobs)
 	s.sampler.observe(tok)
 	s.tokens = append(s.tokens, tok)
@@ -154,12 +253,14 @@ func (e *Engine) emit(s *seq, logits []float32) {
 		ev.Finish = FinishLength
 	}
 	s.stream.push(ev)
-	if ev.Finish != "" {
-		e.remove(s)
-		s.release()
-		s.stream.close()
-		e.stats.Finished++
+	if ev.Finish == "" {
+		return false
 	}
+	e.remove(s)
+	s.release()
+	s.stream.close()
+	e.stats.Finished++
+	return true
 }
 
 // dropCancelled finishes every request whose context has ended.
@@ -194,7 +295,11 @@ func (e *Engine) schedule() []planned {
 	for i := 0; i < len(e.running) && budget > 0 && len(plan) < e.cfg.MaxSeqs; i++ {
 		s := e.running[i]
 		n := s.chunk(s.computed(), min(len(s.tokens)-s.computed(), budget))
-		for s.cs.Reserve(s.cs.Len+n) != nil {
+		k := 0
+		if s.computed() == len(s.tokens)-1 { // a decode: maybe speculate
+			k = e.draftLen(s, budget-n, e.cfg.MaxBatchTokens-budget)
+		}
+		for s.cs.Reserve(s.cs.Len+n+k) != nil {
 			if e.prefix != nil && e.prefix.evict(nil) {
 				continue
 			}
@@ -207,8 +312,8 @@ func (e *Engine) schedule() []planned {
 		if s.cs == nil {
 			break // s itself was preempted: everything after it is too
 		}
-		plan = append(plan, planned{s, n})
-		budget -= n
+		plan = append(plan, planned{s, n, k})
+		budget -= n + k
 	}
 	for len(e.waiting) > 0 && budget > 0 && len(plan) < e.cfg.MaxSeqs {
 		s := e.waiting[0]
@@ -218,7 +323,7 @@ func (e *Engine) schedule() []planned {
 		}
 		e.waiting = e.waiting[1:]
 		e.running = append(e.running, s)
-		plan = append(plan, planned{s, n})
+		plan = append(plan, planned{s: s, n: n})
 		budget -= n
 	}
 	return plan

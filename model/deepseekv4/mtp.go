@@ -81,3 +81,15 @@ func (m *Model) MTPForward(ctx context.Context, k int, b *Batch, hidden []float3
 	}
 	return logits, nil
 }
+
+// MTPLayers is the number of MTP layers the checkpoint has.
+func (m *Model) MTPLayers() int { return len(m.W.MTP) }
+
+// MTPWindow is how many past positions an MTP layer attends to. An MTP layer
+// is a single window-only block, so the kv it stores for a position depends
+// on that position's input alone: to draft at position t it needs only the
+// inputs of t-MTPWindow+1..t, not the whole history.
+func (m *Model) MTPWindow() int { return m.Cfg.Window }
+
+// HiddenSize is the width of one token's final hidden state (hc·D).
+func (m *Model) HiddenSize() int { return m.Cfg.HCMult * m.Cfg.Hidden }

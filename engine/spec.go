@@ -1,0 +1,303 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/strata-inference/strata/cache"
+	"github.com/strata-inference/strata/model"
+)
+
+// Speculation configures speculative decoding: a drafter proposes tokens,
+// the target model verifies them all in one forward pass, and the sequence
+// state is rolled back past the first rejected one. Greedy output is
+// identical to plain decoding; sampled output follows the speculative
+// rejection rule, so its distribution is unchanged.
+type Speculation struct {
+	// Method is SpecMTP (the checkpoint's multi-token-prediction layer),
+	// SpecNgram (prompt lookup: the continuation of the latest earlier
+	// occurrence of the last few tokens), or "" / SpecOff.
+	Method string
+	// MaxDraft bounds the tokens drafted per step (default 4). The number
+	// drafted adapts to the request's acceptance rate and the batch load.
+	MaxDraft int
+}
+
+// Speculation methods.
+const (
+	SpecOff   = "off"
+	SpecMTP   = "mtp"
+	SpecNgram = "ngram"
+)
+
+// MTPDrafter is a model with multi-token-prediction layers.
+type MTPDrafter interface {
+	NewMTPSeq(pool *cache.Pool) (*cache.Seq, error)
+	MTPForward(ctx context.Context, k int, b *model.Batch, hidden []float32) ([]float32, error)
+	MTPLayers() int
+	MTPWindow() int
+	HiddenSize() int
+}
+
+// specState is one request's speculative decoding state.
+type specState struct {
+	method   string
+	maxDraft int
+	alpha    float64 // running fraction of drafted tokens accepted
+	// MTP: the MTP layer's own sequence state, and the main model's final
+	// hidden state of positions hidFrom.. (rows of HiddenSize), which the
+	// MTP layer reads.
+	mtp     *cache.Seq
+	hid     []float32
+	hidFrom int
+	// This step's drafts and the distributions they were drawn from.
+	drafts []int32
+	q      []dist
+	undo   model.Undo // the main sequence's mark for this step's verification
+}
+
+func (st *specState) reset() {
+	if st.mtp != nil {
+		st.mtp.Release()
+		st.mtp = nil
+	}
+	st.hid, st.hidFrom = nil, 0
+	st.drafts, st.q, st.undo = st.drafts[:0], st.q[:0], nil
+}
+
+// resolveSpec picks a request's speculation settings: its own, else the
+// engine's default. It fails for MTP on a model without MTP layers.
+func (e *Engine) resolveSpec(r *Request) (*specState, error) {
+	sp := e.cfg.Speculation
+	if r.Speculation != nil {
+		sp = *r.Speculation
+	}
+	switch sp.Method {
+	case "", SpecOff:
+		return nil, nil
+	case SpecNgram:
+	case SpecMTP:
+		if d, ok := e.m.(MTPDrafter); !ok || d.MTPLayers() == 0 {
+			return nil, fmt.Errorf("engine: speculation method mtp: the model has no MTP layer")
+		}
+	default:
+		return nil, fmt.Errorf("engine: unknown speculation method %q (want mtp, ngram or off)", sp.Method)
+	}
+	if r.Forced != nil || e.maxRing < 2 {
+		return nil, nil // teacher forcing decides every token itself
+	}
+	if sp.MaxDraft <= 0 {
+		sp.MaxDraft = 4
+	}
+	if sp.MaxDraft > 16 {
+		return nil, fmt.Errorf("engine: max draft %d is more than 16", sp.MaxDraft)
+	}
+	return &specState{method: sp.Method, maxDraft: min(sp.MaxDraft, e.maxRing-1), alpha: 0.6}, nil
+}
+
+// minRing is the smallest ring among the fixed kinds of main and MTP
+// sequences: a verification feed may not be longer.
+func minRing(m model.Model) int {
+	r := math.MaxInt
+	specs := m.CacheSpecs()
+	if d, ok := m.(interface{ MTPCacheSpecs() []cache.Spec }); ok {
+		specs = append(specs, d.MTPCacheSpecs()...)
+	}
+	for _, s := range specs {
+		if !s.Growing() {
+			r = min(r, s.FixedSlots)
+		}
+	}
+	if _, ok := m.(model.Rewinder); !ok {
+		return 0
+	}
+	return r
+}
+
+// draftLen is how many tokens to draft for s this step: the k that
+// maximizes the expected tokens per step, 1+a+...+a^k for acceptance rate
+// a, per unit of cost 1+c·k, where c, the cost of verifying one more token,
+// grows with how full the batch already is.
+func (e *Engine) draftLen(s *seq, budget, used int) int {
+	st := s.spec
+	if st == nil {
+		return 0
+	}
+	kmax := min(st.maxDraft, budget, s.req.MaxTokens-(len(s.tokens)-s.prompt)-1)
+	if kmax <= 0 {
+		return 0
+	}
+	c := 0.05 + float64(used)/float64(e.cfg.MaxBatchTokens)
+	a := min(max(st.alpha, 0.05), 0.95)
+	best, bestV := 0, 1.0
+	exp, term := 1.0, 1.0
+	for k := 1; k <= kmax; k++ {
+		term *= a
+		exp += term
+		if v := exp / (1 + c*float64(k)); v > bestV {
+			best, bestV = k, v
+		}
+	}
+	return best
+}
+
+// ngramDraft proposes up to k tokens: after the latest earlier occurrence
+// of the last n tokens (n = 3, 2, 1, longest first), what followed it.
+func ngramDraft(toks []int32, k int) []int32 {
+	L := len(toks)
+	for n := min(3, L-1); n >= 1; n-- {
+		suffix := toks[L-n:]
+		for start := L - n - 1; start >= 0; start-- {
+			match := true
+			for i := range n {
+				if toks[start+i] != suffix[i] {
+					match = false
+					break
+				}
+			}
+			if match {
+				end := min(start+n+k, L)
+				if end > start+n {
+					return append([]int32(nil), toks[start+n:end]...)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// draft fills in the drafts of every planned decode that speculates:
+// n-gram lookups, and for MTP requests one batched catch-up pass of the MTP
+// layer over the positions whose true hidden state it has not seen (the
+// last of which drafts the first token), then one batched pass per further
+// draft, each feeding the previous draft and the MTP layer's own output
+// state; those passes are rolled back afterwards.
+func (e *Engine) draft(ctx context.Context, plan []planned) error {
+	var mtp []*planned
+	for i := range plan {
+		p := &plan[i]
+		if p.k == 0 {
+			continue
+		}
+		st := p.s.spec
+		st.drafts, st.q = st.drafts[:0], st.q[:0]
+		switch st.method {
+		case SpecNgram:
+			for _, t := range ngramDraft(p.s.tokens, p.k) {
+				st.drafts = append(st.drafts, t)
+				st.q = append(st.q, dist{idx: []int32{t}, p: []float64{1}})
+			}
+		case SpecMTP:
+			mtp = append(mtp, p)
+		}
+	}
+	if len(mtp) == 0 {
+		return nil
+	}
+	d := e.m.(MTPDrafter)
+	H, W := d.HiddenSize(), d.MTPWindow()
+	// Catch up: MTP position t reads the main model's state at t and the
+	// token at t+1; the last position with both is L-2.
+	b := &model.Batch{WantHidden: true}
+	var hidden []float32
+	var live []*planned
+	for _, p := range mtp {
+		st := p.s.spec
+		last := len(p.s.tokens) - 2
+		if st.mtp == nil {
+			var err error
+			if st.mtp, err = d.NewMTPSeq(e.pool); err != nil {
+				continue // no room for the MTP state now: decode plainly
+			}
+		}
+		// Only the last W positions matter: the MTP layer is one window
+		// block, whose kv for a position depends on that position alone.
+		from := max(st.mtp.Len, last-W+1, st.hidFrom)
+		if from > last {
+			continue
+		}
+		st.mtp.Len = from
+		b.Spans = append(b.Spans, model.Span{Seq: st.mtp, Start: len(b.Tokens), Len: last - from + 1, Logits: model.LastLogits})
+		b.Tokens = append(b.Tokens, p.s.tokens[from+1:last+2]...)
+		hidden = append(hidden, st.hid[(from-st.hidFrom)*H:(last-st.hidFrom+1)*H]...)
+		live = append(live, p)
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	logits, err := d.MTPForward(ctx, 0, b, hidden)
+	if err != nil {
+		return err
+	}
+	V := e.m.VocabSize()
+	undos := make([]model.Undo, len(live))
+	for step := 0; ; step++ {
+		// Take one draft per live request from this pass's logits.
+		var next []*planned
+		nb := &model.Batch{WantHidden: true}
+		var nh []float32
+		for i, p := range live {
+			st := p.s.spec
+			q := p.s.sampler.distribution(logits[i*V : (i+1)*V])
+			t := p.s.sampler.draw(q)
+			st.drafts = append(st.drafts, t)
+			st.q = append(st.q, q)
+			if len(st.drafts) >= p.k {
+				continue
+			}
+			sp := b.Spans[i]
+			if step == 0 {
+				if undos[i], err = e.m.(model.Rewinder).Mark(st.mtp, p.k-1); err != nil {
+					return err
+				}
+			}
+			nb.Spans = append(nb.Spans, model.Span{Seq: st.mtp, Start: len(nb.Tokens), Len: 1, Logits: model.LastLogits})
+			nb.Tokens = append(nb.Tokens, t)
+			nh = append(nh, b.Hidden[(sp.Start+sp.Len-1)*H:(sp.Start+sp.Len)*H]...)
+			next = append(next, p)
+		}
+		if len(next) == 0 {
+			break
+		}
+		// Keep undos aligned with the next pass's requests.
+		var nu []model.Undo
+		for i, p := range live {
+			if len(p.s.spec.drafts) < p.k {
+				nu = append(nu, undos[i])
+			} else if undos[i] != nil {
+				undos[i].Rollback(0)
+			}
+		}
+		if logits, err = d.MTPForward(ctx, 0, nb, nh); err != nil {
+			return err
+		}
+		b, live, undos = nb, next, nu
+	}
+	for _, u := range undos {
+		if u != nil {
+			u.Rollback(0)
+		}
+	}
+	return nil
+}
+
+// keepHidden appends the main model's final hidden state of positions
+// start.. (n rows) to an MTP request's buffer, keeping only what the MTP
+// layer may still read.
+func (e *Engine) keepHidden(s *seq, rows []float32, start, n int) {
+	st := s.spec
+	if st == nil || st.method != SpecMTP || rows == nil {
+		return
+	}
+	d := e.m.(MTPDrafter)
+	H, W := d.HiddenSize(), d.MTPWindow()
+	if len(st.hid) == 0 || st.hidFrom+len(st.hid)/H != start {
+		st.hid, st.hidFrom = st.hid[:0], start // a gap (prefix hit, preemption): start over
+	}
+	st.hid = append(st.hid, rows[:n*H]...)
+	if extra := len(st.hid)/H - (W + 1); extra > 0 {
+		st.hid = append(st.hid[:0], st.hid[extra*H:]...)
+		st.hidFrom += extra
+	}
+}
