@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -181,15 +180,8 @@ func (h *harness) force(text string) {
 
 // prefixPages is how many pool pages the engine's prefix cache holds:
 // snapshots of earlier requests' state kept for reuse, which belong to no
-// request. It reads Stats.PrefixPages by name so that the tests build
-// against engines with and without a prefix cache (which hold none).
-func prefixPages(st engine.Stats) int {
-	f := reflect.ValueOf(st).FieldByName("PrefixPages")
-	if !f.IsValid() {
-		return 0
-	}
-	return int(f.Int())
-}
+// request.
+func prefixPages(st engine.Stats) int { return st.PrefixPages }
 
 // waitIdle waits until the engine holds no request and the pool no page
 // of any request (only prefix-cache snapshots, if any), failing the test

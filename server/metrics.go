@@ -71,6 +71,7 @@ type engineCollector struct {
 
 	queue, running, pagesUsed, pagesTotal, pagesFree *prometheus.Desc
 	preemptions, steps, cancelled                    *prometheus.Desc
+	prefixPages, prefixSnapshots, prefixHits         *prometheus.Desc
 }
 
 func newEngineCollector(eng *engine.Engine) *engineCollector {
@@ -91,11 +92,16 @@ func newEngineCollector(eng *engine.Engine) *engineCollector {
 		preemptions: prometheus.NewDesc("strata_engine_preemptions_total", "Requests preempted (pages freed, to be recomputed) for lack of cache pages.", nil, nil),
 		steps:       prometheus.NewDesc("strata_engine_steps_total", "Engine steps (one forward pass each).", nil, nil),
 		cancelled:   prometheus.NewDesc("strata_engine_cancelled_total", "Requests the engine dropped because their context ended (client gone, stop string reached).", nil, nil),
+
+		prefixPages:     prometheus.NewDesc("strata_prefix_cache_pages", "Cache pool pages held by prefix-cache snapshots (included in strata_cache_pages_used).", nil, nil),
+		prefixSnapshots: prometheus.NewDesc("strata_prefix_cache_snapshots", "Prefix-cache snapshots held.", nil, nil),
+		prefixHits:      prometheus.NewDesc("strata_prefix_cache_hit_tokens_total", "Prompt tokens restored from prefix-cache snapshots instead of computed.", nil, nil),
 	}
 }
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queue, c.running, c.pagesUsed, c.pagesTotal, c.pagesFree, c.preemptions, c.steps, c.cancelled} {
+	for _, d := range []*prometheus.Desc{c.queue, c.running, c.pagesUsed, c.pagesTotal, c.pagesFree, c.preemptions, c.steps, c.cancelled,
+		c.prefixPages, c.prefixSnapshots, c.prefixHits} {
 		ch <- d
 	}
 }
@@ -118,4 +124,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.preemptions, prometheus.CounterValue, float64(st.Preemptions))
 	ch <- prometheus.MustNewConstMetric(c.steps, prometheus.CounterValue, float64(st.Steps))
 	ch <- prometheus.MustNewConstMetric(c.cancelled, prometheus.CounterValue, float64(st.Cancelled))
+	ch <- prometheus.MustNewConstMetric(c.prefixPages, prometheus.GaugeValue, float64(st.PrefixPages))
+	ch <- prometheus.MustNewConstMetric(c.prefixSnapshots, prometheus.GaugeValue, float64(st.PrefixSnapshots))
+	ch <- prometheus.MustNewConstMetric(c.prefixHits, prometheus.CounterValue, float64(st.PrefixHitTokens))
 }

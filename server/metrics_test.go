@@ -114,8 +114,8 @@ func TestMetrics(t *testing.T) {
 		}
 		used += v
 	}
-	if want := prefixPages(h.eng.Stats()); used != float64(want) {
-		t.Errorf("strata_cache_pages_used adds up to %g, want %d (no request's pages; prefix-cache snapshots only)", used, want)
+	if want := m["strata_prefix_cache_pages"]; used != want || want != float64(prefixPages(h.eng.Stats())) {
+		t.Errorf("strata_cache_pages_used adds up to %g, want strata_prefix_cache_pages %g (no request's pages; prefix-cache snapshots only)", used, want)
 	}
 	log := logs.String()
 	if n := strings.Count(log, "msg=request "); n != 4 {

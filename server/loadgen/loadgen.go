@@ -9,7 +9,8 @@
 // streamed (one log-probability entry each) as max_tokens and as
 // usage.completion_tokens, the prompt tokens when the caller can count
 // them, the usage event, and [DONE] last. It then compares the server's
-// /metrics before and after with what was sent, and replays a sample of
+// /metrics before and after with what was sent (and checks that no request
+// holds cache pages any more), and replays a sample of
 // the requests, non-streaming and at a different concurrency, to check
 // that each gets the same text: the engine's sampling does not depend on
 // the batch, so a request whose tokens got mixed with another's would
@@ -566,6 +567,16 @@ func checkMetrics(ctx context.Context, cfg *Config, before map[string]float64, r
 		if after[g] != 0 {
 			bad = append(bad, fmt.Sprintf("%s is %g after the run, want 0", g, after[g]))
 		}
+	}
+	// Every page still used belongs to the prefix cache, none to a request.
+	used := 0.0
+	for k, v := range after {
+		if strings.HasPrefix(k, "strata_cache_pages_used{") {
+			used += v
+		}
+	}
+	if prefix, ok := after["strata_prefix_cache_pages"]; ok && used != prefix {
+		bad = append(bad, fmt.Sprintf("strata_cache_pages_used adds up to %g after the run, but the prefix cache holds %g", used, prefix))
 	}
 	return bad
 }
