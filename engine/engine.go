@@ -63,6 +63,10 @@ type Request struct {
 	// Speculation overrides the engine's speculative decoding for this
 	// request (Method SpecOff turns it off).
 	Speculation *Speculation
+	// Handoff ends the request after its first generated token: the last
+	// event (FinishHandoff) carries the request's whole state, which
+	// another engine resumes (Resume).
+	Handoff bool
 }
 
 // FinishReason says why a request ended.
@@ -91,6 +95,8 @@ type Event struct {
 	Err     error
 	// Tokens counts prompt and output tokens when the event was made.
 	PromptTokens, OutputTokens int
+	// State is the serialized request of a FinishHandoff event.
+	State []byte
 }
 
 // ErrOverloaded is returned by Submit when the queue is full.

@@ -326,3 +326,7 @@ func TestSubmitRejects(t *testing.T) {
 		}
 	}
 }
+
+func loadFuzzModel() (*deepseekv4.Model, error) {
+	return deepseekv4.Load(caseDir("deepseek-v4/tiny"), cpu.New(1))
+}

@@ -56,6 +56,7 @@ func (s *Sampling) Validate() error {
 type sampler struct {
 	p      Sampling
 	rng    *rand.Rand
+	src    *rand.PCG      // rng's source, whose state hand-off carries
 	seen   map[int32]bool // prompt and output tokens (repetition penalty)
 	counts map[int32]int  // output tokens (presence and frequency penalties)
 	buf    []float32      // scratch: processed logits
@@ -63,7 +64,8 @@ type sampler struct {
 }
 
 func newSampler(p Sampling, prompt []int32) *sampler {
-	s := &sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, p.Seed^0xda942042e4dd58b5)), seen: map[int32]bool{}, counts: map[int32]int{}}
+	src := rand.NewPCG(p.Seed, p.Seed^0xda942042e4dd58b5)
+	s := &sampler{p: p, rng: rand.New(src), src: src, seen: map[int32]bool{}, counts: map[int32]int{}}
 	for _, t := range prompt {
 		s.seen[t] = true
 	}

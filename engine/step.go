@@ -253,6 +253,14 @@ func (e *Engine) commit(s *seq, tok int32, logits []float32) bool {
 		ev.Finish = FinishLength
 	}
 	s.stream.push(ev)
+	if ev.Finish == "" && s.req.Handoff {
+		state, err := e.marshalHandoff(s)
+		ev = Event{Finish: FinishHandoff, State: state, Err: err, PromptTokens: s.prompt, OutputTokens: out + 1}
+		if err != nil {
+			ev.Finish = FinishError
+		}
+		s.stream.push(ev)
+	}
 	if ev.Finish == "" {
 		return false
 	}

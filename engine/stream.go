@@ -72,7 +72,7 @@ func (s *Stream) Collect(ctx context.Context) ([]int32, Event, error) {
 		if err != nil {
 			return toks, Event{}, err
 		}
-		if ev.Err == nil { // token events; only cancellation and errors carry none
+		if ev.Err == nil && ev.Finish != FinishHandoff { // token events; cancellation, errors and handoff carry none
 			toks = append(toks, ev.Token)
 		}
 		if ev.Finish != "" {

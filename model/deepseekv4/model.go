@@ -1,6 +1,7 @@
 package deepseekv4
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"path/filepath"
 
@@ -28,6 +29,8 @@ type Model struct {
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
 	layout *cacheLayout
+	// fingerprint identifies the checkpoint (config and tensor inventory).
+	fingerprint string
 	// mtpLayout maps the MTP layers' kinds (MTPCacheSpecs).
 	mtpLayout *cacheLayout
 	s         scratch
@@ -66,7 +69,7 @@ func New(cfg *Config, ck *safetensors.Checkpoint, be compute.Backend) (*Model, e
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Cfg: cfg, W: w, be: be, ck: ck, rope: newRopeTables(cfg), layout: lay, mtpLayout: mtpLay}, nil
+	return &Model{Cfg: cfg, W: w, be: be, ck: ck, rope: newRopeTables(cfg), layout: lay, mtpLayout: mtpLay, fingerprint: fingerprint(cfg, ck)}, nil
 }
 
 // Close releases the checkpoint mapping. The model must not be used afterwards.
@@ -126,3 +129,27 @@ func (m *Model) validate(b *Batch) error {
 // multiples of every compression rate, where no compressor holds a partial
 // window (128 for the released models).
 func (m *Model) PrefixAlign() int { return m.Cfg.CompressAlign() }
+
+// Fingerprint identifies the checkpoint: a hash of the resolved config and
+// of every tensor's name, dtype, shape and first and last bytes. Two
+// processes that load the same checkpoint agree on it; a sequence state is
+// only resumed by a model with the same fingerprint.
+func (m *Model) Fingerprint() string { return m.fingerprint }
+
+func fingerprint(cfg *Config, ck *safetensors.Checkpoint) string {
+	h := sha256.New()
+	c := *cfg
+	c.Yarn = nil // a pointer would print as an address
+	fmt.Fprintf(h, "deepseek-v4 %+v\n", c)
+	if cfg.Yarn != nil {
+		fmt.Fprintf(h, "%+v\n", *cfg.Yarn)
+	}
+	for _, n := range ck.Names() {
+		t, _ := ck.Tensor(n)
+		fmt.Fprintf(h, "%s %s %v ", n, t.DType, t.Shape)
+		k := min(len(t.Data), 64)
+		h.Write(t.Data[:k])
+		h.Write(t.Data[len(t.Data)-k:])
+	}
+	return fmt.Sprintf("deepseek-v4:%x", h.Sum(nil)[:16])
+}

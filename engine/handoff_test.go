@@ -1,0 +1,117 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestHandoff: a request prefilled by one engine and continued by another
+// (each with its own copy of the model, as two processes would have) gives
+// exactly the tokens one engine gives, greedy and seeded sampling alike.
+func TestHandoff(t *testing.T) {
+	mA := loadModel(t, "../../models/strata-kjv")
+	mB := loadModel(t, "../../models/strata-kjv")
+	p := prompt(70, 4, mA.VocabSize())
+	for _, sp := range []Sampling{{}, {Temperature: 0.9, TopP: 0.9, RepetitionPenalty: 1.2, FrequencyPenalty: 0.3, Seed: 77}} {
+		r := Request{Prompt: p, MaxTokens: 40, Sampling: sp}
+		one, _ := New(mA, Config{Pages: 300, EOS: -1})
+		s, _ := one.Submit(context.Background(), r)
+		drain(t, one)
+		want, _ := collect(t, s)
+
+		a, _ := New(mA, Config{Pages: 300, EOS: -1})
+		b, _ := New(mB, Config{Pages: 300, EOS: -1})
+		r.Handoff = true
+		sa, _ := a.Submit(context.Background(), r)
+		drain(t, a)
+		first, last, err := sa.Collect(context.Background())
+		if err != nil || last.Finish != FinishHandoff || len(first) != 1 {
+			t.Fatalf("prefill side: %v tokens, finish %q, err %v", first, last.Finish, err)
+		}
+		if a.Pool().FreePages()+a.Stats().PrefixPages != a.Pool().NumPages() {
+			t.Fatal("the prefill engine kept the handed-off request's pages")
+		}
+		sb, err := b.Resume(context.Background(), last.State)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain(t, b)
+		rest, _ := collect(t, sb)
+		if got := append(first, rest...); !slices.Equal(got, want) {
+			t.Fatalf("sampling %+v: handed off %v, one engine %v", sp, got, want)
+		}
+	}
+}
+
+func TestHandoffRejects(t *testing.T) {
+	m := loadModel(t, "../../models/strata-kjv")
+	tiny := loadModel(t, "deepseek-v4/tiny")
+	a, _ := New(m, Config{Pages: 300, EOS: -1})
+	s, _ := a.Submit(context.Background(), Request{Prompt: prompt(20, 1, m.VocabSize()), MaxTokens: 5, Handoff: true})
+	drain(t, a)
+	_, last, _ := s.Collect(context.Background())
+	state := last.State
+	resealed := func(b []byte) []byte { // fix the checksum after an edit
+		b = slices.Clone(b)
+		binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.ChecksumIEEE(b[:len(b)-4]))
+		return b
+	}
+	flip := slices.Clone(state)
+	flip[len(flip)/2] ^= 1
+	version := slices.Clone(state)
+	binary.LittleEndian.PutUint32(version[8:], 2)
+	b, _ := New(m, Config{Pages: 300, EOS: -1})
+	other, _ := New(tiny, Config{Pages: 300, PageBytes: 4096, EOS: -1})
+	for _, tc := range []struct {
+		name  string
+		e     *Engine
+		state []byte
+		want  string
+	}{
+		{"corrupt", b, flip, "checksum"},
+		{"truncated", b, state[:len(state)-100], "checksum"},
+		{"version", b, resealed(version), "format version 2"},
+		{"other model", other, state, "made by model"},
+		{"not a state", b, []byte("hello, this is not a state at all"), "not a strata handoff"},
+	} {
+		_, err := tc.e.Resume(context.Background(), tc.state)
+		if !errors.Is(err, ErrHandoff) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	if b.Pool().FreePages() != b.Pool().NumPages() {
+		t.Fatal("a rejected state kept pages")
+	}
+}
+
+func FuzzResume(f *testing.F) {
+	m, err := loadFuzzModel()
+	if err != nil {
+		f.Fatal(err)
+	}
+	a, _ := New(m, Config{Pages: 300, EOS: -1})
+	s, _ := a.Submit(context.Background(), Request{Prompt: []int32{0, 5, 9}, MaxTokens: 4, Handoff: true})
+	for !a.Idle() {
+		a.Step(context.Background())
+	}
+	_, last, _ := s.Collect(context.Background())
+	f.Add(last.State)
+	f.Add([]byte(handoffMagic))
+	b, _ := New(m, Config{Pages: 300, EOS: -1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st, err := b.Resume(context.Background(), data)
+		if err != nil {
+			if b.Pool().FreePages() != b.Pool().NumPages() {
+				t.Fatal("a rejected state kept pages")
+			}
+			return
+		}
+		b.cancelAll(context.Canceled)
+		st.Collect(context.Background())
+	})
+}
