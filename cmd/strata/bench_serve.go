@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
 
@@ -19,12 +20,33 @@ import (
 	"github.com/strata-inference/strata/server/servertest"
 )
 
-func runBench(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprintf(os.Stderr, "usage: strata bench serve [flags]\n\nbenchmarks:\n  serve  a bounded load run of concurrent streaming clients against strata serve\n")
-		return fmt.Errorf("want a benchmark name (serve)")
+// benchmarks are the subcommands of strata bench.
+func benchmarks() map[string]command {
+	return map[string]command{
+		"serve": {"a bounded load of concurrent streaming clients against strata serve", runBenchServe},
 	}
-	return runBenchServe(ctx, args[1:], stdout)
+}
+
+func runBench(ctx context.Context, args []string, stdout io.Writer) error {
+	all := benchmarks()
+	if len(args) > 0 {
+		if b, ok := all[args[0]]; ok {
+			return b.run(ctx, args[1:], stdout)
+		}
+	}
+	names := make([]string, 0, len(all))
+	for n := range all {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(os.Stderr, "usage: strata bench <benchmark> [flags]\n\nbenchmarks:\n")
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, all[n].summary)
+	}
+	if len(args) == 0 {
+		return fmt.Errorf("want a benchmark name")
+	}
+	return fmt.Errorf("unknown benchmark %q", args[0])
 }
 
 func runBenchServe(ctx context.Context, args []string, stdout io.Writer) error {
