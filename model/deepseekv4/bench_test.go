@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/strata-inference/strata/cache"
-	"github.com/strata-inference/strata/compute"
 	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/model"
 )
@@ -80,41 +79,6 @@ func fillContext(t testing.TB, seq *cache.Seq, n int) {
 	seq.Len = n
 }
 
-// decodeBytes is what one decode step at context n must read: every weight
-// except the routed experts, K experts per MoE layer, and the cache entries
-// attention and the indexer look at.
-func decodeBytes(m *Model, n int) (weights, kv int64) {
-	c := m.Cfg
-	add := func(ws ...*compute.Matrix) {
-		for _, w := range ws {
-			weights += w.Bytes()
-		}
-	}
-	add(m.W.Output, m.W.Head.HCFn)
-	for l, L := range m.W.Layers {
-		a := &L.Attn
-		add(L.HCAttn.Fn, L.HCFFN.Fn, a.WqA, a.WqB, a.Wkv, a.WoB, L.FFN.Gate, L.FFN.Shared.W1, L.FFN.Shared.W2, L.FFN.Shared.W3)
-		add(a.WoA...)
-		if a.Comp != nil {
-			add(a.Comp.Wkv, a.Comp.Wgate)
-		}
-		if a.Indexer != nil {
-			add(a.Indexer.Comp.Wkv, a.Indexer.Comp.Wgate, a.Indexer.WqB, a.Indexer.WeightsProj)
-		}
-		e := L.FFN.Experts[0]
-		weights += int64(c.ExpertsPerTok) * (e.W1.Bytes() + e.W2.Bytes() + e.W3.Bytes())
-		d := int64(c.HeadDim) * 4
-		kv += int64(c.Window) * d
-		switch spec := c.Layers[l]; spec.Attn {
-		case HCA:
-			kv += int64(n/spec.Rate) * d
-		case CSA:
-			kv += int64(n/spec.Rate)*int64(c.IndexHeadDim)*4 + int64(min(n/spec.Rate, c.IndexTopK))*d
-		}
-	}
-	return weights, kv
-}
-
 // memBandwidth measures the machine's read bandwidth (GB/s) with all cores
 // summing a 512 MiB buffer.
 func memBandwidth() float64 {
@@ -175,7 +139,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 	if _, err := m.Forward(context.Background(), batch); err != nil {
 		b.Fatal(err)
 	}
-	wb, kvb := decodeBytes(m, ctxLen)
+	wb, kvb := m.DecodeReadBytes(ctxLen)
 	bw := memBandwidth()
 	b.ResetTimer()
 	for i := range b.N {

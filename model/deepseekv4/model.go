@@ -153,3 +153,39 @@ func fingerprint(cfg *Config, ck *safetensors.Checkpoint) string {
 	}
 	return fmt.Sprintf("deepseek-v4:%x", h.Sum(nil)[:16])
 }
+
+// DecodeReadBytes is what one decode step at context n must read: every
+// weight of the main layers except the routed experts, K experts per MoE
+// layer, the output head, and the cache entries attention and the indexer
+// look at (float32). It is the numerator of the decode speed floor.
+func (m *Model) DecodeReadBytes(n int) (weights, kv int64) {
+	c := m.Cfg
+	add := func(ws ...*compute.Matrix) {
+		for _, w := range ws {
+			weights += w.Bytes()
+		}
+	}
+	add(m.W.Output, m.W.Head.HCFn)
+	for l, L := range m.W.Layers {
+		a := &L.Attn
+		add(L.HCAttn.Fn, L.HCFFN.Fn, a.WqA, a.WqB, a.Wkv, a.WoB, L.FFN.Gate, L.FFN.Shared.W1, L.FFN.Shared.W2, L.FFN.Shared.W3)
+		add(a.WoA...)
+		if a.Comp != nil {
+			add(a.Comp.Wkv, a.Comp.Wgate)
+		}
+		if a.Indexer != nil {
+			add(a.Indexer.Comp.Wkv, a.Indexer.Comp.Wgate, a.Indexer.WqB, a.Indexer.WeightsProj)
+		}
+		e := L.FFN.Experts[0]
+		weights += int64(c.ExpertsPerTok) * (e.W1.Bytes() + e.W2.Bytes() + e.W3.Bytes())
+		d := int64(c.HeadDim) * 4
+		kv += int64(c.Window) * d
+		switch spec := c.Layers[l]; spec.Attn {
+		case HCA:
+			kv += int64(n/spec.Rate) * d
+		case CSA:
+			kv += int64(n/spec.Rate)*int64(c.IndexHeadDim)*4 + int64(min(n/spec.Rate, c.IndexTopK))*d
+		}
+	}
+	return weights, kv
+}

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/strata-inference/strata/compute/cpu"
+	"github.com/strata-inference/strata/engine"
+	"github.com/strata-inference/strata/golden"
+	"github.com/strata-inference/strata/model/deepseekv4"
+)
+
+// benchPrompts are n prompts of length tokens cut from the model's golden
+// input ids (held-out text for the shipped model), repeated as needed.
+func benchPrompts(dir string, n, length int) ([][]int32, error) {
+	c, err := golden.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("bench prompts come from the model's golden data: %w", err)
+	}
+	src := c.InputIDs
+	var out [][]int32
+	for i := range n {
+		p := make([]int32, length)
+		for j := range p {
+			p[j] = src[(i*17+j)%len(src)]
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// memBandwidth measures read bandwidth (GB/s) with every core summing a
+// 256 MiB buffer, best of three.
+func memBandwidth() float64 {
+	buf := make([]float32, 64<<20)
+	for i := range buf {
+		buf[i] = float32(i & 7)
+	}
+	best := 0.0
+	for range 3 {
+		start := time.Now()
+		var wg sync.WaitGroup
+		w := runtime.GOMAXPROCS(0)
+		sums := make([]float32, w)
+		for i := range w {
+			part := buf[i*len(buf)/w : (i+1)*len(buf)/w]
+			wg.Go(func() {
+				var s0, s1, s2, s3 float32
+				for j := 0; j+4 <= len(part); j += 4 {
+					s0 += part[j]
+					s1 += part[j+1]
+					s2 += part[j+2]
+					s3 += part[j+3]
+				}
+				sums[i] = s0 + s1 + s2 + s3
+			})
+		}
+		wg.Wait()
+		best = max(best, float64(4*len(buf))/time.Since(start).Seconds()/1e9)
+	}
+	return best
+}
+
+// runBenchDecode measures decode speed with and without speculative decoding.
+func runBenchDecode(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench decode", flag.ContinueOnError)
+	dir := fs.String("model", defaultModel, "model folder (with golden data, whose input ids are the prompts)")
+	batches := fs.String("batch", "1,16", "concurrent requests")
+	n := fs.Int("n", 128, "tokens generated per request")
+	promptLen := fs.Int("prompt", 64, "prompt tokens per request")
+	threads := fs.Int("threads", 0, "compute goroutines (0: one per CPU)")
+	maxDraft := fs.Int("max-draft", 4, "most drafted tokens per step")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	bs, err := parseInts(*batches)
+	if err != nil {
+		return err
+	}
+	m, err := deepseekv4.Load(*dir, cpu.New(*threads))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	bw := memBandwidth()
+	wb, kvb := m.DecodeReadBytes(*promptLen + *n/2)
+	floor := float64(wb+kvb) / bw / 1e9
+	fmt.Fprintf(stdout, "model %s, %d CPUs, memory read bandwidth %.1f GB/s; one decode step reads %.1f MB of weights and %.2f MB of cache: floor %.2f ms/step, %.0f tokens/s per sequence at batch 1\n",
+		*dir, runtime.GOMAXPROCS(0), bw, float64(wb)/1e6, float64(kvb)/1e6, floor*1e3, 1/floor)
+	for _, B := range bs {
+		prompts, err := benchPrompts(*dir, B, *promptLen)
+		if err != nil {
+			return err
+		}
+		var base []*benchRun
+		for _, method := range []string{"", engine.SpecMTP, engine.SpecNgram} {
+			r, err := benchDecodeOnce(ctx, m, prompts, *n, engine.Speculation{Method: method, MaxDraft: *maxDraft})
+			if err != nil {
+				return err
+			}
+			name := method
+			if name == "" {
+				name = "plain"
+				base = append(base, r)
+			}
+			same := "identical to plain"
+			for i := range r.out {
+				if !slices.Equal(r.out[i], base[0].out[i]) {
+					same = "DIFFERS from plain"
+				}
+			}
+			acc := ""
+			if r.stats.SpecDrafted > 0 {
+				acc = fmt.Sprintf(", acceptance %.1f%% (%d of %d drafts), %.2f tokens per verification", 100*float64(r.stats.SpecAccepted)/float64(r.stats.SpecDrafted),
+					r.stats.SpecAccepted, r.stats.SpecDrafted, float64(r.stats.SpecAccepted+r.stats.SpecSteps)/float64(max(1, r.stats.SpecSteps)))
+			}
+			fmt.Fprintf(stdout, "batch %2d %-6s decode %7.1f tokens/s (%.2fx plain), %d steps%s; greedy output %s\n",
+				B, name, r.decodeRate, r.decodeRate/base[0].decodeRate, r.stats.Steps, acc, same)
+		}
+	}
+	return nil
+}
+
+type benchRun struct {
+	out        [][]int32
+	decodeRate float64 // generated tokens per second after every prompt's first token
+	stats      engine.Stats
+}
+
+func benchDecodeOnce(ctx context.Context, m *deepseekv4.Model, prompts [][]int32, n int, sp engine.Speculation) (*benchRun, error) {
+	e, err := engine.New(m, engine.Config{MaxBatchTokens: 512, MaxSeqs: len(prompts), Pages: 64 * len(prompts) * 8, EOS: -1, NoPrefixCache: true, Speculation: sp})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go e.Run(runCtx)
+	r := &benchRun{out: make([][]int32, len(prompts))}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstDone time.Time
+	var firsts int
+	start := time.Now()
+	var errs []error
+	for i, p := range prompts {
+		s, err := e.Submit(ctx, engine.Request{Prompt: p, MaxTokens: n})
+		if err != nil {
+			return nil, err
+		}
+		wg.Go(func() {
+			for {
+				ev, err := s.Recv(ctx)
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				if ev.Err != nil {
+					mu.Lock()
+					errs = append(errs, ev.Err)
+					mu.Unlock()
+					return
+				}
+				r.out[i] = append(r.out[i], ev.Token)
+				if len(r.out[i]) == 1 {
+					mu.Lock()
+					firsts++
+					if firsts == len(prompts) {
+						firstDone = time.Now()
+					}
+					mu.Unlock()
+				}
+				if ev.Finish != "" {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+	end := time.Now()
+	if firstDone.IsZero() {
+		firstDone = start
+	}
+	r.decodeRate = float64(len(prompts)*(n-1)) / end.Sub(firstDone).Seconds()
+	r.stats = e.Stats()
+	return r, nil
+}
+
+// runBenchPrefix measures time to first token for requests that share a long
+// system prompt, with and without the prefix cache.
+func runBenchPrefix(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench prefix", flag.ContinueOnError)
+	dir := fs.String("model", defaultModel, "model folder (with golden data, whose input ids make the prompts)")
+	system := fs.Int("system", 1024, "tokens of shared system prompt")
+	user := fs.Int("user", 24, "tokens of distinct user message per request")
+	requests := fs.Int("requests", 8, "requests, one after another")
+	threads := fs.Int("threads", 0, "compute goroutines (0: one per CPU)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	m, err := deepseekv4.Load(*dir, cpu.New(*threads))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	sys, err := benchPrompts(*dir, 1, *system)
+	if err != nil {
+		return err
+	}
+	users, err := benchPrompts(*dir, *requests, *user)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "model %s: %d requests, each a %d-token shared system prompt and a %d-token user message; prefix align %d\n",
+		filepath.Clean(*dir), *requests, *system, *user, m.PrefixAlign())
+	var medians []time.Duration
+	for _, off := range []bool{true, false} {
+		e, err := engine.New(m, engine.Config{MaxBatchTokens: 512, Pages: 2000, EOS: -1, NoPrefixCache: off})
+		if err != nil {
+			return err
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		go e.Run(runCtx)
+		var ttfts []time.Duration
+		for i := range *requests {
+			p := append(slices.Clone(sys[0]), users[i]...)
+			start := time.Now()
+			s, err := e.Submit(ctx, engine.Request{Prompt: p, MaxTokens: 4})
+			if err != nil {
+				stop()
+				return err
+			}
+			if _, err := s.Recv(ctx); err != nil {
+				stop()
+				return err
+			}
+			ttfts = append(ttfts, time.Since(start))
+			if _, _, err := s.Collect(ctx); err != nil {
+				stop()
+				return err
+			}
+		}
+		st := e.Stats()
+		stop()
+		sorted := slices.Clone(ttfts)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+		med := sorted[len(sorted)/2]
+		medians = append(medians, med)
+		name := "prefix cache on "
+		if off {
+			name = "prefix cache off"
+		}
+		fmt.Fprintf(stdout, "%s: time to first token: first request %v, median %v; prompt tokens restored from snapshots %d of %d\n",
+			name, ttfts[0].Round(time.Millisecond), med.Round(time.Millisecond), st.PrefixHitTokens, *requests*(*system+*user))
+	}
+	fmt.Fprintf(stdout, "median time to first token, off/on: %.2fx\n", float64(medians[0])/float64(medians[1]))
+	return nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitComma(s) {
+		var v int
+		if _, err := fmt.Sscan(f, &v); err != nil || v <= 0 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func splitComma(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
