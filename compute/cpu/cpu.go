@@ -40,9 +40,11 @@ type Backend struct {
 type state struct {
 	threads int
 	pool    pool
+	_       [64]byte     // keeps next off the cache line the idle helpers poll
 	next    atomic.Int64 // next work item of the job in progress
-	ws      []workspace  // per-worker scratch, ws[i] used only by worker i
-	xbuf    []float32    // the activations of the matmul in progress, padded and in kernel layout
+	_       [56]byte
+	ws      []workspace // per-worker scratch, ws[i] used only by worker i
+	xbuf    []float32   // the activations of the matmul in progress, padded and in kernel layout
 
 	// Preallocated jobs, so that calls do not allocate.
 	mm   matmulJob
