@@ -80,3 +80,13 @@ func (s *Stream) Collect(ctx context.Context) ([]int32, Event, error) {
 		}
 	}
 }
+
+// NewStream makes a stream fed by the caller rather than by an engine: a
+// request handed off to another process continues on one fed from there.
+func NewStream(id uint64) *Stream { return newStream(id) }
+
+// Send queues ev on a stream made by NewStream.
+func (s *Stream) Send(ev Event) { s.push(ev) }
+
+// End closes a stream made by NewStream after its last event.
+func (s *Stream) End() { s.close() }

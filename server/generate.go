@@ -70,6 +70,9 @@ func (s *Server) budget(n, asked, def int, param string) (int, *apiError) {
 func (s *Server) submit(ctx context.Context, reqs []engine.Request) ([]*choice, *apiError) {
 	out := make([]*choice, 0, len(reqs))
 	for i, r := range reqs {
+		if s.opt.DecodeURL != "" && r.MaxTokens > 1 {
+			r.Handoff = true // a prefill worker: the decode worker generates after the first token
+		}
 		if s.submitHook != nil {
 			s.submitHook(&r)
 		}
@@ -152,6 +155,15 @@ func (s *Server) run(ctx context.Context, c *choice, o genOptions, emit func(del
 		ev, err := c.stream.Recv(ctx)
 		if err != nil {
 			return n, err
+		}
+		if ev.Finish == engine.FinishHandoff {
+			// The first token ran here; the decode worker makes the rest.
+			st, err := s.continueRemote(ctx, ev.State)
+			if err != nil {
+				return n, &errGeneration{engine.FinishError, err}
+			}
+			c.stream = st
+			continue
 		}
 		if ev.Finish == engine.FinishCancelled || ev.Finish == engine.FinishError {
 			if ctx.Err() != nil {

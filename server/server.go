@@ -38,6 +38,13 @@ type Options struct {
 	MaxChoices int
 	// Logger receives the access log and errors (default slog.Default()).
 	Logger *slog.Logger
+	// DecodeURL makes this server a prefill worker: each request's prompt
+	// and first token run here, then the request's state goes to the decode
+	// worker at this base URL, which generates the rest.
+	DecodeURL string
+	// AcceptHandoff makes this server a decode worker: it serves POST
+	// /internal/handoff, resuming states prefill workers send.
+	AcceptHandoff bool
 }
 
 // Server is the OpenAI-compatible HTTP API in front of an engine. It is an
@@ -57,6 +64,7 @@ type Server struct {
 	// submitHook, when set (by tests), may change each engine request just
 	// before it is submitted.
 	submitHook func(*engine.Request)
+	client     *http.Client // to the decode worker
 }
 
 // New returns a server for eng, whose model tok tokenizes and format
@@ -89,6 +97,7 @@ func New(eng *engine.Engine, tok *tokenizer.Tokenizer, format ChatFormat, opt Op
 		mux:     http.NewServeMux(),
 		metrics: newMetrics(eng),
 		created: time.Now().Unix(),
+		client:  &http.Client{},
 	}
 	s.maxContext = contextFor(eng, opt.MaxContext)
 	if s.maxContext < 2 {
@@ -131,6 +140,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("GET /v1/models/{model...}", s.handleModel)
 	s.mux.HandleFunc("GET /health", s.handleHealth)
+	if s.opt.AcceptHandoff {
+		s.mux.HandleFunc("POST "+handoffPath, s.handleHandoff)
+	}
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)}))
 	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"} {
 		s.mux.HandleFunc(path, s.methodNotAllowed)

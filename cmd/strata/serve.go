@@ -39,6 +39,11 @@ type serveConfig struct {
 	maxChoices       int
 	threads          int
 	chatFormat       string // "deepseek-v4" or "jinja"
+	role             string // "both", "prefill" or "decode"
+	decodeURL        string // prefill role: the decode worker
+	speculation      string // "off", "mtp" or "ngram"
+	maxDraft         int
+	noPrefixCache    bool
 }
 
 // served is a loaded model with its engine and HTTP handler.
@@ -90,6 +95,18 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	if pages <= 0 {
 		return nil, fmt.Errorf("a cache of %d bytes holds no page of %d bytes", cfg.cacheMemory, pageBytes)
 	}
+	switch cfg.role {
+	case "both", "decode":
+	case "prefill":
+		if cfg.decodeURL == "" {
+			return nil, fmt.Errorf("-role prefill needs -decode-url, the decode worker's base URL")
+		}
+	default:
+		return nil, fmt.Errorf("-role %q: want both, prefill or decode", cfg.role)
+	}
+	if cfg.speculation == "off" {
+		cfg.speculation = ""
+	}
 	eng, err := engine.New(m, engine.Config{
 		MaxBatchTokens: cfg.batchTokens,
 		MaxSeqs:        cfg.maxSeqs,
@@ -97,6 +114,8 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 		MaxContext:     m.Cfg.MaxPosition,
 		EOS:            int32(m.Cfg.EOS),
 		Logger:         log,
+		Speculation:    engine.Speculation{Method: cfg.speculation, MaxDraft: cfg.maxDraft},
+		NoPrefixCache:  cfg.noPrefixCache,
 	})
 	if err != nil {
 		return nil, err
@@ -120,6 +139,8 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 		DefaultMaxTokens: cfg.defaultMaxTokens,
 		MaxChoices:       cfg.maxChoices,
 		Logger:           log,
+		AcceptHandoff:    cfg.role == "decode",
+		DecodeURL:        map[bool]string{true: cfg.decodeURL}[cfg.role == "prefill"],
 	})
 	if err != nil {
 		return nil, err
@@ -127,7 +148,8 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	log.Info("model loaded", "model", cfg.dir, "name", name, "layers", len(m.Cfg.Layers), "hidden", m.Cfg.Hidden,
 		"vocab", m.Cfg.VocabSize, "chat_format", format.Name(), "cache_pages", pages, "page_bytes", pageBytes,
 		"cache_bytes", int64(pages)*int64(pageBytes), "max_context", srv.MaxContext(),
-		"max_concurrency", cfg.maxSeqs, "max_queue", cfg.maxQueue, "batch_tokens", cfg.batchTokens)
+		"max_concurrency", cfg.maxSeqs, "max_queue", cfg.maxQueue, "batch_tokens", cfg.batchTokens,
+		"role", cfg.role, "speculation", cfg.speculation, "prefix_cache", !cfg.noPrefixCache)
 	ok = true
 	return &served{model: m, eng: eng, srv: srv, tok: tok, name: name}, nil
 }
@@ -181,6 +203,11 @@ func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.IntVar(&cfg.defaultMaxTokens, "default-max-tokens", 4096, "tokens a chat choice may generate when the request sets no max_tokens (0: the rest of the context)")
 	fs.IntVar(&cfg.maxChoices, "max-choices", 16, "most choices (n, times prompts for /v1/completions) in one request")
 	fs.IntVar(&cfg.threads, "threads", 0, "compute goroutines (0: one per CPU)")
+	fs.StringVar(&cfg.role, "role", "both", "both: serve requests whole; prefill: run prompts and first tokens here and hand requests to -decode-url; decode: also accept requests handed off by prefill workers (POST /internal/handoff)")
+	fs.StringVar(&cfg.decodeURL, "decode-url", "", "with -role prefill: the decode worker's base URL, e.g. http://127.0.0.1:8001")
+	fs.StringVar(&cfg.speculation, "speculation", "off", "speculative decoding: off, mtp (the checkpoint's MTP layer) or ngram (prompt lookup)")
+	fs.IntVar(&cfg.maxDraft, "max-draft", 4, "with -speculation: most tokens drafted per step (the engine adapts below it)")
+	fs.BoolVar(&cfg.noPrefixCache, "no-prefix-cache", false, "turn off prefix caching")
 	fs.StringVar(&cfg.chatFormat, "chat-format", "deepseek-v4", "how chats become prompts: deepseek-v4 (the model's own encoding, with reasoning and DSML tool calls) or jinja (the tokenizer's chat template)")
 	cfg.cacheMemory = 1 << 30
 	cfg.maxBody = 8 << 20
