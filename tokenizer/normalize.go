@@ -7,7 +7,7 @@ import (
 	"unicode"
 
 	"github.com/dlclark/regexp2"
-	"github.com/strata-inference/strata/tokenizer/internal/norm"
+	"golang.org/x/text/unicode/norm"
 )
 
 // A normalizer rewrites text before pre-tokenization.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/strata-inference/strata/tokenizer/internal/norm"
+	"golang.org/x/text/unicode/norm"
 )
 
 // testdata/tiny is a hand-made GPT-2-style tokenizer: the 256 byte tokens
