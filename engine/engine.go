@@ -119,6 +119,7 @@ type Engine struct {
 	stats    Stats
 	prefix   *prefixCache // nil when off or the model cannot restore state
 	maxRing  int          // longest feed a sequence can roll back (0: none)
+	cost     costModel    // step times, for choosing draft lengths
 }
 
 // Stats are the engine's counters.
@@ -131,9 +132,12 @@ type Stats struct {
 	PrefixSnapshots                      int   // snapshots held now
 	PrefixPages                          int   // pool pages they hold
 	SpecSteps, SpecDrafted, SpecAccepted int64 // speculative verifications, tokens drafted, drafts accepted
-	Finished, Cancelled                  int64
-	PagesUsed                            map[string]int
-	PagesFree, PagesTotal                int
+	// StepSeconds and TokenSeconds model a forward pass of T tokens as taking
+	// StepSeconds + T·TokenSeconds; DraftSeconds is one MTP drafting pass.
+	StepSeconds, TokenSeconds, DraftSeconds float64
+	Finished, Cancelled                     int64
+	PagesUsed                               map[string]int
+	PagesFree, PagesTotal                   int
 }
 
 // New makes an engine for m with a pool of cfg.Pages pages.
@@ -294,6 +298,8 @@ func (e *Engine) Stats() Stats {
 	if e.prefix != nil {
 		st.PrefixSnapshots, st.PrefixPages = len(e.prefix.snaps), e.prefix.pages()
 	}
+	st.StepSeconds, st.TokenSeconds = e.cost.line()
+	st.DraftSeconds = e.cost.draft
 	e.mu.Unlock()
 	st.PagesUsed = e.pool.UsedPages()
 	st.PagesFree, st.PagesTotal = e.pool.FreePages(), e.pool.NumPages()

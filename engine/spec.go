@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/model"
@@ -45,6 +46,7 @@ type specState struct {
 	method   string
 	maxDraft int
 	alpha    float64 // running fraction of drafted tokens accepted
+	skipped  int     // steps since the last draft
 	// MTP: the MTP layer's own sequence state, and the main model's final
 	// hidden state of positions hidFrom.. (rows of HiddenSize), which the
 	// MTP layer reads.
@@ -115,11 +117,58 @@ func minRing(m model.Model) int {
 	return r
 }
 
-// draftLen is how many tokens to draft for s this step: the k that
-// maximizes the expected tokens per step, 1+a+...+a^k for acceptance rate
-// a, per unit of cost 1+c·k, where c, the cost of verifying one more token,
-// grows with how full the batch already is.
-func (e *Engine) draftLen(s *seq, budget, used int) int {
+// costModel estimates the time of a step from what steps took: a forward
+// pass of T tokens takes about a + b·T seconds (a least-squares line over
+// recent steps, older ones weighing less), and one MTP drafting pass takes
+// about draft seconds.
+type costModel struct {
+	sw, sx, sy, sxx, sxy float64
+	draft                float64
+}
+
+func (c *costModel) observe(T int, dt float64) {
+	const keep = 0.97
+	x := float64(T)
+	c.sw = c.sw*keep + 1
+	c.sx = c.sx*keep + x
+	c.sy = c.sy*keep + dt
+	c.sxx = c.sxx*keep + x*x
+	c.sxy = c.sxy*keep + x*dt
+}
+
+func (c *costModel) observeDraft(dt float64) {
+	if c.draft == 0 {
+		c.draft = dt
+	}
+	c.draft = 0.9*c.draft + 0.1*dt
+}
+
+// line returns a and b; with too little spread in T to fit a slope, all of
+// the time is put on the tokens (b = mean time / mean T), which errs
+// towards drafting less.
+func (c *costModel) line() (a, b float64) {
+	if c.sw == 0 {
+		return 0, 0
+	}
+	mx, my := c.sx/c.sw, c.sy/c.sw
+	v := c.sxx/c.sw - mx*mx
+	if v < 0.25 {
+		return 0, my / max(mx, 1)
+	}
+	b = (c.sxy/c.sw - mx*my) / v
+	b = max(b, 0)
+	return max(my-b*mx, 0), b
+}
+
+// draftLen is how many tokens to draft for s this step. Drafting k tokens
+// is expected to yield E(k) = 1+a+...+a^k tokens instead of 1 (a: the
+// request's acceptance rate) and makes the step longer by the verification
+// of k more tokens and, for MTP, k drafting passes. k is chosen to maximize
+// the step's tokens per second: (n-1+E(k)) / (t + cost(k)), where the step
+// so far yields n tokens in t seconds; 0 when no k beats not drafting. So
+// drafting stops when the batch is large enough that verifying costs more
+// than it saves, or when drafts are rarely accepted.
+func (e *Engine) draftLen(s *seq, budget, used, decodes int) int {
 	st := s.spec
 	if st == nil {
 		return 0
@@ -128,18 +177,39 @@ func (e *Engine) draftLen(s *seq, budget, used int) int {
 	if kmax <= 0 {
 		return 0
 	}
-	c := 0.05 + float64(used)/float64(e.cfg.MaxBatchTokens)
-	a := min(max(st.alpha, 0.05), 0.95)
-	best, bestV := 0, 1.0
-	exp, term := 1.0, 1.0
-	for k := 1; k <= kmax; k++ {
-		term *= a
-		exp += term
-		if v := exp / (1 + c*float64(k)); v > bestV {
-			best, bestV = k, v
-		}
+	a, b := e.cost.line()
+	n := float64(decodes + 1)
+	t := a + b*float64(used+1)
+	perDraft := b
+	if st.method == SpecMTP {
+		perDraft += e.cost.draft
 	}
-	return best
+	choose := func(alpha float64) int {
+		best, bestV := 0, n/max(t, 1e-9)
+		exp, term := 1.0, 1.0
+		for k := 1; k <= kmax; k++ {
+			term *= alpha
+			exp += term
+			if v := (n - 1 + exp) / max(t+perDraft*float64(k), 1e-9); v > bestV {
+				best, bestV = k, v
+			}
+		}
+		return best
+	}
+	if best := choose(min(max(st.alpha, 0.02), 0.95)); best > 0 {
+		st.skipped = 0
+		return best
+	}
+	// Probe now and then, so that a rate that has fallen can recover; but
+	// only if drafting could pay at a high acceptance rate.
+	if choose(0.9) == 0 {
+		return 0
+	}
+	if st.skipped++; st.skipped >= 16 {
+		st.skipped = 0
+		return 1
+	}
+	return 0
 }
 
 // ngramDraft proposes up to k tokens: after the latest earlier occurrence
@@ -226,10 +296,12 @@ func (e *Engine) draft(ctx context.Context, plan []planned) error {
 	if len(live) == 0 {
 		return nil
 	}
+	t0 := time.Now()
 	logits, err := d.MTPForward(ctx, 0, b, hidden)
 	if err != nil {
 		return err
 	}
+	e.cost.observeDraft(time.Since(t0).Seconds())
 	V := e.m.VocabSize()
 	undos := make([]model.Undo, len(live))
 	for step := 0; ; step++ {
@@ -269,9 +341,11 @@ func (e *Engine) draft(ctx context.Context, plan []planned) error {
 				undos[i].Rollback(0)
 			}
 		}
+		t0 := time.Now()
 		if logits, err = d.MTPForward(ctx, 0, nb, nh); err != nil {
 			return err
 		}
+		e.cost.observeDraft(time.Since(t0).Seconds())
 		b, live, undos = nb, next, nu
 	}
 	for _, u := range undos {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/model"
@@ -119,9 +120,12 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 		b.Spans = append(b.Spans, model.Span{Seq: s.cs, Start: len(b.Tokens), Len: len(toks), Logits: lg})
 		b.Tokens = append(b.Tokens, toks...)
 	}
+	t0 := time.Now()
 	logits, err := e.m.Forward(ctx, b)
+	dt := time.Since(t0).Seconds()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.cost.observe(len(b.Tokens), dt)
 	e.stats.Steps++
 	e.stats.MaxBatchSeqs = max(e.stats.MaxBatchSeqs, len(plan))
 	if err != nil {
@@ -305,7 +309,7 @@ func (e *Engine) schedule() []planned {
 		n := s.chunk(s.computed(), min(len(s.tokens)-s.computed(), budget))
 		k := 0
 		if s.computed() == len(s.tokens)-1 { // a decode: maybe speculate
-			k = e.draftLen(s, budget-n, e.cfg.MaxBatchTokens-budget)
+			k = e.draftLen(s, budget-n, e.cfg.MaxBatchTokens-budget, len(plan))
 		}
 		for s.cs.Reserve(s.cs.Len+n+k) != nil {
 			if e.prefix != nil && e.prefix.evict(nil) {

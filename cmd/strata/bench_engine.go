@@ -124,6 +124,8 @@ func runBenchDecode(ctx context.Context, args []string, stdout io.Writer) error 
 			}
 			fmt.Fprintf(stdout, "batch %2d %-6s decode %7.1f tokens/s (%.2fx plain), %d steps%s; greedy output %s\n",
 				B, name, r.decodeRate, r.decodeRate/base[0].decodeRate, r.stats.Steps, acc, same)
+			fmt.Fprintf(stdout, "         step cost model: %.2f ms + %.3f ms per token; MTP drafting pass %.2f ms\n",
+				r.stats.StepSeconds*1e3, r.stats.TokenSeconds*1e3, r.stats.DraftSeconds*1e3)
 		}
 	}
 	return nil
