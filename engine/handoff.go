@@ -77,7 +77,7 @@ func (e *Engine) marshalHandoff(s *seq) ([]byte, error) {
 		Sampling: s.req.Sampling, Stop: s.req.Stop, IgnoreEOS: s.req.IgnoreEOS, Logprobs: s.req.Logprobs, RNG: rng,
 	}
 	if s.spec != nil {
-		h.Spec = Speculation{Method: s.spec.method, MaxDraft: s.spec.maxDraft}
+		h.Spec = Speculation{Method: s.spec.method, MaxDraft: s.spec.maxDraft, Fixed: s.spec.fixed}
 	}
 	for t := range s.sampler.seen {
 		h.Seen = append(h.Seen, t)

@@ -23,6 +23,9 @@ type Speculation struct {
 	// MaxDraft bounds the tokens drafted per step (default 4). The number
 	// drafted adapts to the request's acceptance rate and the batch load.
 	MaxDraft int
+	// Fixed drafts MaxDraft tokens every step instead of adapting (for
+	// measuring acceptance, and for tests that must exercise verification).
+	Fixed bool `json:",omitempty"`
 }
 
 // Speculation methods.
@@ -47,6 +50,7 @@ type specState struct {
 	maxDraft int
 	alpha    float64 // running fraction of drafted tokens accepted
 	skipped  int     // steps since the last draft
+	fixed    bool    // draft maxDraft every step
 	// MTP: the MTP layer's own sequence state, and the main model's final
 	// hidden state of positions hidFrom.. (rows of HiddenSize), which the
 	// MTP layer reads.
@@ -95,7 +99,7 @@ func (e *Engine) resolveSpec(r *Request) (*specState, error) {
 	if sp.MaxDraft > 16 {
 		return nil, fmt.Errorf("engine: max draft %d is more than 16", sp.MaxDraft)
 	}
-	return &specState{method: sp.Method, maxDraft: min(sp.MaxDraft, e.maxRing-1), alpha: 0.6}, nil
+	return &specState{method: sp.Method, maxDraft: min(sp.MaxDraft, e.maxRing-1), alpha: 0.6, fixed: sp.Fixed}, nil
 }
 
 // minRing is the smallest ring among the fixed kinds of main and MTP
@@ -174,8 +178,8 @@ func (e *Engine) draftLen(s *seq, budget, used, decodes int) int {
 		return 0
 	}
 	kmax := min(st.maxDraft, budget, s.req.MaxTokens-(len(s.tokens)-s.prompt)-1)
-	if kmax <= 0 {
-		return 0
+	if kmax <= 0 || st.fixed {
+		return max(kmax, 0)
 	}
 	a, b := e.cost.line()
 	n := float64(decodes + 1)

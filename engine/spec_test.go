@@ -27,7 +27,7 @@ func TestSpeculativeGreedyIdentical(t *testing.T) {
 	const n = 150 // passes HCA windows (128) and many CSA windows (4)
 	run := func(method string, batch bool) ([][]int32, []map[int][]float32, Stats) {
 		e, err := New(m, Config{MaxBatchTokens: 256, Pages: 600, EOS: -1, NoPrefixCache: true,
-			Speculation: Speculation{Method: method, MaxDraft: 4}})
+			Speculation: Speculation{Method: method, MaxDraft: 4, Fixed: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestSpeculativeOnTiny(t *testing.T) {
 	m := loadModel(t, "deepseek-v4/tiny")
 	p := append(prompt(20, 1, m.VocabSize()), prompt(20, 1, m.VocabSize())...) // repeats: n-gram drafts
 	run := func(method string) []int32 {
-		e, _ := New(m, Config{MaxBatchTokens: 64, Pages: 2000, PageBytes: 512, EOS: -1, Speculation: Speculation{Method: method, MaxDraft: 8}})
+		e, _ := New(m, Config{MaxBatchTokens: 64, Pages: 2000, PageBytes: 512, EOS: -1, Speculation: Speculation{Method: method, MaxDraft: 8, Fixed: true}})
 		s, _ := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 80})
 		drain(t, e)
 		out, _ := collect(t, s)

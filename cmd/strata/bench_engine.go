@@ -101,15 +101,21 @@ func runBenchDecode(ctx context.Context, args []string, stdout io.Writer) error 
 			return err
 		}
 		var base []*benchRun
-		for _, method := range []string{"", engine.SpecMTP, engine.SpecNgram} {
-			r, err := benchDecodeOnce(ctx, m, prompts, *n, engine.Speculation{Method: method, MaxDraft: *maxDraft})
+		for _, sp := range []engine.Speculation{{}, {Method: engine.SpecMTP}, {Method: engine.SpecMTP, Fixed: true}, {Method: engine.SpecNgram}, {Method: engine.SpecNgram, Fixed: true}} {
+			sp.MaxDraft = *maxDraft
+			r, err := benchDecodeOnce(ctx, m, prompts, *n, sp)
 			if err != nil {
 				return err
 			}
-			name := method
-			if name == "" {
+			name := sp.Method
+			switch {
+			case name == "":
 				name = "plain"
 				base = append(base, r)
+			case sp.Fixed:
+				name += fmt.Sprintf("/k=%d", *maxDraft)
+			default:
+				name += "/adaptive"
 			}
 			same := "identical to plain"
 			for i := range r.out {
@@ -122,7 +128,7 @@ func runBenchDecode(ctx context.Context, args []string, stdout io.Writer) error 
 				acc = fmt.Sprintf(", acceptance %.1f%% (%d of %d drafts), %.2f tokens per verification", 100*float64(r.stats.SpecAccepted)/float64(r.stats.SpecDrafted),
 					r.stats.SpecAccepted, r.stats.SpecDrafted, float64(r.stats.SpecAccepted+r.stats.SpecSteps)/float64(max(1, r.stats.SpecSteps)))
 			}
-			fmt.Fprintf(stdout, "batch %2d %-6s decode %7.1f tokens/s (%.2fx plain), %d steps%s; greedy output %s\n",
+			fmt.Fprintf(stdout, "batch %2d %-14s decode %7.1f tokens/s (%.2fx plain), %d steps%s; greedy output %s\n",
 				B, name, r.decodeRate, r.decodeRate/base[0].decodeRate, r.stats.Steps, acc, same)
 			fmt.Fprintf(stdout, "         step cost model: %.2f ms + %.3f ms per token; MTP drafting pass %.2f ms\n",
 				r.stats.StepSeconds*1e3, r.stats.TokenSeconds*1e3, r.stats.DraftSeconds*1e3)
