@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-inference/strata/compute/cpu"
+	"github.com/strata-inference/strata/internal/membw"
 	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/golden"
 	"github.com/strata-inference/strata/model/deepseekv4"
@@ -37,38 +38,6 @@ func benchPrompts(dir string, n, length int) ([][]int32, error) {
 	return out, nil
 }
 
-// memBandwidth measures read bandwidth (GB/s) with every core summing a
-// 256 MiB buffer, best of three.
-func memBandwidth() float64 {
-	buf := make([]float32, 64<<20)
-	for i := range buf {
-		buf[i] = float32(i & 7)
-	}
-	best := 0.0
-	for range 3 {
-		start := time.Now()
-		var wg sync.WaitGroup
-		w := runtime.GOMAXPROCS(0)
-		sums := make([]float32, w)
-		for i := range w {
-			part := buf[i*len(buf)/w : (i+1)*len(buf)/w]
-			wg.Go(func() {
-				var s0, s1, s2, s3 float32
-				for j := 0; j+4 <= len(part); j += 4 {
-					s0 += part[j]
-					s1 += part[j+1]
-					s2 += part[j+2]
-					s3 += part[j+3]
-				}
-				sums[i] = s0 + s1 + s2 + s3
-			})
-		}
-		wg.Wait()
-		best = max(best, float64(4*len(buf))/time.Since(start).Seconds()/1e9)
-	}
-	return best
-}
-
 // runBenchDecode measures decode speed with and without speculative decoding.
 func runBenchDecode(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench decode", flag.ContinueOnError)
@@ -90,7 +59,7 @@ func runBenchDecode(ctx context.Context, args []string, stdout io.Writer) error 
 		return err
 	}
 	defer m.Close()
-	bw := memBandwidth()
+	bw := membw.Measure()
 	wb, kvb := m.DecodeReadBytes(*promptLen + *n/2)
 	floor := float64(wb+kvb) / bw / 1e9
 	fmt.Fprintf(stdout, "model %s, %d CPUs, memory read bandwidth %.1f GB/s; one decode step reads %.1f MB of weights and %.2f MB of cache: floor %.2f ms/step, %.0f tokens/s per sequence at batch 1\n",

@@ -7,13 +7,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/compute/cpu"
+	"github.com/strata-inference/strata/internal/membw"
 	"github.com/strata-inference/strata/model"
 )
 
@@ -79,38 +78,6 @@ func fillContext(t testing.TB, seq *cache.Seq, n int) {
 	seq.Len = n
 }
 
-// memBandwidth measures the machine's read bandwidth (GB/s) with all cores
-// summing a 512 MiB buffer.
-func memBandwidth() float64 {
-	buf := make([]float32, 128<<20)
-	for i := range buf {
-		buf[i] = float32(i & 7)
-	}
-	best := 0.0
-	for range 3 {
-		start := time.Now()
-		var wg sync.WaitGroup
-		w := runtime.GOMAXPROCS(0)
-		sums := make([]float32, w)
-		for i := range w {
-			part := buf[i*len(buf)/w : (i+1)*len(buf)/w]
-			wg.Go(func() {
-				var s0, s1, s2, s3 float32
-				for j := 0; j+4 <= len(part); j += 4 {
-					s0 += part[j]
-					s1 += part[j+1]
-					s2 += part[j+2]
-					s3 += part[j+3]
-				}
-				sums[i] = s0 + s1 + s2 + s3
-			})
-		}
-		wg.Wait()
-		best = max(best, float64(4*len(buf))/time.Since(start).Seconds()/1e9)
-	}
-	return best
-}
-
 // BenchmarkDecodeStep times one decode step of the synthetic model at
 // context 4096 and reports tokens/s next to the floor: the bytes a step must
 // read divided by the measured memory bandwidth.
@@ -140,7 +107,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	wb, kvb := m.DecodeReadBytes(ctxLen)
-	bw := memBandwidth()
+	bw := membw.Measure()
 	b.ResetTimer()
 	for i := range b.N {
 		batch.Tokens[0] = int32(i % m.Cfg.VocabSize)
