@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/strata-inference/strata/compute/cpu"
-	"github.com/strata-inference/strata/internal/membw"
 	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/golden"
+	"github.com/strata-inference/strata/internal/membw"
 	"github.com/strata-inference/strata/model/deepseekv4"
 )
 
