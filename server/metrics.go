@@ -72,6 +72,7 @@ type engineCollector struct {
 	queue, running, pagesUsed, pagesTotal, pagesFree *prometheus.Desc
 	preemptions, steps, cancelled                    *prometheus.Desc
 	prefixPages, prefixSnapshots, prefixHits         *prometheus.Desc
+	specDrafted, specAccepted                        *prometheus.Desc
 }
 
 func newEngineCollector(eng *engine.Engine) *engineCollector {
@@ -96,12 +97,14 @@ func newEngineCollector(eng *engine.Engine) *engineCollector {
 		prefixPages:     prometheus.NewDesc("strata_prefix_cache_pages", "Cache pool pages held by prefix-cache snapshots (included in strata_cache_pages_used).", nil, nil),
 		prefixSnapshots: prometheus.NewDesc("strata_prefix_cache_snapshots", "Prefix-cache snapshots held.", nil, nil),
 		prefixHits:      prometheus.NewDesc("strata_prefix_cache_hit_tokens_total", "Prompt tokens restored from prefix-cache snapshots instead of computed.", nil, nil),
+		specDrafted:     prometheus.NewDesc("strata_spec_draft_tokens_total", "Tokens drafted for speculative decoding.", nil, nil),
+		specAccepted:    prometheus.NewDesc("strata_spec_accepted_tokens_total", "Drafted tokens the target model accepted.", nil, nil),
 	}
 }
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.queue, c.running, c.pagesUsed, c.pagesTotal, c.pagesFree, c.preemptions, c.steps, c.cancelled,
-		c.prefixPages, c.prefixSnapshots, c.prefixHits} {
+		c.prefixPages, c.prefixSnapshots, c.prefixHits, c.specDrafted, c.specAccepted} {
 		ch <- d
 	}
 }
@@ -127,4 +130,6 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.prefixPages, prometheus.GaugeValue, float64(st.PrefixPages))
 	ch <- prometheus.MustNewConstMetric(c.prefixSnapshots, prometheus.GaugeValue, float64(st.PrefixSnapshots))
 	ch <- prometheus.MustNewConstMetric(c.prefixHits, prometheus.CounterValue, float64(st.PrefixHitTokens))
+	ch <- prometheus.MustNewConstMetric(c.specDrafted, prometheus.CounterValue, float64(st.SpecDrafted))
+	ch <- prometheus.MustNewConstMetric(c.specAccepted, prometheus.CounterValue, float64(st.SpecAccepted))
 }
