@@ -51,6 +51,10 @@ type Matrix struct {
 	Scale []byte
 	// BlockRows and BlockCols are the FP8 scale block (128x128 in released checkpoints).
 	BlockRows, BlockCols int
+	// NaNFree promises that an FP8 matrix's Data holds no NaN code (0x7F,
+	// 0xFF), so kernels may skip checking each row for one. Whoever binds
+	// the weights checks once and sets it.
+	NaNFree bool
 }
 
 // Bytes is the number of bytes of weights and scales a full pass over W reads.

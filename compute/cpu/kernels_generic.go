@@ -10,6 +10,7 @@ func dotF32(w []byte, x []float32) float32                         { return dotF
 func dotBF16(w []byte, x []float32) float32                        { return dotBF16Go(w, x) }
 func dotF16(w []byte, x []float32) float32                         { return dotF16Go(w, x) }
 func dotFP8(w, scales []byte, bc int, x []float32) float32         { return dotFP8Go(w, scales, bc, x) }
+func dotFP8Finite(w, scales []byte, bc int, x []float32) float32   { return dotFP8Go(w, scales, bc, x) }
 func dotFP4(w, scales []byte, x []float32) float32                 { return dotFP4Go(w, scales, x) }
 func decodeF32(dst []float32, w []byte)                            { decodeF32Go(dst, w) }
 func decodeBF16(dst []float32, w []byte)                           { decodeBF16Go(dst, w) }

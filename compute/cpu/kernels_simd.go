@@ -233,13 +233,22 @@ func dotF16(w []byte, x []float32) float32 {
 }
 
 func dotFP8(w, scales []byte, bc int, x []float32) float32 {
+	return dotFP8Checked(w, scales, bc, x, true)
+}
+
+// dotFP8Finite is dotFP8 for rows known to hold no NaN code.
+func dotFP8Finite(w, scales []byte, bc int, x []float32) float32 {
+	return dotFP8Checked(w, scales, bc, x, false)
+}
+
+func dotFP8Checked(w, scales []byte, bc int, x []float32, checkNaN bool) float32 {
 	if !hasAVX512 || bc%16 != 0 {
 		return dotFP8Go(w, scales, bc, x)
 	}
 	K := len(w)
 	x = x[:K]
 	scales = scales[:(K+bc-1)/bc]
-	if !e4m3Muls(scales) || e4m3HasNaN(w) {
+	if !e4m3Muls(scales) || (checkNaN && e4m3HasNaN(w)) {
 		return dotFP8Blocks(w, scales, bc, x)
 	}
 	pw, px := unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(x))

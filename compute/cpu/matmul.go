@@ -141,7 +141,11 @@ func (j *matmulJob) dotRows(r0, r1 int) {
 		}
 	case compute.FP8:
 		for r := r0; r < r1; r++ {
-			y[r] = dotFP8(w.Data[r*K:(r+1)*K], j.fp8Scales(r), w.BlockCols, x)
+			if w.NaNFree {
+				y[r] = dotFP8Finite(w.Data[r*K:(r+1)*K], j.fp8Scales(r), w.BlockCols, x)
+			} else {
+				y[r] = dotFP8(w.Data[r*K:(r+1)*K], j.fp8Scales(r), w.BlockCols, x)
+			}
 		}
 	case compute.FP4:
 		g := K / compute.FP4GroupSize

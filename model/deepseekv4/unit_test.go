@@ -170,3 +170,30 @@ func maxDiff(a, b []float32) float64 {
 	}
 	return m
 }
+
+func TestHasE4M3NaN(t *testing.T) {
+	for _, tc := range []struct {
+		b    []byte
+		want bool
+	}{
+		{[]byte{0x7E, 0xFE, 0x00, 0x80, 0x3F, 0x7E, 0x01, 0xFE, 0x7E}, false},
+		{[]byte{0x7E, 0xFE, 0x00, 0x80, 0x3F, 0x7F, 0x01, 0xFE}, true},
+		{[]byte{0, 0, 0, 0, 0, 0, 0, 0, 0xFF}, true},
+		{[]byte{0xFF}, true},
+		{nil, false},
+	} {
+		if got := hasE4M3NaN(tc.b); got != tc.want {
+			t.Errorf("hasE4M3NaN(%x) = %v", tc.b, got)
+		}
+	}
+	// Every byte value alone, at every position of a word.
+	for v := range 256 {
+		for pos := range 9 {
+			b := make([]byte, 9)
+			b[pos] = byte(v)
+			if got, want := hasE4M3NaN(b), v&0x7F == 0x7F; got != want {
+				t.Fatalf("byte %#x at %d: %v", v, pos, got)
+			}
+		}
+	}
+}

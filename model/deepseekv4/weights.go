@@ -1,6 +1,7 @@
 package deepseekv4
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -414,7 +415,7 @@ func (b *binder) matrix(name string, rows, cols int) *compute.Matrix {
 		if scale == nil {
 			return nil
 		}
-		return &compute.Matrix{DType: compute.FP8, Rows: rows, Cols: cols, Data: t.Data, Scale: scale, BlockRows: br, BlockCols: bc}
+		return &compute.Matrix{DType: compute.FP8, Rows: rows, Cols: cols, Data: t.Data, Scale: scale, BlockRows: br, BlockCols: bc, NaNFree: !hasE4M3NaN(t.Data)}
 	case "I8", "U8":
 		if cols%compute.FP4GroupSize != 0 || !shapeIs(rows, cols/2) {
 			b.errf("tensor %q: packed FP4 shape %v, want [%d %d] (%d columns, a multiple of %d)", stored, t.Shape, rows, cols/2, cols, compute.FP4GroupSize)
@@ -544,7 +545,7 @@ func rowBlock(m *compute.Matrix, lo, n int) *compute.Matrix {
 		return nil
 	}
 	rowBytes := len(m.Data) / m.Rows
-	out := &compute.Matrix{DType: m.DType, Rows: n, Cols: m.Cols, Data: m.Data[lo*rowBytes : (lo+n)*rowBytes], BlockRows: m.BlockRows, BlockCols: m.BlockCols}
+	out := &compute.Matrix{DType: m.DType, Rows: n, Cols: m.Cols, Data: m.Data[lo*rowBytes : (lo+n)*rowBytes], BlockRows: m.BlockRows, BlockCols: m.BlockCols, NaNFree: m.NaNFree}
 	switch m.DType {
 	case compute.FP4:
 		g := m.Cols / compute.FP4GroupSize
@@ -573,4 +574,23 @@ func dequantRows(m *compute.Matrix, lo, n int) []float32 {
 		}
 	}
 	return out
+}
+
+// hasE4M3NaN reports whether FP8 data holds a NaN code (0x7F or 0xFF). It
+// reads 8 bytes at a time: a byte b has b&0x7F == 0x7F exactly when adding
+// 1 to its low seven bits carries into bit 7.
+func hasE4M3NaN(b []byte) bool {
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		v := binary.LittleEndian.Uint64(b[i:])
+		if ((v&0x7F7F7F7F7F7F7F7F)+0x0101010101010101)&0x8080808080808080 != 0 {
+			return true
+		}
+	}
+	for ; i < len(b); i++ {
+		if b[i]&0x7F == 0x7F {
+			return true
+		}
+	}
+	return false
 }
