@@ -76,6 +76,10 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 			m.Close()
 		}
 	}()
+	// Fault the weights in now rather than during the first requests.
+	if err := m.Prefault(context.Background()); err != nil {
+		return nil, err
+	}
 	tok, err := tokenizer.LoadDir(cfg.dir)
 	if err != nil {
 		return nil, fmt.Errorf("the server needs the model's tokenizer: %w", err)

@@ -1,6 +1,10 @@
 package deepseekv4
 
-import "math"
+import (
+	"math"
+
+	"github.com/strata-inference/strata/compute"
+)
 
 // attention runs a layer's attention on x [T, D] (the attn_norm output) and
 // returns its output [T, D] (spec §3, "Attention"). It reads and updates the
@@ -47,13 +51,17 @@ func (m *Model) attention(A *Attention, kind LayerSpec, refs *layerRefs, x []flo
 			jobs = append(jobs, job{s.Start + i, si})
 		}
 	}
+	// Gather each token's keys (in parallel); attend at once where there are
+	// few, and through the backend's matmul kernels where there are many.
+	keyLists := make([][][]float32, len(jobs))
+	big := make([]bool, len(jobs))
 	parallelFor(len(jobs), func(lo, hi int) {
-		var keys [][]float32
 		var logits []float32
-		for _, jb := range jobs[lo:hi] {
+		for i := lo; i < hi; i++ {
+			jb := jobs[i]
 			s := &b.Spans[jb.span]
 			t, p, p0 := jb.t, int(pos[jb.t]), s.Seq.Len
-			keys = keys[:0]
+			var keys [][]float32
 			ring := s.Seq.Table(win.spec, win.idx)
 			for k := max(0, p-cfg.Window+1); k <= p; k++ {
 				if k >= p0 {
@@ -75,9 +83,19 @@ func (m *Model) attention(A *Attention, kind LayerSpec, refs *layerRefs, x []flo
 					}
 				}
 			}
+			if len(keys)*d*H >= attendMatMACs {
+				keyLists[i], big[i] = keys, true
+				continue
+			}
 			logits = attend(O[t*H*d:(t+1)*H*d], Q[t*H*d:(t+1)*H*d], keys, A.Sink, H, d, scale, logits)
 		}
 	})
+	for i, jb := range jobs {
+		if big[i] {
+			t := jb.t
+			m.attendMat(O[t*H*d:(t+1)*H*d], Q[t*H*d:(t+1)*H*d], keyLists[i], A.Sink, H, d, scale)
+		}
+	}
 
 	// The window ring keeps each span's last `window` kv vectors.
 	for _, s := range b.Spans {
@@ -113,6 +131,57 @@ func (m *Model) attention(A *Attention, kind LayerSpec, refs *layerRefs, x []flo
 	y := m.s.get(T * D)
 	m.be.MatMul(y, u, T, A.WoB)
 	return y
+}
+
+// attendMatMACs is the size (keys × head dim × heads) from which a token's
+// attention runs through the backend's matmul kernels rather than the
+// scalar loop: below it the gather and the two kernel launches cost more
+// than they save.
+const attendMatMACs = 1 << 16
+
+// attendMat is attend for one token with many keys: the keys are gathered
+// into a matrix K [n, d] and its transpose, the logits of all heads are
+// K·q_h (one matmul), and the outputs are Kᵀ·p_h (another).
+func (m *Model) attendMat(o, q []float32, keys [][]float32, sink []float32, H, d int, scale float32) {
+	n := len(keys)
+	m.attnK = grow(m.attnK, n*d)
+	m.attnKT = grow(m.attnKT, n*d)
+	m.attnL = grow(m.attnL, H*n)
+	K, KT, logit := m.attnK, m.attnKT, m.attnL
+	for s, k := range keys {
+		copy(K[s*d:(s+1)*d], k)
+	}
+	// Transpose in 16×16 tiles to keep the strided writes in cache.
+	const tile = 16
+	for s0 := 0; s0 < n; s0 += tile {
+		for j0 := 0; j0 < d; j0 += tile {
+			for s := s0; s < min(s0+tile, n); s++ {
+				row := K[s*d : (s+1)*d]
+				for j := j0; j < min(j0+tile, d); j++ {
+					KT[j*n+s] = row[j]
+				}
+			}
+		}
+	}
+	m.be.MatMul(logit, q, H, compute.F32View(K, n, d))
+	for h := range H {
+		lh := logit[h*n : (h+1)*n]
+		mx := sink[h]
+		for i := range lh {
+			lh[i] *= scale
+			mx = max(mx, lh[i])
+		}
+		den := float32(math.Exp(float64(sink[h] - mx)))
+		for i, v := range lh {
+			e := float32(math.Exp(float64(v - mx)))
+			lh[i] = e
+			den += e
+		}
+		for i := range lh {
+			lh[i] /= den
+		}
+	}
+	m.be.MatMul(o, logit, H, compute.F32View(KT, d, n))
 }
 
 // attend computes one token's attention output o [H, d] for queries q [H, d]
@@ -317,4 +386,12 @@ func repeatPos(pos []int32, n int) []int32 {
 		}
 	}
 	return out
+}
+
+// grow returns buf resized to n, reallocating only when it is too small.
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
 }

@@ -91,6 +91,9 @@ func BenchmarkDecodeStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
+	if err := m.Prefault(context.Background()); err != nil { // steady state: weights resident
+		b.Fatal(err)
+	}
 	const ctxLen = 4096
 	pool, err := cache.PoolFor(m.CacheSpecs(), ctxLen+b.N+1, 1)
 	if err != nil {

@@ -1,6 +1,7 @@
 package deepseekv4
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"path/filepath"
@@ -34,6 +35,8 @@ type Model struct {
 	// mtpLayout maps the MTP layers' kinds (MTPCacheSpecs).
 	mtpLayout *cacheLayout
 	s         scratch
+	// attnK, attnKT and attnL are attendMat's buffers, reused token to token.
+	attnK, attnKT, attnL []float32
 }
 
 // Load reads dir/config.json and the checkpoint in dir (model.safetensors, or
@@ -189,3 +192,6 @@ func (m *Model) DecodeReadBytes(n int) (weights, kv int64) {
 	}
 	return weights, kv
 }
+
+// Prefault faults in the checkpoint's pages (see safetensors.Checkpoint.Prefault).
+func (m *Model) Prefault(ctx context.Context) error { return m.ck.Prefault(ctx) }
