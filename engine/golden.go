@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/golden"
 	"github.com/strata-inference/strata/model"
 )
@@ -125,15 +126,14 @@ func CheckBatched(ctx context.Context, m model.Model, c *golden.Case, opt Batche
 	for _, s := range m.CacheSpecs() {
 		pageBytes = max(pageBytes, s.SlotBytes)
 	}
-	cfg := Config{MaxBatchTokens: opt.Budget, MaxSeqs: 16, PageBytes: pageBytes, EOS: -1}
-	e := &Engine{m: m, cfg: cfg}
-	largest := 0
-	for _, j := range jobs {
-		largest = max(largest, e.PagesFor(len(j.req.Prompt)+j.req.MaxTokens))
-	}
-	cfg.Pages = opt.Pages
+	cfg := Config{MaxBatchTokens: opt.Budget, MaxSeqs: 16, PageBytes: pageBytes, EOS: -1, Pages: opt.Pages}
 	if cfg.Pages <= 0 {
-		cfg.Pages = largest + e.PagesFor(c.Prompt)
+		pagesFor := func(n int) int { return cache.TotalPages(m.CacheSpecs(), n, pageBytes) }
+		largest := 0
+		for _, j := range jobs {
+			largest = max(largest, pagesFor(len(j.req.Prompt)+j.req.MaxTokens))
+		}
+		cfg.Pages = largest + pagesFor(c.Prompt)
 	}
 	e, err := New(m, cfg)
 	if err != nil {
