@@ -103,6 +103,9 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 // result is complete. Implementations must be safe for use by one caller at a time.
 type Backend interface {
 	// MatMul computes y[t] = W · x[t] for t in [0, T): x is [T, W.Cols], y is [T, W.Rows].
+	// It is batch-invariant: y[t] is the same, bit for bit, whatever T and
+	// the other rows of x are, so that batched, chunked, cached and
+	// speculative paths reproduce one-token decoding exactly.
 	MatMul(y, x []float32, T int, w *Matrix)
 	// RMSNorm computes y[t] = w ⊙ x[t] / sqrt(mean(x[t]²) + eps) for T rows of width n;
 	// a nil w means no weight (unweighted). y may alias x.

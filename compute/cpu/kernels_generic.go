@@ -6,12 +6,6 @@ package cpu
 
 func fp4Deinterleaved() bool { return false }
 
-func dotF32(w []byte, x []float32) float32                         { return dotF32Go(w, x) }
-func dotBF16(w []byte, x []float32) float32                        { return dotBF16Go(w, x) }
-func dotF16(w []byte, x []float32) float32                         { return dotF16Go(w, x) }
-func dotFP8(w, scales []byte, bc int, x []float32) float32         { return dotFP8Go(w, scales, bc, x) }
-func dotFP8Finite(w, scales []byte, bc int, x []float32) float32   { return dotFP8Go(w, scales, bc, x) }
-func dotFP4(w, scales []byte, x []float32) float32                 { return dotFP4Go(w, scales, x) }
 func decodeF32(dst []float32, w []byte)                            { decodeF32Go(dst, w) }
 func decodeBF16(dst []float32, w []byte)                           { decodeBF16Go(dst, w) }
 func decodeF16(dst []float32, w []byte)                            { decodeF16Go(dst, w) }
@@ -21,3 +15,11 @@ func gemm4x2(w []float32, ws int, x0, x1 []float32, acc *[8]lanes) { gemm4x2Go(w
 func gemm4x1(w []float32, ws int, x0 []float32, acc *[4]lanes)     { gemm4x1Go(w, ws, x0, acc) }
 func sumFloat32(a []float32) float32                               { return sumFloat32Go(a) }
 func sumLanes(l *lanes) float32                                    { return sumLanesGo(l) }
+
+func dot4F32(r *row4, K int, x []float32) [4]float32  { return dot4F32Go(r, K, x) }
+func dot4BF16(r *row4, K int, x []float32) [4]float32 { return dot4BF16Go(r, K, x) }
+func dot4F16(r *row4, K int, x []float32) [4]float32  { return dot4F16Go(r, K, x) }
+func dot4FP8(r *row4, K, bc int, x []float32, _ bool, _ []float32) [4]float32 {
+	return dot4FP8Go(r, K, bc, x)
+}
+func dot4FP4(r *row4, K int, x []float32) [4]float32 { return dot4FP4Go(r, K, x) }

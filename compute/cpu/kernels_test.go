@@ -115,7 +115,7 @@ func TestDecodeAllCodes(t *testing.T) {
 	}
 }
 
-// TestDotKernels checks the dot kernels on single rows whose lengths are not
+// TestDotKernels checks the one-token kernels on rows whose lengths are not
 // multiples of the vector width, against float64 sums.
 func TestDotKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
@@ -137,18 +137,20 @@ func TestDotKernels(t *testing.T) {
 			wantF16 += float64(quant.F16ToFloat32(g)) * float64(x[i])
 			l1 += math.Abs(float64(v) * float64(x[i]))
 		}
+		four := func(b []byte) *row4 { return &row4{w: [4][]byte{b, b, b, b}} }
+		un := append([]byte{0}, f32...)[1:]
 		for _, tc := range []struct {
 			name string
 			got  float32
 			want float64
 		}{
-			{"f32", dotF32(f32, x), want},
-			{"f32 portable", dotF32Go(f32, x), want},
-			{"f32 unaligned", dotF32Go(append([]byte{0}, f32...)[1:], x), want},
-			{"bf16", dotBF16(bf, x), wantBF},
-			{"bf16 portable", dotBF16Go(bf, x), wantBF},
-			{"f16", dotF16(f16b, x), wantF16},
-			{"f16 portable", dotF16Go(f16b, x), wantF16},
+			{"f32", dot4F32(four(f32), K, x)[3], want},
+			{"f32 portable", dot4F32Go(four(f32), K, x)[3], want},
+			{"f32 unaligned", dot4F32Go(&row4{w: [4][]byte{un, f32, un, f32}}, K, x)[2], want},
+			{"bf16", dot4BF16(four(bf), K, x)[3], wantBF},
+			{"bf16 portable", dot4BF16Go(four(bf), K, x)[3], wantBF},
+			{"f16", dot4F16(four(f16b), K, x)[3], wantF16},
+			{"f16 portable", dot4F16Go(four(f16b), K, x)[3], wantF16},
 		} {
 			if math.Abs(float64(tc.got)-tc.want) > 1e-5*l1*1.01 {
 				t.Errorf("K=%d %s: %v, want %v", K, tc.name, tc.got, tc.want)

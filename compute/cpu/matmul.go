@@ -115,45 +115,53 @@ func (j *matmulJob) run(s *state, worker int) {
 		rc, tc := it%j.rowChunks, it/j.rowChunks
 		r0, r1 := rc*j.chunk, min((rc+1)*j.chunk, j.w.Rows)
 		if j.T == 1 {
-			j.dotRows(r0, r1)
+			j.dotRows(&s.ws[worker], r0, r1)
 		} else {
 			j.gemmRows(&s.ws[worker], r0, r1, tc*j.tile, min((tc+1)*j.tile, j.T))
 		}
 	}
 }
 
-// dotRows computes y[r] = W[r] · x for one token, reading each row once.
-func (j *matmulJob) dotRows(r0, r1 int) {
+// dotRows computes y[r] = W[r] · x for one token, reading each row once,
+// four rows at a time with the prefill kernels' arithmetic (see dot4.go).
+func (j *matmulJob) dotRows(ws *workspace, r0, r1 int) {
 	w, x, y := j.w, j.x, j.y
 	K := w.Cols
-	switch w.DType {
-	case compute.F32:
-		for r := r0; r < r1; r++ {
-			y[r] = dotF32(w.Data[4*r*K:4*(r+1)*K], x)
-		}
-	case compute.BF16:
-		for r := r0; r < r1; r++ {
-			y[r] = dotBF16(w.Data[2*r*K:2*(r+1)*K], x)
-		}
-	case compute.F16:
-		for r := r0; r < r1; r++ {
-			y[r] = dotF16(w.Data[2*r*K:2*(r+1)*K], x)
-		}
-	case compute.FP8:
-		for r := r0; r < r1; r++ {
-			if w.NaNFree {
-				y[r] = dotFP8Finite(w.Data[r*K:(r+1)*K], j.fp8Scales(r), w.BlockCols, x)
-			} else {
-				y[r] = dotFP8(w.Data[r*K:(r+1)*K], j.fp8Scales(r), w.BlockCols, x)
+	var rs row4
+	for r := r0; r < r1; r += 4 {
+		for i := range 4 {
+			ri := min(r+i, r1-1) // a short group repeats its last row
+			switch w.DType {
+			case compute.F32:
+				rs.w[i] = w.Data[4*ri*K : 4*(ri+1)*K]
+			case compute.BF16, compute.F16:
+				rs.w[i] = w.Data[2*ri*K : 2*(ri+1)*K]
+			case compute.FP8:
+				rs.w[i], rs.s[i] = w.Data[ri*K:(ri+1)*K], j.fp8Scales(ri)
+			case compute.FP4:
+				g := K / compute.FP4GroupSize
+				rs.w[i], rs.s[i] = w.Data[ri*K/2:(ri+1)*K/2], w.Scale[ri*g:(ri+1)*g]
 			}
 		}
-	case compute.FP4:
-		g := K / compute.FP4GroupSize
-		for r := r0; r < r1; r++ {
-			y[r] = dotFP4(w.Data[r*K/2:(r+1)*K/2], w.Scale[r*g:(r+1)*g], x)
+		var out [4]float32
+		switch w.DType {
+		case compute.F32:
+			out = dot4F32(&rs, K, x)
+		case compute.BF16:
+			out = dot4BF16(&rs, K, x)
+		case compute.F16:
+			out = dot4F16(&rs, K, x)
+		case compute.FP8:
+			ws.wbuf = grow(ws.wbuf, 4*K)
+			out = dot4FP8(&rs, K, w.BlockCols, x, !w.NaNFree, ws.wbuf)
+		case compute.FP4:
+			out = dot4FP4(&rs, K, x)
+		default:
+			panic(fmt.Sprintf("cpu: MatMul: unsupported dtype %v", w.DType))
 		}
-	default:
-		panic(fmt.Sprintf("cpu: MatMul: unsupported dtype %v", w.DType))
+		for i := range min(4, r1-r) {
+			y[r+i] = out[i]
+		}
 	}
 }
 
