@@ -127,3 +127,48 @@ func BenchmarkDecodeStep(b *testing.B) {
 	b.ReportMetric(bw, "mem-GB/s")
 	b.ReportMetric(floor/perStep, "of-floor")
 }
+
+// BenchmarkPrefill times a 256-token prefill of the synthetic model in one
+// forward pass and reports tokens/s.
+func BenchmarkPrefill(b *testing.B) {
+	if testing.Short() {
+		b.Skip("writes a 1.7 GB checkpoint")
+	}
+	dir := syntheticDir(b)
+	m, err := Load(dir, cpu.New(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Prefault(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	const n = 256
+	toks := make([]int32, n)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range toks {
+		toks[i] = int32(r.IntN(m.Cfg.VocabSize))
+	}
+	pool, err := cache.PoolFor(m.CacheSpecs(), n, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := func() {
+		seq, err := m.NewSeq(pool)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer seq.Release()
+		batch := &model.Batch{Tokens: toks, Spans: []model.Span{{Seq: seq, Len: n, Logits: model.LastLogits}}}
+		if _, err := m.Forward(context.Background(), batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run()
+	b.ResetTimer()
+	for range b.N {
+		run()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
