@@ -1,6 +1,9 @@
-// Package cache holds the per-request state of a model: one pool of fixed-size
-// pages shared by every kind of cache, the kinds themselves declared as data,
-// and the per-sequence page tables that map a kind's slots to pool memory.
+// Package cache holds the per-request state of a model: one pool of
+// fixed-size pages in the backend's memory, shared by every kind of cache;
+// the kinds declared as data, each with a state policy; per-sequence page
+// tables that map a kind's slots to pages; and, from the policies alone,
+// what every architecture needs of its state: sharing prefixes by
+// reference, snapshots, rollback of speculative feeds, and serialization.
 package cache
 
 import "fmt"
@@ -41,21 +44,70 @@ func ParseDType(s string) (DType, error) {
 	return 0, fmt.Errorf("cache: unknown dtype %q (want f32, bf16 or fp8)", s)
 }
 
-// Spec declares one kind of per-request cache state held by a set of layers.
-// A growing kind takes one slot per TokensPerSlot tokens of context (KV
-// entries, compressed entries, indexer keys); a fixed kind holds FixedSlots
-// slots for the whole life of the request (a sliding-window ring, compressor
-// partial windows, linear-attention state). Each layer of Layers holds its
-// own instance.
+// Policy says how a kind's state changes as a sequence is fed, and so what
+// sharing, snapshotting and rolling it back mean.
+type Policy int
+
+const (
+	// Derived: Append when TokensPerSlot is set, Ring otherwise (for specs
+	// that only size memory, such as the planner's presets).
+	Derived Policy = iota
+	// Append: one slot per TokensPerSlot tokens, written once when its
+	// tokens are fed and never changed (compressed entries, indexer keys,
+	// full-attention KV). Sequences share these pages by reference count:
+	// a prefix hit, a snapshot or a fork copies nothing but a page about
+	// to be written while shared.
+	Append
+	// Ring: FixedSlots slots, position p's state in slot p mod FixedSlots,
+	// overwritten in place (window KV, compressor partial windows). A
+	// snapshot copies the slots; a rollback restores the ones a feed
+	// overwrote.
+	Ring
+	// Recurrent: FixedSlots slots holding one state, overwritten wholesale
+	// by every token (linear-attention and conv state). A snapshot copies
+	// it; a rollback restores it to before the feed, and the kept tokens
+	// are fed again (recomputation: one state per sequence, no per-position
+	// checkpoints).
+	Recurrent
+)
+
+func (p Policy) String() string {
+	switch p {
+	case Append:
+		return "append"
+	case Ring:
+		return "ring"
+	case Recurrent:
+		return "recurrent"
+	}
+	return "derived"
+}
+
+// Spec declares one kind of per-request cache state held by a set of
+// layers. An append kind takes one slot per TokensPerSlot tokens of context;
+// ring and recurrent kinds hold FixedSlots slots for the whole life of the
+// request. Each layer of Layers holds its own instance.
 type Spec struct {
 	Name          string
 	Layers        []int
 	SlotBytes     int
-	TokensPerSlot int // growing kinds; 0 for fixed kinds
-	FixedSlots    int // fixed kinds; 0 for growing kinds
+	Policy        Policy
+	TokensPerSlot int // append kinds; 0 otherwise
+	FixedSlots    int // ring and recurrent kinds; 0 for append kinds
 }
 
-// Growing reports whether the kind grows with the context.
+// Kind is the spec's policy, Derived resolved.
+func (s Spec) Kind() Policy {
+	if s.Policy != Derived {
+		return s.Policy
+	}
+	if s.TokensPerSlot > 0 {
+		return Append
+	}
+	return Ring
+}
+
+// Growing reports whether the kind grows with the context (Append).
 func (s Spec) Growing() bool { return s.TokensPerSlot > 0 }
 
 // Slots is the number of slots one layer's instance holds for a context of n tokens.
@@ -101,6 +153,10 @@ func (s Spec) Validate(pageBytes int) error {
 		return fmt.Errorf("cache: spec %s: slot bytes %d", s.Name, s.SlotBytes)
 	case (s.TokensPerSlot > 0) == (s.FixedSlots > 0):
 		return fmt.Errorf("cache: spec %s: exactly one of tokens-per-slot (%d) and fixed slots (%d) must be set", s.Name, s.TokensPerSlot, s.FixedSlots)
+	case (s.Kind() == Append) != (s.TokensPerSlot > 0):
+		return fmt.Errorf("cache: spec %s: a %v kind with tokens-per-slot %d", s.Name, s.Kind(), s.TokensPerSlot)
+	case s.Policy > Recurrent || s.Policy < Derived:
+		return fmt.Errorf("cache: spec %s: unknown policy %d", s.Name, int(s.Policy))
 	case pageBytes > 0 && s.SlotBytes > pageBytes:
 		return fmt.Errorf("cache: spec %s: slot of %d bytes does not fit a page of %d bytes", s.Name, s.SlotBytes, pageBytes)
 	}

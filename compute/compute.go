@@ -1,10 +1,19 @@
-// Package compute defines the kernels the model forward passes need, behind one
-// Backend interface, and the in-memory weight matrix descriptor they read.
+// Package compute defines what a device provides to the forward passes: memory
+// it owns (weights, activations, scratch, the cache pool), addressed through
+// Tensors, and the ops on them, behind one Backend interface.
 //
 // Weights stay in their stored format (F32, BF16, F16, FP8 e4m3 with 128x128
 // UE8M0 block scales, packed FP4 e2m1 with one UE8M0 scale per 32 input
 // columns); a Backend dequantizes inside its matmul. Activations are float32,
-// row-major: a batch of T vectors of width n is a []float32 of length T*n.
+// row-major: a batch of T vectors of width n is a T×n F32 tensor. Positions,
+// page tables and index lists are I32 tensors; cache pages are U8.
+//
+// Ops are coarse where a kernel must see several steps at once to be fast
+// (sparse attention over a paged ring and compressed entries, the compressor
+// update, indexer scoring and top-k, hyper-connection mixing with Sinkhorn,
+// MoE routing with grouped expert products): each is one Backend method that
+// every backend implements, the CPU backend's version being the readable
+// reference.
 package compute
 
 import "fmt"
@@ -18,7 +27,22 @@ const (
 	F16               // IEEE half, 2 bytes per value
 	FP8               // e4m3fn bytes; Scale holds one UE8M0 byte per BlockRows x BlockCols block
 	FP4               // e2m1 nibbles, two per byte, low nibble = even column; Scale holds one UE8M0 byte per 32 columns of a row
+	I32               // int32 (positions, page tables, indices)
+	U8                // bytes (cache pages)
 )
+
+// Size is the bytes per element; 0 for FP4, whose elements are half a byte.
+func (d DType) Size() int {
+	switch d {
+	case F32, I32:
+		return 4
+	case BF16, F16:
+		return 2
+	case FP8, U8:
+		return 1
+	}
+	return 0
+}
 
 func (d DType) String() string {
 	switch d {
@@ -32,6 +56,10 @@ func (d DType) String() string {
 		return "fp8-e4m3"
 	case FP4:
 		return "fp4-e2m1"
+	case I32:
+		return "i32"
+	case U8:
+		return "u8"
 	}
 	return fmt.Sprintf("DType(%d)", int(d))
 }
@@ -55,6 +83,10 @@ type Matrix struct {
 	// 0xFF), so kernels may skip checking each row for one. Whoever binds
 	// the weights checks once and sets it.
 	NaNFree bool
+	// Resident is the backend's own copy of the matrix, set by
+	// Backend.Upload for backends that compute away from host memory (nil
+	// for the CPU, which reads Data in place).
+	Resident any
 }
 
 // Bytes is the number of bytes of weights and scales a full pass over W reads.
@@ -97,26 +129,3 @@ func (m *Matrix) Validate() error {
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
-
-// Backend runs the kernels of a forward pass. All slices are float32 row-major;
-// a Backend may use several goroutines inside a call but returns only when the
-// result is complete. Implementations must be safe for use by one caller at a time.
-type Backend interface {
-	// MatMul computes y[t] = W · x[t] for t in [0, T): x is [T, W.Cols], y is [T, W.Rows].
-	// It is batch-invariant: y[t] is the same, bit for bit, whatever T and
-	// the other rows of x are, so that batched, chunked, cached and
-	// speculative paths reproduce one-token decoding exactly.
-	MatMul(y, x []float32, T int, w *Matrix)
-	// RMSNorm computes y[t] = w ⊙ x[t] / sqrt(mean(x[t]²) + eps) for T rows of width n;
-	// a nil w means no weight (unweighted). y may alias x.
-	RMSNorm(y, x, w []float32, T, n int, eps float32)
-	// RoPE rotates, in every row of x (T rows of width n), the interleaved pairs
-	// (2i, 2i+1) of the last 2*len(invFreq) channels by angle pos[t]*invFreq[i]
-	// (computed in float32 as in the reference), by its negative when inverse is set.
-	RoPE(x []float32, T, n int, pos []int32, invFreq []float32, inverse bool)
-	// Softmax replaces each of T rows of width n by its softmax.
-	Softmax(x []float32, T, n int)
-	// TopK writes into idx the indices of the k largest values of x (k <= len(x)),
-	// largest first; ties go to the lower index.
-	TopK(idx []int32, x []float32, k int)
-}

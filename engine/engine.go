@@ -130,7 +130,7 @@ type Stats struct {
 	MaxBatchSeqs                         int   // the most sequences one step has held
 	PrefixHitTokens                      int64 // prompt tokens restored from prefix snapshots instead of computed
 	PrefixSnapshots                      int   // snapshots held now
-	PrefixPages                          int   // pool pages they hold
+	PrefixPages                          int   // pool pages they hold beyond those of running requests
 	SpecSteps, SpecDrafted, SpecAccepted int64 // speculative verifications, tokens drafted, drafts accepted
 	// StepSeconds and TokenSeconds model a forward pass of T tokens as taking
 	// StepSeconds + T·TokenSeconds; DraftSeconds is one MTP drafting pass.
@@ -159,7 +159,7 @@ func New(m model.Model, cfg Config) (*Engine, error) {
 			return nil, err
 		}
 	}
-	pool, err := cache.NewPool(cfg.PageBytes, cfg.Pages)
+	pool, err := cache.NewPool(m.Backend(), cfg.PageBytes, cfg.Pages)
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +296,7 @@ func (e *Engine) Stats() Stats {
 	st := e.stats
 	st.Waiting, st.Running = len(e.waiting), len(e.running)
 	if e.prefix != nil {
-		st.PrefixSnapshots, st.PrefixPages = len(e.prefix.snaps), e.prefix.pages()
+		st.PrefixSnapshots, st.PrefixPages = len(e.prefix.snaps), e.prefix.pages(e.liveSeqs())
 	}
 	st.StepSeconds, st.TokenSeconds = e.cost.line()
 	st.DraftSeconds = e.cost.draft
@@ -316,4 +316,15 @@ func (e *Engine) cancelAll(err error) {
 		s.stream.push(Event{Finish: FinishCancelled, Err: err, PromptTokens: s.prompt, OutputTokens: len(s.tokens) - s.prompt})
 		s.stream.close()
 	}
+}
+
+// liveSeqs is the cache state of the requests that hold some. e.mu must be held.
+func (e *Engine) liveSeqs() []*cache.Seq {
+	var out []*cache.Seq
+	for _, s := range e.running {
+		if s.cs != nil {
+			out = append(out, s.cs)
+		}
+	}
+	return out
 }

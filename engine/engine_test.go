@@ -293,7 +293,7 @@ func TestPagesMatchPlan(t *testing.T) {
 			var held int
 			e.Submit(context.Background(), Request{Prompt: prompt(n, 1, m.VocabSize()), MaxTokens: 2, OnLogits: func(pos int, _ []float32) {
 				if pos == n-1 { // the request's own pages, not its prefix snapshots
-					held = e.Pool().NumPages() - e.Pool().FreePages() - e.prefix.pages()
+					held = e.Pool().NumPages() - e.Pool().FreePages() - e.prefix.pages(e.liveSeqs())
 				}
 			}})
 			drain(t, e)

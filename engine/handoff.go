@@ -141,13 +141,13 @@ func (e *Engine) Resume(ctx context.Context, state []byte) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cs.ReadState(bytes.NewReader(body)); err != nil {
+	if err := cs.ReadState(bytes.NewReader(body), e.maxStateTokens()); err != nil {
 		cs.Release()
 		return nil, fmt.Errorf("%w: %v", ErrHandoff, err)
 	}
-	if cs.Len != len(h.Tokens)-1 {
+	if cs.Len() != len(h.Tokens)-1 {
 		cs.Release()
-		return nil, fmt.Errorf("%w: the cache holds %d tokens, the request %d", ErrHandoff, cs.Len, len(h.Tokens))
+		return nil, fmt.Errorf("%w: the cache holds %d tokens, the request %d", ErrHandoff, cs.Len(), len(h.Tokens))
 	}
 	e.nextID++
 	s := &seq{id: e.nextID, ctx: ctx, req: r, tokens: h.Tokens, prompt: h.Prompt, cs: cs, sampler: smp, stream: newStream(e.nextID), spec: spec}
@@ -200,3 +200,7 @@ func (e *Engine) parseHandoff(b []byte) (*handoffHeader, []byte, error) {
 	}
 	return &h, b[16+n : len(b)-4], nil
 }
+
+// maxStateTokens bounds the tokens a handed-off state may hold (0: no
+// bound beyond the pool).
+func (e *Engine) maxStateTokens() int { return e.cfg.MaxContext }

@@ -132,22 +132,19 @@ func hashAt(hs []uint64, blocks int) uint64 {
 	return hs[blocks-1]
 }
 
-// add stores a copy of live's state (live.Len must be aligned) as the
-// snapshot of toks[:live.Len]. It returns nil when the pool has no room.
+// add stores a fork of live's state (live.Len() must be aligned) as the
+// snapshot of toks[:live.Len()]: it shares live's append pages and copies
+// its ring and recurrent state. It returns nil when the pool has no room.
 func (p *prefixCache) add(m model.Model, pool *cache.Pool, live *cache.Seq, toks []int32, owner *seq) *snapshot {
-	n := live.Len
+	n := live.Len()
 	hs := p.chain(toks[:n])
 	h := hashAt(hs, n/p.align)
 	if el, ok := p.snaps[h]; ok {
 		p.lru.MoveToFront(el)
 		return el.Value.(*snapshot)
 	}
-	cs, err := m.NewSeq(pool)
+	cs, err := live.Fork()
 	if err != nil {
-		return nil
-	}
-	if err := cs.CopyFrom(live); err != nil {
-		cs.Release()
 		return nil
 	}
 	s := &snapshot{hash: h, tokens: slices.Clone(toks[:n]), seq: cs, owner: owner}
@@ -176,11 +173,13 @@ func (p *prefixCache) evict(keep *snapshot) bool {
 	return false
 }
 
-// pages is the number of pool pages the snapshots hold.
-func (p *prefixCache) pages() int {
-	n := 0
+// pages is the number of pool pages the snapshots hold that none of live
+// holds: what the prefix cache costs beyond the running requests (snapshots
+// share append pages with each other and with the requests they came from).
+func (p *prefixCache) pages(live []*cache.Seq) int {
+	all := slices.Clone(live)
 	for el := p.lru.Front(); el != nil; el = el.Next() {
-		n += el.Value.(*snapshot).seq.Pages()
+		all = append(all, el.Value.(*snapshot).seq)
 	}
-	return n
+	return cache.DistinctPages(all...) - cache.DistinctPages(live...)
 }

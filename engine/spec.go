@@ -60,7 +60,7 @@ type specState struct {
 	// This step's drafts and the distributions they were drawn from.
 	drafts []int32
 	q      []dist
-	undo   model.Undo // the main sequence's mark for this step's verification
+	undo   *cache.Undo // the main sequence's mark for this step's verification
 }
 
 func (st *specState) reset() {
@@ -111,12 +111,9 @@ func minRing(m model.Model) int {
 		specs = append(specs, d.MTPCacheSpecs()...)
 	}
 	for _, s := range specs {
-		if !s.Growing() {
+		if s.Kind() == cache.Ring {
 			r = min(r, s.FixedSlots)
 		}
-	}
-	if _, ok := m.(model.Rewinder); !ok {
-		return 0
 	}
 	return r
 }
@@ -287,11 +284,11 @@ func (e *Engine) draft(ctx context.Context, plan []planned) error {
 		}
 		// Only the last W positions matter: the MTP layer is one window
 		// block, whose kv for a position depends on that position alone.
-		from := max(st.mtp.Len, last-W+1, st.hidFrom)
+		from := max(st.mtp.Len(), last-W+1, st.hidFrom)
 		if from > last {
 			continue
 		}
-		st.mtp.Len = from
+		st.mtp.Skip(from - st.mtp.Len())
 		b.Spans = append(b.Spans, model.Span{Seq: st.mtp, Start: len(b.Tokens), Len: last - from + 1, Logits: model.LastLogits})
 		b.Tokens = append(b.Tokens, p.s.tokens[from+1:last+2]...)
 		hidden = append(hidden, st.hid[(from-st.hidFrom)*H:(last-st.hidFrom+1)*H]...)
@@ -307,7 +304,7 @@ func (e *Engine) draft(ctx context.Context, plan []planned) error {
 	}
 	e.cost.observeDraft(time.Since(t0).Seconds())
 	V := e.m.VocabSize()
-	undos := make([]model.Undo, len(live))
+	undos := make([]*cache.Undo, len(live))
 	for step := 0; ; step++ {
 		// Take one draft per live request from this pass's logits.
 		var next []*planned
@@ -324,7 +321,7 @@ func (e *Engine) draft(ctx context.Context, plan []planned) error {
 			}
 			sp := b.Spans[i]
 			if step == 0 {
-				if undos[i], err = e.m.(model.Rewinder).Mark(st.mtp, p.k-1); err != nil {
+				if undos[i], err = st.mtp.Mark(p.k - 1); err != nil {
 					return err
 				}
 			}
@@ -337,7 +334,7 @@ func (e *Engine) draft(ctx context.Context, plan []planned) error {
 			break
 		}
 		// Keep undos aligned with the next pass's requests.
-		var nu []model.Undo
+		var nu []*cache.Undo
 		for i, p := range live {
 			if len(p.s.spec.drafts) < p.k {
 				nu = append(nu, undos[i])

@@ -44,7 +44,7 @@ func (s *seq) computed() int {
 	if s.cs == nil {
 		return 0
 	}
-	return s.cs.Len
+	return s.cs.Len()
 }
 
 // release returns the sequence's pages to the pool.
@@ -109,7 +109,7 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 				toks = append(append([]int32(nil), toks...), st.drafts...)
 				lg = model.AllLogits
 				var err error
-				if st.undo, err = e.m.(model.Rewinder).Mark(s.cs, len(toks)); err != nil {
+				if st.undo, err = s.cs.Mark(len(toks)); err != nil {
 					return true, err
 				}
 			}
@@ -144,7 +144,7 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 	row := 0
 	for i, p := range plan {
 		s, span := p.s, b.Spans[i]
-		start := s.cs.Len - span.Len
+		start := s.cs.Len() - span.Len
 		var rows []float32
 		switch span.Logits {
 		case model.AllLogits:
@@ -172,7 +172,7 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 		}
 		e.keepHidden(s, hid, start, span.Len)
 		e.snapshot(s)
-		if s.cs.Len < len(s.tokens) {
+		if s.cs.Len() < len(s.tokens) {
 			continue // prefill continues next step
 		}
 		e.emit(s, rows[len(rows)-V:])
@@ -311,7 +311,7 @@ func (e *Engine) schedule() []planned {
 		if s.computed() == len(s.tokens)-1 { // a decode: maybe speculate
 			k = e.draftLen(s, budget-n, e.cfg.MaxBatchTokens-budget, len(plan))
 		}
-		for s.cs.Reserve(s.cs.Len+n+k) != nil {
+		for s.cs.Reserve(s.cs.Len()+n+k) != nil {
 			if e.prefix != nil && e.prefix.evict(nil) {
 				continue
 			}
@@ -364,17 +364,17 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 			return 0, false
 		}
 	}
-	cs, err := e.m.NewSeq(e.pool)
+	var cs *cache.Seq
+	var err error
+	if hit != nil {
+		cs, err = hit.seq.Fork()
+	} else {
+		cs, err = e.m.NewSeq(e.pool)
+	}
 	if err != nil {
 		return 0, false
 	}
-	if hit != nil {
-		if err := cs.CopyFrom(hit.seq); err != nil {
-			cs.Release()
-			return 0, false
-		}
-	}
-	from := cs.Len
+	from := cs.Len()
 	if e.prefix != nil {
 		s.snapAt = e.prefix.plan(s.tokens, s.prompt, from)
 	}
@@ -393,15 +393,15 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 // position of its output (kept as its latest decode snapshot).
 func (e *Engine) snapshot(s *seq) {
 	p := e.prefix
-	if p == nil || s.cs.Len%p.align != 0 || s.cs.Len == 0 {
+	if p == nil || s.cs.Len()%p.align != 0 || s.cs.Len() == 0 {
 		return
 	}
-	if i := slices.Index(s.snapAt, s.cs.Len); i >= 0 {
+	if i := slices.Index(s.snapAt, s.cs.Len()); i >= 0 {
 		s.snapAt = slices.Delete(s.snapAt, i, i+1)
 		p.add(e.m, e.pool, s.cs, s.tokens, nil)
 		return
 	}
-	if s.cs.Len <= s.prompt {
+	if s.cs.Len() <= s.prompt {
 		return
 	}
 	if old := s.decodeSnap; old != nil && old.owner == s {

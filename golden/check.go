@@ -91,7 +91,7 @@ func DecodeFeeds(prompt, n int) []int {
 // Feed runs ids through one fresh sequence in steps of the given sizes and
 // returns the logits of every position.
 func Feed(ctx context.Context, m model.Model, ids []int32, feeds []int) ([]float32, error) {
-	pool, err := cache.PoolFor(m.CacheSpecs(), len(ids), 1)
+	pool, err := cache.PoolFor(m.Backend(), m.CacheSpecs(), len(ids), 1)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func Feed(ctx context.Context, m model.Model, ids []int32, feeds []int) ([]float
 
 // Greedy prefills prompt and generates n tokens by argmax.
 func Greedy(ctx context.Context, m model.Model, prompt []int32, n int) ([]int32, error) {
-	pool, err := cache.PoolFor(m.CacheSpecs(), len(prompt)+n, 1)
+	pool, err := cache.PoolFor(m.Backend(), m.CacheSpecs(), len(prompt)+n, 1)
 	if err != nil {
 		return nil, err
 	}

@@ -7,17 +7,20 @@ import (
 	"context"
 
 	"github.com/strata-inference/strata/cache"
+	"github.com/strata-inference/strata/compute"
 )
 
 // Model is a loaded checkpoint. Forward must not be called concurrently.
 type Model interface {
 	// Forward runs one step over b and returns LogitRows(b) rows of
-	// VocabSize logits, in span order, advancing each span's Seq.Len.
+	// VocabSize logits, in span order, advancing each span's sequence.
 	Forward(ctx context.Context, b *Batch) ([]float32, error)
 	// CacheSpecs are the cache kinds one sequence holds.
 	CacheSpecs() []cache.Spec
 	// NewSeq takes a new sequence's fixed pages from pool.
 	NewSeq(pool *cache.Pool) (*cache.Seq, error)
+	// Backend is where the model computes; its cache pools must live there.
+	Backend() compute.Backend
 	VocabSize() int
 	Close() error
 }
@@ -32,7 +35,7 @@ const (
 )
 
 // Span is one sequence's part of a batch: Len consecutive tokens of Batch.Tokens
-// starting at Start, continuing the sequence at position Seq.Len.
+// starting at Start, continuing the sequence at position Seq.Len().
 type Span struct {
 	Seq        *cache.Seq
 	Start, Len int
@@ -63,19 +66,4 @@ func (b *Batch) LogitRows() int {
 		}
 	}
 	return n
-}
-
-// Rewinder is a model whose sequences can be rewound after speculative
-// tokens are rejected.
-type Rewinder interface {
-	// Mark records what feeding the next n tokens of seq will overwrite, so
-	// that the feed can be partly undone.
-	Mark(seq *cache.Seq, n int) (Undo, error)
-}
-
-// Undo rewinds one marked feed.
-type Undo interface {
-	// Rollback keeps the first keep of the marked tokens and returns the
-	// sequence's state to exactly what it was after feeding only them.
-	Rollback(keep int)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/strata-inference/strata/cache"
+	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/model/deepseekv4"
 )
 
@@ -390,7 +391,7 @@ func TestTinyConfig(t *testing.T) {
 	}
 	// Pages predicted equal the pages a cache.Seq holds for the same specs.
 	const pageBytes = 1024
-	pool, err := cache.NewPool(pageBytes, 1<<14)
+	pool, err := cache.NewPool(cpu.New(1), pageBytes, 1<<14)
 	if err != nil {
 		t.Fatal(err)
 	}

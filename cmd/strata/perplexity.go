@@ -85,7 +85,7 @@ flags:
 // windowNLL sums -log p(token) over positions 1.. of n consecutive windows
 // of ids, batching several windows per forward pass.
 func windowNLL(ctx context.Context, m *deepseekv4.Model, ids []int32, window, n, batch int, progress func(int)) (float64, int, error) {
-	pool, err := cache.PoolFor(m.CacheSpecs(), window, batch)
+	pool, err := cache.PoolFor(m.Backend(), m.CacheSpecs(), window, batch)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -47,10 +47,10 @@ func BenchmarkMatMul(b *testing.B) {
 				}
 				x := randVec(rng, T*sh.cols)
 				y := make([]float32, T*sh.rows)
-				be.MatMul(y, x, T, m)
+				be.MatMulF32(y, x, T, m)
 				b.SetBytes(m.Bytes())
 				for i := 0; b.Loop(); i++ {
-					be.MatMul(y, x, T, ms[i%len(ms)])
+					be.MatMulF32(y, x, T, ms[i%len(ms)])
 				}
 				sec := b.Elapsed().Seconds()
 				b.ReportMetric(float64(b.N)*float64(m.Bytes())/sec/1e9, "GB/s")

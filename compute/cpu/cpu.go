@@ -45,6 +45,8 @@ type state struct {
 	_       [56]byte
 	ws      []workspace // per-worker scratch, ws[i] used only by worker i
 	xbuf    []float32   // the activations of the matmul in progress, padded and in kernel layout
+	scratch scratch     // the step's temporaries (Scratch)
+	attn    attnBufs    // attention's gathered keys
 
 	// Preallocated jobs, so that calls do not allocate.
 	mm   matmulJob
@@ -82,7 +84,7 @@ func (s *state) claim(n int) (int, bool) {
 // RMSNorm computes y[t] = w ⊙ (x[t] · (1/sqrt(mean(x[t]²) + eps))) for T rows
 // of width n, in float32 as the reference does; a nil w means no weight. y may
 // alias x.
-func (b *Backend) RMSNorm(y, x, w []float32, T, n int, eps float32) {
+func (b *Backend) RMSNormF32(y, x, w []float32, T, n int, eps float32) {
 	checkLen("RMSNorm x", x, T*n)
 	checkLen("RMSNorm y", y, T*n)
 	if w != nil {
@@ -101,7 +103,7 @@ func (b *Backend) RMSNorm(y, x, w []float32, T, n int, eps float32) {
 //
 // (channel indices relative to the rotated part). inverse rotates by the
 // negative angle, undoing the rotation up to rounding.
-func (b *Backend) RoPE(x []float32, T, n int, pos []int32, invFreq []float32, inverse bool) {
+func (b *Backend) RoPEF32(x []float32, T, n int, pos []int32, invFreq []float32, inverse bool) {
 	checkLen("RoPE x", x, T*n)
 	if len(pos) < T {
 		panic(fmt.Sprintf("cpu: RoPE has %d positions for %d rows", len(pos), T))
@@ -109,13 +111,13 @@ func (b *Backend) RoPE(x []float32, T, n int, pos []int32, invFreq []float32, in
 	if 2*len(invFreq) > n {
 		panic(fmt.Sprintf("cpu: RoPE rotates %d channels of rows of width %d", 2*len(invFreq), n))
 	}
-	b.s.rowsOp(rowJob{op: opRoPE, x: x, T: T, n: n, pos: pos, invFreq: invFreq, inverse: inverse})
+	b.s.rowsOp(rowJob{op: opRoPE, x: x, T: T, n: n, pos: pos, heads: 1, invFreq: invFreq, inverse: inverse})
 }
 
 // Softmax replaces each of the T rows of width n of x by its softmax:
 // exp(x - max) / sum(exp(x - max)), the exponentials computed in float64 and
 // summed in float64. A row whose maximum is +Inf or NaN becomes NaN.
-func (b *Backend) Softmax(x []float32, T, n int) {
+func (b *Backend) SoftmaxF32(x []float32, T, n int) {
 	checkLen("Softmax x", x, T*n)
 	b.s.rowsOp(rowJob{op: opSoftmax, x: x, T: T, n: n})
 }
@@ -141,6 +143,7 @@ type rowJob struct {
 	T, n    int
 	eps     float32
 	pos     []int32
+	heads   int // rows per position (RoPE)
 	invFreq []float32
 	inverse bool
 	chunk   int // rows per item
@@ -176,7 +179,7 @@ func (j *rowJob) run(s *state, worker int) {
 			case opSoftmax:
 				softmax(j.x[t*j.n : (t+1)*j.n])
 			case opRoPE:
-				ws.rope(j.x[t*j.n:(t+1)*j.n], j.pos[t], j.invFreq, j.inverse)
+				ws.rope(j.x[t*j.n:(t+1)*j.n], j.pos[t/j.heads], j.invFreq, j.inverse)
 			}
 		}
 	}

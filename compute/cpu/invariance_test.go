@@ -49,10 +49,10 @@ func TestBatchInvariance(t *testing.T) {
 					x[i] = float32(r.NormFloat64())
 				}
 				yT := make([]float32, T*sh.rows)
-				be.MatMul(yT, x, T, m)
+				be.MatMulF32(yT, x, T, m)
 				for tok := range T {
 					y1 := make([]float32, sh.rows)
-					be.MatMul(y1, x[tok*sh.cols:(tok+1)*sh.cols], 1, m)
+					be.MatMulF32(y1, x[tok*sh.cols:(tok+1)*sh.cols], 1, m)
 					for i := range y1 {
 						if math.Float32bits(y1[i]) != math.Float32bits(yT[tok*sh.rows+i]) {
 							t.Fatalf("%v %dx%d T=%d token %d row %d: %g alone, %g in the batch", m.DType, sh.rows, sh.cols, T, tok, i, y1[i], yT[tok*sh.rows+i])

@@ -25,7 +25,7 @@ type workspace struct {
 // exactly (every stored value times its power-of-two scale is a float32) and
 // the products accumulated in float32. It panics if W is invalid or x or y
 // is too short.
-func (b *Backend) MatMul(y, x []float32, T int, w *compute.Matrix) {
+func (b *Backend) MatMulF32(y, x []float32, T int, w *compute.Matrix) {
 	if err := w.Validate(); err != nil {
 		panic("cpu: MatMul: " + err.Error())
 	}

@@ -161,7 +161,7 @@ func TestMatMul(t *testing.T) {
 						continue
 					}
 					y := make([]float32, T*sh.rows)
-					b.MatMul(y, x, T, m)
+					b.MatMulF32(y, x, T, m)
 					checkClose(t, fmt.Sprintf("%v %dx%d T=%d threads=%d", dt, sh.rows, sh.cols, T, b.Threads()), y, want, l1, matmulTol)
 				}
 			}
@@ -199,7 +199,7 @@ func TestMatMulFP8Blocks(t *testing.T) {
 			x := randVec(rng, T*tc.cols)
 			want, l1 := refMatMul(dense, x, T, tc.rows, tc.cols)
 			y := make([]float32, T*tc.rows)
-			b.MatMul(y, x, T, m)
+			b.MatMulF32(y, x, T, m)
 			checkClose(t, fmt.Sprintf("fp8 %dx%d block %dx%d T=%d", tc.rows, tc.cols, tc.br, tc.bc, T), y, want, l1, matmulTol)
 		}
 	}
@@ -233,7 +233,7 @@ func TestMatMulNonFinite(t *testing.T) {
 			x := randVec(rng, T*tc.m.Cols)
 			want, l1 := refMatMul(tc.dense, x, T, tc.m.Rows, tc.m.Cols)
 			y := make([]float32, T*tc.m.Rows)
-			b.MatMul(y, x, T, tc.m)
+			b.MatMulF32(y, x, T, tc.m)
 			checkClose(t, fmt.Sprintf("%v T=%d", tc.m.DType, T), y, want, l1, matmulTol)
 		}
 	}
@@ -260,7 +260,7 @@ func TestMatMulQuantized(t *testing.T) {
 			x := randVec(rng, T*cols)
 			want, l1 := refMatMul(tc.dense, x, T, rows, cols)
 			y := make([]float32, T*rows)
-			b.MatMul(y, x, T, tc.m)
+			b.MatMulF32(y, x, T, tc.m)
 			checkClose(t, fmt.Sprintf("%v T=%d", tc.m.DType, T), y, want, l1, matmulTol)
 		}
 	}
@@ -270,13 +270,13 @@ func TestMatMulPanics(t *testing.T) {
 	b := New(1)
 	m := &compute.Matrix{DType: compute.F32, Rows: 2, Cols: 3, Data: make([]byte, 24)}
 	for name, f := range map[string]func(){
-		"short x": func() { b.MatMul(make([]float32, 4), make([]float32, 5), 2, m) },
-		"short y": func() { b.MatMul(make([]float32, 3), make([]float32, 6), 2, m) },
+		"short x": func() { b.MatMulF32(make([]float32, 4), make([]float32, 5), 2, m) },
+		"short y": func() { b.MatMulF32(make([]float32, 3), make([]float32, 6), 2, m) },
 		"bad data": func() {
-			b.MatMul(make([]float32, 2), make([]float32, 3), 1, &compute.Matrix{DType: compute.F32, Rows: 2, Cols: 3})
+			b.MatMulF32(make([]float32, 2), make([]float32, 3), 1, &compute.Matrix{DType: compute.F32, Rows: 2, Cols: 3})
 		},
 		"fp4 shape": func() {
-			b.MatMul(make([]float32, 1), make([]float32, 16), 1, &compute.Matrix{DType: compute.FP4, Rows: 1, Cols: 16, Data: make([]byte, 8)})
+			b.MatMulF32(make([]float32, 1), make([]float32, 16), 1, &compute.Matrix{DType: compute.FP4, Rows: 1, Cols: 16, Data: make([]byte, 8)})
 		},
 	} {
 		func() {
@@ -298,8 +298,8 @@ func TestMatMulNoAllocs(t *testing.T) {
 		for _, T := range []int{1, 4} {
 			x := randVec(rng, T*512)
 			y := make([]float32, T*512)
-			b.MatMul(y, x, T, m) // grows the scratch
-			if n := testing.AllocsPerRun(20, func() { b.MatMul(y, x, T, m) }); n != 0 {
+			b.MatMulF32(y, x, T, m) // grows the scratch
+			if n := testing.AllocsPerRun(20, func() { b.MatMulF32(y, x, T, m) }); n != 0 {
 				t.Errorf("%v T=%d: %v allocations per MatMul", dt, T, n)
 			}
 		}
@@ -320,7 +320,7 @@ func TestMatMulTokenTiles(t *testing.T) {
 		x := randVec(rng, T*cols)
 		want, l1 := refMatMul(dense, x, T, rows, cols)
 		y := make([]float32, T*rows)
-		b.MatMul(y, x, T, m)
+		b.MatMulF32(y, x, T, m)
 		checkClose(t, fmt.Sprintf("%v %dx%d T=%d", dt, rows, cols, T), y, want, l1, matmulTol)
 	}
 }
@@ -341,7 +341,7 @@ func TestMatMulUnaligned(t *testing.T) {
 				x := randVec(rng, T*m.Cols)
 				want, l1 := refMatMul(dense, x, T, m.Rows, m.Cols)
 				y := make([]float32, T*m.Rows)
-				b.MatMul(y, x, T, &u)
+				b.MatMulF32(y, x, T, &u)
 				checkClose(t, fmt.Sprintf("%v offset %d T=%d", dt, off, T), y, want, l1, matmulTol)
 			}
 		}

@@ -24,7 +24,7 @@ func TestRMSNorm(t *testing.T) {
 					wt = w
 				}
 				y := make([]float32, len(x))
-				b.RMSNorm(y, x, wt, tc.T, tc.n, eps)
+				b.RMSNormF32(y, x, wt, tc.T, tc.n, eps)
 				for r := range tc.T {
 					row := x[r*tc.n : (r+1)*tc.n]
 					var ss float64
@@ -45,7 +45,7 @@ func TestRMSNorm(t *testing.T) {
 				}
 				// In place gives the same result.
 				z := slices.Clone(x)
-				b.RMSNorm(z, z, wt, tc.T, tc.n, eps)
+				b.RMSNormF32(z, z, wt, tc.T, tc.n, eps)
 				if !slices.Equal(z, y) {
 					t.Errorf("T=%d n=%d weighted=%v: in-place result differs", tc.T, tc.n, weighted)
 				}
@@ -58,7 +58,7 @@ func TestRMSNormExact(t *testing.T) {
 	// x = [3, 4]: mean of squares 12.5; 1/sqrt(12.5) = 0.28284271.
 	b := New(1)
 	y := make([]float32, 2)
-	b.RMSNorm(y, []float32{3, 4}, []float32{1, 2}, 1, 2, 0)
+	b.RMSNormF32(y, []float32{3, 4}, []float32{1, 2}, 1, 2, 0)
 	r := float32(1 / math.Sqrt(12.5))
 	if want := []float32{3 * r, 2 * (4 * r)}; !slices.Equal(y, want) {
 		t.Errorf("RMSNorm([3 4], w=[1 2]) = %v, want %v", y, want)
@@ -82,7 +82,7 @@ func TestRoPE(t *testing.T) {
 			}
 			x := randVec(rng, tc.T*tc.n)
 			y := slices.Clone(x)
-			b.RoPE(y, tc.T, tc.n, pos, invFreq, false)
+			b.RoPEF32(y, tc.T, tc.n, pos, invFreq, false)
 			off := tc.n - 2*tc.nf
 			for r := range tc.T {
 				xr, yr := x[r*tc.n:(r+1)*tc.n], y[r*tc.n:(r+1)*tc.n]
@@ -100,7 +100,7 @@ func TestRoPE(t *testing.T) {
 					}
 				}
 			}
-			b.RoPE(y, tc.T, tc.n, pos, invFreq, true)
+			b.RoPEF32(y, tc.T, tc.n, pos, invFreq, true)
 			for i := range x {
 				if math.Abs(float64(y[i]-x[i])) > 1e-6*(1+math.Abs(float64(x[i]))) {
 					t.Fatalf("n=%d: inverse(RoPE(x))[%d] = %v, want %v", tc.n, i, y[i], x[i])
@@ -114,7 +114,7 @@ func TestRoPEExact(t *testing.T) {
 	// Position 1, frequency 1: angle 1 radian; cos and sin rounded to float32.
 	b := New(1)
 	x := []float32{7, 1, 2}
-	b.RoPE(x, 1, 3, []int32{1}, []float32{1}, false)
+	b.RoPEF32(x, 1, 3, []int32{1}, []float32{1}, false)
 	c, s := float32(math.Cos(1)), float32(math.Sin(1))
 	want := []float32{7, float32(1*c) - float32(2*s), float32(2*c) + float32(1*s)}
 	if !slices.Equal(x, want) {
@@ -122,7 +122,7 @@ func TestRoPEExact(t *testing.T) {
 	}
 	// The angle is the float32 product: 3 * 0.1f is 0.3f rounded, not 0.3.
 	x = []float32{1, 0}
-	b.RoPE(x, 1, 2, []int32{3}, []float32{0.1}, false)
+	b.RoPEF32(x, 1, 2, []int32{3}, []float32{0.1}, false)
 	angle := float64(float32(3) * float32(0.1))
 	if want := []float32{float32(math.Cos(angle)), float32(math.Sin(angle))}; !slices.Equal(x, want) {
 		t.Errorf("RoPE(pos 3, freq 0.1) = %v, want %v", x, want)
@@ -144,7 +144,7 @@ func TestSoftmax(t *testing.T) {
 			x[1] = 1e30 // no overflow
 		}
 		y := slices.Clone(x)
-		b.Softmax(y, tc.T, tc.n)
+		b.SoftmaxF32(y, tc.T, tc.n)
 		for r := range tc.T {
 			row := x[r*tc.n : (r+1)*tc.n]
 			m := math.Inf(-1)
@@ -169,7 +169,7 @@ func TestSoftmax(t *testing.T) {
 		}
 	}
 	x := []float32{float32(math.Inf(-1)), float32(math.Inf(-1))}
-	b.Softmax(x, 1, 2)
+	b.SoftmaxF32(x, 1, 2)
 	if x[0] == x[0] || x[1] == x[1] {
 		t.Errorf("softmax of all -Inf = %v, want NaN", x)
 	}
@@ -241,11 +241,11 @@ func TestOpsNoAllocs(t *testing.T) {
 	w := randVec(rng, n)
 	pos := make([]int32, T)
 	invFreq := []float32{1, 0.5, 0.25, 0.125}
-	b.RoPE(x, T, n, pos, invFreq, false)
+	b.RoPEF32(x, T, n, pos, invFreq, false)
 	for name, f := range map[string]func(){
-		"RMSNorm": func() { b.RMSNorm(x, x, w, T, n, 1e-6) },
-		"RoPE":    func() { b.RoPE(x, T, n, pos, invFreq, false) },
-		"Softmax": func() { b.Softmax(x, T, n) },
+		"RMSNorm": func() { b.RMSNormF32(x, x, w, T, n, 1e-6) },
+		"RoPE":    func() { b.RoPEF32(x, T, n, pos, invFreq, false) },
+		"Softmax": func() { b.SoftmaxF32(x, T, n) },
 	} {
 		if a := testing.AllocsPerRun(10, f); a != 0 {
 			t.Errorf("%s: %v allocations per call", name, a)

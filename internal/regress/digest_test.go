@@ -249,7 +249,7 @@ func mtpDigest(t *testing.T, m model.Model) string {
 		tok[i] = int32(v)
 	}
 	S := len(tok)
-	pool, err := cache.PoolFor(append(dm.CacheSpecs(), dm.MTPCacheSpecs()...), S, 1)
+	pool, err := cache.PoolFor(dm.Backend(), append(dm.CacheSpecs(), dm.MTPCacheSpecs()...), S, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

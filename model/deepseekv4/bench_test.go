@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-inference/strata/cache"
+	"github.com/strata-inference/strata/compute"
 	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/internal/membw"
 	"github.com/strata-inference/strata/model"
@@ -64,18 +65,20 @@ func fillContext(t testing.TB, seq *cache.Seq, n int) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(5, 6))
+	be := seq.Pool().Backend()
 	for i, s := range seq.Specs() {
 		for j := range s.Layers {
-			tab := seq.Table(i, j)
 			for k := range s.Slots(n) {
-				sl := tab.Slot(k)
-				for x := range sl {
-					sl[x] = float32(r.NormFloat64())
+				sl := seq.Slot(i, j, k).As(compute.F32)
+				v := make([]float32, sl.Len())
+				for x := range v {
+					v[x] = float32(r.NormFloat64())
 				}
+				be.Write(sl, v)
 			}
 		}
 	}
-	seq.Len = n
+	seq.Skip(n)
 }
 
 // BenchmarkDecodeStep times one decode step of the synthetic model at
@@ -95,7 +98,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	const ctxLen = 4096
-	pool, err := cache.PoolFor(m.CacheSpecs(), ctxLen+b.N+1, 1)
+	pool, err := cache.PoolFor(m.Backend(), m.CacheSpecs(), ctxLen+b.N+1, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -149,7 +152,7 @@ func BenchmarkPrefill(b *testing.B) {
 	for i := range toks {
 		toks[i] = int32(r.IntN(m.Cfg.VocabSize))
 	}
-	pool, err := cache.PoolFor(m.CacheSpecs(), n, 1)
+	pool, err := cache.PoolFor(m.Backend(), m.CacheSpecs(), n, 1)
 	if err != nil {
 		b.Fatal(err)
 	}

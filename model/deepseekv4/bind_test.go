@@ -59,7 +59,7 @@ func TestBindReportsEveryProblem(t *testing.T) {
 		}
 		return append(out, safetensors.WriteTensor{Name: "layers.0.attn.bogus", DType: "F32", Shape: []int{1}, Data: make([]byte, 4)})
 	})
-	_, err := Load(dir, naive{})
+	_, err := Load(dir, newNaive())
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -172,12 +172,12 @@ func TestModuleNaming(t *testing.T) {
 		t.Fatalf("rewrite did not produce module names: %v", ck.Names()[:5])
 	}
 	ck.Close()
-	a, err := Load(src, naive{})
+	a, err := Load(src, newNaive())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Load(dir, naive{})
+	b, err := Load(dir, newNaive())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func (c *Config) CacheSpecs(dt cache.DType) []cache.Spec {
 	add := func(s cache.Spec, layer int) {
 		for i := range specs {
 			o := &specs[i]
-			if o.Name == s.Name && o.SlotBytes == s.SlotBytes && o.TokensPerSlot == s.TokensPerSlot && o.FixedSlots == s.FixedSlots {
+			if o.Name == s.Name && o.SlotBytes == s.SlotBytes && o.Policy == s.Policy && o.TokensPerSlot == s.TokensPerSlot && o.FixedSlots == s.FixedSlots {
 				o.Layers = append(o.Layers, layer)
 				return
 			}
@@ -71,7 +71,7 @@ func (c *Config) CacheSpecs(dt cache.DType) []cache.Spec {
 	}
 	kv := c.kvSlotBytes(dt)
 	for i, l := range c.Layers {
-		add(cache.Spec{Name: KindWindow, SlotBytes: kv, FixedSlots: c.Window}, i)
+		add(cache.Spec{Name: KindWindow, SlotBytes: kv, Policy: cache.Ring, FixedSlots: c.Window}, i)
 		if l.Attn == Window {
 			continue
 		}
@@ -79,11 +79,11 @@ func (c *Config) CacheSpecs(dt cache.DType) []cache.Spec {
 		if l.Attn == CSA {
 			width *= 2
 		}
-		add(cache.Spec{Name: KindCompressed, SlotBytes: kv, TokensPerSlot: l.Rate}, i)
-		add(cache.Spec{Name: KindCompressor, SlotBytes: 2 * width * 4, FixedSlots: compressorSlots(l)}, i)
+		add(cache.Spec{Name: KindCompressed, SlotBytes: kv, Policy: cache.Append, TokensPerSlot: l.Rate}, i)
+		add(cache.Spec{Name: KindCompressor, SlotBytes: 2 * width * 4, Policy: cache.Ring, FixedSlots: compressorSlots(l)}, i)
 		if l.Attn == CSA {
-			add(cache.Spec{Name: KindIndexer, SlotBytes: c.indexSlotBytes(dt), TokensPerSlot: l.Rate}, i)
-			add(cache.Spec{Name: KindIndexerComp, SlotBytes: 2 * 2 * c.IndexHeadDim * 4, FixedSlots: compressorSlots(l)}, i)
+			add(cache.Spec{Name: KindIndexer, SlotBytes: c.indexSlotBytes(dt), Policy: cache.Append, TokensPerSlot: l.Rate}, i)
+			add(cache.Spec{Name: KindIndexerComp, SlotBytes: 2 * 2 * c.IndexHeadDim * 4, Policy: cache.Ring, FixedSlots: compressorSlots(l)}, i)
 		}
 	}
 	return specs
@@ -96,7 +96,7 @@ func (c *Config) MTPCacheSpecs(dt cache.DType) []cache.Spec {
 	if len(c.MTP) == 0 {
 		return nil
 	}
-	s := cache.Spec{Name: KindMTPWindow, SlotBytes: c.kvSlotBytes(dt), FixedSlots: c.Window}
+	s := cache.Spec{Name: KindMTPWindow, SlotBytes: c.kvSlotBytes(dt), Policy: cache.Ring, FixedSlots: c.Window}
 	for i := range c.MTP {
 		s.Layers = append(s.Layers, i)
 	}

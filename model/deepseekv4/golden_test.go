@@ -26,7 +26,7 @@ func TestGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) { checkGolden(t, caseDir(name), cpu.New(0)) })
 	}
 	for _, name := range []string{"deepseek-v4/tiny", "deepseek-v4/quantized"} {
-		t.Run("naive/"+name, func(t *testing.T) { checkGolden(t, caseDir(name), naive{}) })
+		t.Run("naive/"+name, func(t *testing.T) { checkGolden(t, caseDir(name), newNaive()) })
 	}
 }
 

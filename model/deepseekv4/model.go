@@ -24,19 +24,20 @@ var _ model.Model = (*Model)(nil)
 // Model is a loaded DeepSeek-V4 checkpoint ready to run on a compute backend.
 // Forward must not be called concurrently; everything else may be.
 type Model struct {
-	Cfg    *Config
+	Cfg *Config
+	// W is the bound checkpoint; w is the same weights as the backend
+	// holds them, with the ops' arguments assembled.
 	W      *Weights
+	w      *resident
 	be     compute.Backend
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
+	hcp    compute.HCParams
 	layout *cacheLayout
 	// fingerprint identifies the checkpoint (config and tensor inventory).
 	fingerprint string
 	// mtpLayout maps the MTP layers' kinds (MTPCacheSpecs).
 	mtpLayout *cacheLayout
-	s         scratch
-	// attnK, attnKT and attnL are attendMat's buffers, reused token to token.
-	attnK, attnKT, attnL []float32
 }
 
 // Load reads dir/config.json and the checkpoint in dir (model.safetensors, or
@@ -72,8 +73,20 @@ func New(cfg *Config, ck *safetensors.Checkpoint, be compute.Backend) (*Model, e
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Cfg: cfg, W: w, be: be, ck: ck, rope: newRopeTables(cfg), layout: lay, mtpLayout: mtpLay, fingerprint: fingerprint(cfg, ck)}, nil
+	r, err := makeResident(be, cfg, w)
+	if err != nil {
+		return nil, err
+	}
+	rope, err := newRopeTables(be, cfg)
+	if err != nil {
+		return nil, err
+	}
+	hcp := compute.HCParams{HC: cfg.HCMult, D: cfg.Hidden, NormEps: float32(cfg.RMSEps), Eps: float32(cfg.HCEps), SinkhornIters: cfg.SinkhornIters}
+	return &Model{Cfg: cfg, W: w, w: r, be: be, ck: ck, rope: rope, hcp: hcp, layout: lay, mtpLayout: mtpLay, fingerprint: fingerprint(cfg, ck)}, nil
 }
+
+// Backend is the backend the model runs on.
+func (m *Model) Backend() compute.Backend { return m.be }
 
 // Close releases the checkpoint mapping. The model must not be used afterwards.
 func (m *Model) Close() error {
@@ -113,7 +126,7 @@ func (m *Model) validate(b *Batch) error {
 			return fmt.Errorf("deepseekv4: span %d covers tokens [%d,%d) of %d; spans must tile the batch in order", i, s.Start, s.Start+s.Len, len(b.Tokens))
 		}
 		covered += s.Len
-		if end := s.Seq.Len + s.Len; end > m.Cfg.MaxPosition {
+		if end := s.Seq.Len() + s.Len; end > m.Cfg.MaxPosition {
 			return fmt.Errorf("deepseekv4: span %d reaches position %d, beyond the model's %d", i, end, m.Cfg.MaxPosition)
 		}
 	}

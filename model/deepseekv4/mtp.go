@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/strata-inference/strata/cache"
+	"github.com/strata-inference/strata/compute"
 )
 
 // NewMTPSeq takes the window rings of the MTP layers for one sequence from pool.
@@ -24,11 +25,11 @@ func (m *Model) MTPCacheSpecs() []cache.Spec { return m.mtpLayout.specs }
 // final streams at t; the span's Seq is the sequence's MTP state
 // (NewMTPSeq), whose Len is the position of the span's first token. It
 // returns the logits for the token at t+2 of the rows the spans ask for,
-// and advances each Seq.Len.
+// and advances each sequence.
 func (m *Model) MTPForward(ctx context.Context, k int, b *Batch, hidden []float32) ([]float32, error) {
 	cfg := m.Cfg
-	if k < 0 || k >= len(m.W.MTP) {
-		return nil, fmt.Errorf("deepseekv4: MTP layer %d of %d", k, len(m.W.MTP))
+	if k < 0 || k >= len(m.w.mtp) {
+		return nil, fmt.Errorf("deepseekv4: MTP layer %d of %d", k, len(m.w.mtp))
 	}
 	if err := m.validate(b); err != nil {
 		return nil, err
@@ -38,52 +39,51 @@ func (m *Model) MTPForward(ctx context.Context, k int, b *Batch, hidden []float3
 		return nil, fmt.Errorf("deepseekv4: MTP: %d hidden values for %d tokens of %d", len(hidden), T, hc*D)
 	}
 	for i, s := range b.Spans {
-		if err := s.Seq.Reserve(s.Seq.Len + s.Len); err != nil {
+		if err := s.Seq.Reserve(s.Seq.Len() + s.Len); err != nil {
 			return nil, fmt.Errorf("deepseekv4: MTP span %d: %w", i, err)
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	w := &m.W.MTP[k]
+	w := &m.w.mtp[k]
 	eps := float32(cfg.RMSEps)
-	m.s.reset()
-	pos := make([]int32, T)
-	for _, s := range b.Spans {
-		for i := range s.Len {
-			pos[s.Start+i] = int32(s.Seq.Len + i)
-		}
+	be := m.be
+	be.ResetScratch(0)
+	st, err := m.newStep(b, m.mtpLayout)
+	if err != nil {
+		return nil, err
 	}
 	// e = e_proj(RMSNorm_enorm(embed(token t+1))), one D-vector per token.
-	emb := m.s.get(T * D)
-	for t, tok := range b.Tokens {
-		matrixRow(m.W.Embed, int(tok), emb[t*D:(t+1)*D])
-	}
-	m.be.RMSNorm(emb, emb, w.ENorm, T, D, eps)
-	e := m.s.get(T * D)
-	m.be.MatMul(e, emb, T, w.EProj)
+	emb := be.Scratch(compute.F32, T, D)
+	be.Embed(emb, m.w.embed, st.tokens, 1)
+	be.RMSNorm(emb, emb, w.eNorm, eps)
+	e := be.Scratch(compute.F32, T, D)
+	be.MatMul(e, emb, w.eProj)
 	// Each stream: h_proj(RMSNorm_hnorm(h_j)) + e.
-	hn := m.s.get(T * hc * D)
-	m.be.RMSNorm(hn, hidden, w.HNorm, T*hc, D, eps)
-	h := make([]float32, T*hc*D)
-	m.be.MatMul(h, hn, T*hc, w.HProj)
-	for t := range T {
-		for j := range hc {
-			axpy(h[(t*hc+j)*D:(t*hc+j+1)*D], 1, e[t*D:(t+1)*D])
-		}
+	hid := be.Scratch(compute.F32, T*hc, D)
+	be.Write(hid, hidden)
+	hn := be.Scratch(compute.F32, T*hc, D)
+	be.RMSNorm(hn, hid, w.hNorm, eps)
+	h := be.Scratch(compute.F32, T*hc, D)
+	be.MatMul(h, hn, w.hProj)
+	be.AddRepeated(h, e, hc)
+	h = h.Reshape(T, hc*D)
+	base := be.ScratchMark()
+	m.layer(&w.block, cfg.MTP[k], &m.mtpLayout.layers[k], st, h)
+	be.ResetScratch(base)
+	logits, err := m.head(&w.head, b, st, h)
+	if err != nil {
+		return nil, err
 	}
-	m.s.reset()
-	m.layer(&w.Block, cfg.MTP[k], &m.mtpLayout.layers[k], b, pos, h)
-	m.s.reset()
-	logits := m.head(&w.Head, b, h)
 	for _, s := range b.Spans {
-		s.Seq.Len += s.Len
+		s.Seq.Advance(s.Len)
 	}
 	return logits, nil
 }
 
 // MTPLayers is the number of MTP layers the checkpoint has.
-func (m *Model) MTPLayers() int { return len(m.W.MTP) }
+func (m *Model) MTPLayers() int { return len(m.w.mtp) }
 
 // MTPWindow is how many past positions an MTP layer attends to. An MTP layer
 // is a single window-only block, so the kv it stores for a position depends

@@ -2,14 +2,18 @@ package deepseekv4
 
 import (
 	"math"
-	"sort"
 
 	"github.com/strata-inference/strata/compute"
+	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/quant"
 )
 
-// naive is a slow, obviously correct backend.
-type naive struct{}
+// naive is the CPU backend with the forward pass's own matrix products,
+// norms and rotations replaced by slow, obviously correct loops that share
+// no kernel code with it (the coarse ops still run the CPU backend's code).
+type naive struct{ *cpu.Backend }
+
+func newNaive() naive { return naive{cpu.New(1)} }
 
 func decodeRow(w *compute.Matrix, r int) []float32 {
 	out := make([]float32, w.Cols)
@@ -48,7 +52,8 @@ func decodeRow(w *compute.Matrix, r int) []float32 {
 	return out
 }
 
-func (naive) MatMul(y, x []float32, T int, w *compute.Matrix) {
+func (naive) MatMul(yt, xt compute.Tensor, w *compute.Matrix) {
+	y, x, T := cpu.F32(yt), cpu.F32(xt), xt.Rows
 	for r := range w.Rows {
 		row := decodeRow(w, r)
 		for t := range T {
@@ -61,7 +66,12 @@ func (naive) MatMul(y, x []float32, T int, w *compute.Matrix) {
 	}
 }
 
-func (naive) RMSNorm(y, x, w []float32, T, n int, eps float32) {
+func (naive) RMSNorm(yt, xt, wt compute.Tensor, eps float32) {
+	y, x, T, n := cpu.F32(yt), cpu.F32(xt), xt.Rows, xt.Cols
+	var w []float32
+	if wt.Valid() {
+		w = cpu.F32(wt)
+	}
 	for t := range T {
 		var ss float32
 		for _, v := range x[t*n : (t+1)*n] {
@@ -78,12 +88,13 @@ func (naive) RMSNorm(y, x, w []float32, T, n int, eps float32) {
 	}
 }
 
-func (naive) RoPE(x []float32, T, n int, pos []int32, inv []float32, inverse bool) {
+func (naive) RoPE(xt, post compute.Tensor, heads int, invt compute.Tensor, inverse bool) {
+	x, T, n, pos, inv := cpu.F32(xt), xt.Rows, xt.Cols, cpu.I32(post), cpu.F32(invt)
 	rd := 2 * len(inv)
 	for t := range T {
 		row := x[t*n+n-rd : (t+1)*n]
 		for i, f := range inv {
-			ang := float32(pos[t]) * f
+			ang := float32(pos[t/heads]) * f
 			c, s := float32(math.Cos(float64(ang))), float32(math.Sin(float64(ang)))
 			if inverse {
 				s = -s
@@ -92,34 +103,5 @@ func (naive) RoPE(x []float32, T, n int, pos []int32, inv []float32, inverse boo
 			row[2*i] = a*c - b*s
 			row[2*i+1] = b*c + a*s
 		}
-	}
-}
-
-func (naive) Softmax(x []float32, T, n int) {
-	for t := range T {
-		r := x[t*n : (t+1)*n]
-		mx := float32(math.Inf(-1))
-		for _, v := range r {
-			mx = max(mx, v)
-		}
-		var s float32
-		for i, v := range r {
-			r[i] = float32(math.Exp(float64(v - mx)))
-			s += r[i]
-		}
-		for i := range r {
-			r[i] /= s
-		}
-	}
-}
-
-func (naive) TopK(idx []int32, x []float32, k int) {
-	ix := make([]int, len(x))
-	for i := range ix {
-		ix[i] = i
-	}
-	sort.SliceStable(ix, func(a, b int) bool { return x[ix[a]] > x[ix[b]] })
-	for i := range k {
-		idx[i] = int32(ix[i])
 	}
 }

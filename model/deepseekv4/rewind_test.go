@@ -29,7 +29,7 @@ func TestRewind(t *testing.T) {
 			}
 			ids := c.InputIDs
 			L, V := len(ids), m.VocabSize()
-			pool, _ := cache.PoolFor(m.CacheSpecs(), L+16, 1)
+			pool, _ := cache.PoolFor(m.Backend(), m.CacheSpecs(), L+16, 1)
 			seq, _ := m.NewSeq(pool)
 			ctx := context.Background()
 			r := rand.New(rand.NewPCG(7, 8))
@@ -52,7 +52,7 @@ func TestRewind(t *testing.T) {
 				for i := keep; i < n; i++ {
 					toks[i] = (toks[i] + 1 + int32(r.IntN(V-1))) % int32(V)
 				}
-				undo, err := m.Mark(seq, n)
+				undo, err := seq.Mark(n)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -63,8 +63,8 @@ func TestRewind(t *testing.T) {
 					rollbacks++
 				}
 				pos += keep
-				if seq.Len != pos {
-					t.Fatalf("after rollback Len %d, want %d", seq.Len, pos)
+				if seq.Len() != pos {
+					t.Fatalf("after rollback Len %d, want %d", seq.Len(), pos)
 				}
 			}
 			if rollbacks < 10 {

@@ -2,6 +2,8 @@ package deepseekv4
 
 import (
 	"math"
+
+	"github.com/strata-inference/strata/compute"
 )
 
 // invFreqs returns the RoPE inverse frequencies for dim rotated channels at
@@ -48,18 +50,23 @@ func invFreqs(dim int, theta float64, yarn *Yarn) []float32 {
 // ropeTables holds the two RoPE variants of the model: "main" for window-only
 // layers, "compress" for CSA/HCA layers and their compressors and indexer.
 type ropeTables struct {
-	main, compress []float32
+	main, compress compute.Tensor
 }
 
-func newRopeTables(c *Config) ropeTables {
-	return ropeTables{
-		main:     invFreqs(c.RopeDim, c.RopeTheta, nil),
-		compress: invFreqs(c.RopeDim, c.CompressRopeTheta, c.Yarn),
+func newRopeTables(be compute.Backend, c *Config) (ropeTables, error) {
+	main, err := be.Vector(invFreqs(c.RopeDim, c.RopeTheta, nil))
+	if err != nil {
+		return ropeTables{}, err
 	}
+	comp, err := be.Vector(invFreqs(c.RopeDim, c.CompressRopeTheta, c.Yarn))
+	if err != nil {
+		return ropeTables{}, err
+	}
+	return ropeTables{main: main, compress: comp}, nil
 }
 
 // forLayer returns the inverse frequencies a layer of kind k uses.
-func (t *ropeTables) forLayer(k AttnKind) []float32 {
+func (t *ropeTables) forLayer(k AttnKind) compute.Tensor {
 	if k == Window {
 		return t.main
 	}

@@ -50,7 +50,7 @@ func TestShippedMTP(t *testing.T) {
 		ids[i] = int32(v)
 	}
 	S := len(ids)
-	pool, err := cache.PoolFor(append(m.CacheSpecs(), m.MTPCacheSpecs()...), S, 1)
+	pool, err := cache.PoolFor(m.Backend(), append(m.CacheSpecs(), m.MTPCacheSpecs()...), S, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

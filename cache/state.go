@@ -4,70 +4,53 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 )
 
-// live is the number of slots of spec i that hold state for n tokens: every
-// slot of a fixed kind, the first Slots(n) of a growing one.
-func (s *Seq) live(i, n int) int {
-	sp := s.specs[i]
-	if sp.Growing() {
-		return sp.Slots(n)
-	}
-	return sp.FixedSlots
-}
-
 func sameSpecs(a, b []Spec) bool {
 	return slices.EqualFunc(a, b, func(x, y Spec) bool {
-		return x.Name == y.Name && x.SlotBytes == y.SlotBytes && x.TokensPerSlot == y.TokensPerSlot &&
+		return x.Name == y.Name && x.SlotBytes == y.SlotBytes && x.Kind() == y.Kind() && x.TokensPerSlot == y.TokensPerSlot &&
 			x.FixedSlots == y.FixedSlots && slices.Equal(x.Layers, y.Layers)
 	})
-}
-
-// CopyFrom makes s hold exactly src's state: it reserves room for src.Len
-// tokens, copies every slot that holds state for them, and sets s.Len. Both
-// must have the same specs. Used to restore prefix snapshots.
-func (s *Seq) CopyFrom(src *Seq) error {
-	if !sameSpecs(s.specs, src.specs) {
-		return fmt.Errorf("cache: copy between sequences of different kinds")
-	}
-	if err := s.Reserve(src.Len); err != nil {
-		return err
-	}
-	for i := range s.specs {
-		n := src.live(i, src.Len)
-		for j := range s.tables[i] {
-			dst, from := &s.tables[i][j], &src.tables[i][j]
-			for k := range n {
-				copy(dst.Slot(k), from.Slot(k))
-			}
-		}
-	}
-	s.Len = src.Len
-	return nil
 }
 
 // stateMagic starts a serialized sequence state; the byte after it is the
 // format version.
 const (
 	stateMagic   = "STRATASQ"
-	stateVersion = 1
+	stateVersion = 2
 )
 
-// WriteState serializes the sequence's state: a header (magic, version, the
-// specs, Len) and then, spec by spec and layer by layer, every slot that
-// holds state for Len tokens as little-endian float32. The format is
+// StateBytes is the size WriteState writes for a sequence of these kinds
+// holding n tokens.
+func StateBytes(specs []Spec, n int) int64 {
+	b := int64(len(stateMagic) + 1 + 8 + 4)
+	for _, sp := range specs {
+		b += 2 + int64(len(sp.Name)) + 1 + 16 + 4*int64(len(sp.Layers))
+		live := int64(sp.FixedSlots)
+		if sp.Kind() == Append {
+			live = int64(sp.Slots(n))
+		}
+		b += int64(len(sp.Layers)) * live * int64(sp.SlotBytes)
+	}
+	return b
+}
+
+// WriteState serializes the sequence's state: a header (magic, version,
+// Len, the specs with their policies) and then, spec by spec and layer by
+// layer, the bytes of every slot that holds state for Len tokens, as the
+// backend stores them. It streams one page at a time. The format is
 // documented in docs/handoff.md.
 func (s *Seq) WriteState(w io.Writer) error {
 	var hdr []byte
 	hdr = append(hdr, stateMagic...)
 	hdr = append(hdr, stateVersion)
-	hdr = binary.LittleEndian.AppendUint64(hdr, uint64(s.Len))
+	hdr = binary.LittleEndian.AppendUint64(hdr, uint64(s.n))
 	hdr = binary.LittleEndian.AppendUint32(hdr, uint32(len(s.specs)))
 	for _, sp := range s.specs {
 		hdr = binary.LittleEndian.AppendUint16(hdr, uint16(len(sp.Name)))
 		hdr = append(hdr, sp.Name...)
+		hdr = append(hdr, byte(sp.Kind()))
 		for _, v := range []int{sp.SlotBytes, sp.TokensPerSlot, sp.FixedSlots, len(sp.Layers)} {
 			hdr = binary.LittleEndian.AppendUint32(hdr, uint32(v))
 		}
@@ -78,19 +61,20 @@ func (s *Seq) WriteState(w io.Writer) error {
 	if _, err := w.Write(hdr); err != nil {
 		return err
 	}
-	var buf []byte
+	buf := make([]byte, s.pool.pageBytes)
+	be, mem := s.pool.be, s.pool.mem
 	for i, sp := range s.specs {
-		n := s.live(i, s.Len)
+		live := s.live(i, s.n)
 		for j := range s.tables[i] {
 			t := &s.tables[i][j]
-			buf = buf[:0]
-			for k := range n {
-				for _, v := range t.Slot(k) {
-					buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+			for p := 0; p*t.perPage < live; p++ {
+				n := min(t.perPage, live-p*t.perPage) * t.slotBytes
+				if err := be.Read(buf[:n], mem.Row(int(t.pages[p])).Elems(0, n)); err != nil {
+					return fmt.Errorf("cache: reading %s state: %w", sp.Name, err)
 				}
-			}
-			if _, err := w.Write(buf); err != nil {
-				return fmt.Errorf("cache: writing %s state: %w", sp.Name, err)
+				if _, err := w.Write(buf[:n]); err != nil {
+					return fmt.Errorf("cache: writing %s state: %w", sp.Name, err)
+				}
 			}
 		}
 	}
@@ -100,10 +84,11 @@ func (s *Seq) WriteState(w io.Writer) error {
 // ReadState restores a state WriteState wrote into s, which must be fresh
 // (Len 0) and have the same specs as the writer. A state of other kinds, of
 // another version or truncated is rejected with an error saying so, and s
-// is then left at Len 0.
-func (s *Seq) ReadState(r io.Reader) error {
-	if s.Len != 0 {
-		return fmt.Errorf("cache: restoring state into a sequence that already holds %d tokens", s.Len)
+// is then left at Len 0. It reads at most StateBytes(specs, maxTokens)
+// bytes; a state claiming more tokens is rejected before any is read.
+func (s *Seq) ReadState(r io.Reader, maxTokens int) error {
+	if s.n != 0 {
+		return fmt.Errorf("cache: restoring state into a sequence that already holds %d tokens", s.n)
 	}
 	var head [len(stateMagic) + 1 + 8 + 4]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
@@ -120,6 +105,9 @@ func (s *Seq) ReadState(r io.Reader) error {
 	if nSpecs > 1<<16 || n64 > 1<<40 {
 		return fmt.Errorf("cache: state header claims %d kinds and %d tokens", nSpecs, n64)
 	}
+	if maxTokens > 0 && n64 > uint64(maxTokens) {
+		return fmt.Errorf("cache: state holds %d tokens, more than the %d allowed", n64, maxTokens)
+	}
 	specs := make([]Spec, nSpecs)
 	for i := range specs {
 		var l16 [2]byte
@@ -130,12 +118,12 @@ func (s *Seq) ReadState(r io.Reader) error {
 		if _, err := io.ReadFull(r, name); err != nil {
 			return fmt.Errorf("cache: reading state header: %w", err)
 		}
-		var f [16]byte
+		var f [17]byte
 		if _, err := io.ReadFull(r, f[:]); err != nil {
 			return fmt.Errorf("cache: reading state header: %w", err)
 		}
-		sp := Spec{Name: string(name), SlotBytes: int(binary.LittleEndian.Uint32(f[0:])), TokensPerSlot: int(binary.LittleEndian.Uint32(f[4:])), FixedSlots: int(binary.LittleEndian.Uint32(f[8:]))}
-		nl := binary.LittleEndian.Uint32(f[12:])
+		sp := Spec{Name: string(name), Policy: Policy(f[0]), SlotBytes: int(binary.LittleEndian.Uint32(f[1:])), TokensPerSlot: int(binary.LittleEndian.Uint32(f[5:])), FixedSlots: int(binary.LittleEndian.Uint32(f[9:]))}
+		nl := binary.LittleEndian.Uint32(f[13:])
 		if nl > 1<<16 {
 			return fmt.Errorf("cache: state header claims %d layers for %s", nl, sp.Name)
 		}
@@ -155,29 +143,22 @@ func (s *Seq) ReadState(r io.Reader) error {
 	if err := s.Reserve(n); err != nil {
 		return err
 	}
-	var buf []byte
+	buf := make([]byte, s.pool.pageBytes)
+	be, mem := s.pool.be, s.pool.mem
 	for i := range s.specs {
 		live := s.live(i, n)
 		for j := range s.tables[i] {
 			t := &s.tables[i][j]
-			need := live * t.slotFloats * 4
-			if cap(buf) < need {
-				buf = make([]byte, need)
-			}
-			buf = buf[:need]
-			if _, err := io.ReadFull(r, buf); err != nil {
-				return fmt.Errorf("cache: state of %s layer %d truncated: %w", s.specs[i].Name, s.specs[i].Layers[j], err)
-			}
-			for k := range live {
-				sl := t.Slot(k)
-				off := k * t.slotFloats * 4
-				for x := range sl {
-					sl[x] = math.Float32frombits(binary.LittleEndian.Uint32(buf[off+4*x:]))
+			for p := 0; p*t.perPage < live; p++ {
+				nb := min(t.perPage, live-p*t.perPage) * t.slotBytes
+				if _, err := io.ReadFull(r, buf[:nb]); err != nil {
+					return fmt.Errorf("cache: state of %s layer %d truncated: %w", s.specs[i].Name, s.specs[i].Layers[j], err)
 				}
+				be.Write(mem.Row(int(t.pages[p])).Elems(0, nb), buf[:nb])
 			}
 		}
 	}
-	s.Len = n
+	s.n = n
 	return nil
 }
 
