@@ -1,5 +1,7 @@
 package compute
 
+import "fmt"
+
 // Backend is a device: it owns memory and runs ops on it. Ops take their
 // outputs first, as Tensors this backend allocated (Alloc or Scratch), and
 // overwrite every element of them; they return once the work is queued (a
@@ -115,8 +117,12 @@ type Attention interface {
 	// value, with a per-head sink logit in the softmax denominator.
 	SparseAttention(a *AttentionArgs, sp Spans)
 	// StoreRing writes the last Size positions of every span's rows of src
-	// into ring slots p mod Size.
+	// into ring slots p mod Size, in the ring's format.
 	StoreRing(ring Paged, size int, src Tensor, sp Spans)
+	// RoundTrip writes into dst the rows of src as a slot of format f
+	// (width src.Cols, rope trailing channels) gives them back: what a
+	// later step reads of what StoreRing writes now.
+	RoundTrip(dst, src Tensor, f SlotFormat, rope int)
 }
 
 // Experts is the mixture-of-experts feed-forward.
@@ -142,8 +148,25 @@ type Spans struct {
 type SlotFormat int
 
 const (
-	SlotF32 SlotFormat = iota // float32 values
+	SlotF32    SlotFormat = iota // float32 values
+	SlotBF16                     // bf16 values (round to nearest even)
+	SlotFP8KV                    // quant.EncodeFP8KV: e4m3 with a power-of-two scale per 64 channels, the last Rope channels bf16
+	SlotFP8Key                   // quant.EncodeFP8Key: e4m3 with one float32 scale
 )
+
+func (f SlotFormat) String() string {
+	switch f {
+	case SlotF32:
+		return "f32"
+	case SlotBF16:
+		return "bf16"
+	case SlotFP8KV:
+		return "fp8-kv"
+	case SlotFP8Key:
+		return "fp8-key"
+	}
+	return fmt.Sprintf("SlotFormat(%d)", int(f))
+}
 
 // Paged names one cache kind's slots, in one layer, for every span of a
 // batch: span s's slot k is at byte (k mod PerPage)·SlotBytes of page
@@ -153,7 +176,10 @@ type Paged struct {
 	Pages     Tensor // I32 [N, max pages of a span]
 	PerPage   int
 	SlotBytes int
-	Format    SlotFormat
+	// Format is how a slot stores its Width values (Rope: the trailing
+	// channels SlotFP8KV keeps in bf16).
+	Format      SlotFormat
+	Width, Rope int
 }
 
 // HC is the weights of one hyper-connection site: Fn [(2+hc)·hc, hc·D] (a

@@ -32,6 +32,7 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 	}
 	parallelFor(len(jobs), func(lo, hi int) {
 		var scores []float32
+		kbuf := make([]float32, dI)
 		for _, jb := range jobs[lo:hi] {
 			t := jb.t
 			n := (int(pos[t]) + 1) / a.Rate
@@ -53,7 +54,7 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 			scores = scores[:n]
 			qt, wtt := qI[t*nI*dI:(t+1)*nI*dI], wt[t*nI:(t+1)*nI]
 			for e := range n {
-				k := keys.slot(e)[:dI]
+				k := keys.read(e, dI, kbuf)
 				var sc float32
 				for h := range nI {
 					if v := dot(qt[h*dI:(h+1)*dI], k); v > 0 {
@@ -109,24 +110,38 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 			s := spans[jb.span]
 			t, p, p0 := jb.t, int(pos[jb.t]), s.pos0
 			var keys [][]float32
+			// Decoded keys of formats other than f32 go to an arena of
+			// their own per token (attendMat reads them after the loop).
+			var arena []float32
+			decoded := func(sl slots, k int) []float32 {
+				if sl.format == compute.SlotF32 {
+					return sl.read(k, d, nil)
+				}
+				if len(arena)+d > cap(arena) {
+					arena = make([]float32, 0, max(64*d, 2*cap(arena)))
+				}
+				v := sl.read(k, d, arena[len(arena):len(arena)+d])
+				arena = arena[:len(arena)+d]
+				return v
+			}
 			ring := spanSlots(a.Window, jb.span)
 			for k := max(0, p-a.WindowSize+1); k <= p; k++ {
 				if k >= p0 {
 					r := s.start + k - p0
 					keys = append(keys, kv[r*d:(r+1)*d])
 				} else {
-					keys = append(keys, ring.slot(k % a.WindowSize)[:d])
+					keys = append(keys, decoded(ring, k%a.WindowSize))
 				}
 			}
 			if hasComp {
 				ent := spanSlots(a.Compressed, jb.span)
 				if sel != nil {
 					for _, e := range sel[t*K : t*K+int(cnt[t])] {
-						keys = append(keys, ent.slot(int(e))[:d])
+						keys = append(keys, decoded(ent, int(e)))
 					}
 				} else {
 					for e := range (p + 1) / a.Rate {
-						keys = append(keys, ent.slot(e)[:d])
+						keys = append(keys, decoded(ent, e))
 					}
 				}
 			}

@@ -30,7 +30,7 @@ func (b *Backend) Compress(a *compute.CompressArgs, sp compute.Spans) {
 	}
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
-	mx, num, den := b.scratchF32(width), b.scratchF32(width), b.scratchF32(width)
+	mx, num, den, entry := b.scratchF32(width), b.scratchF32(width), b.scratchF32(width), b.scratchF32(width)
 	var norm []float32
 	if a.Norm.Valid() {
 		norm = F32(a.Norm)
@@ -84,12 +84,13 @@ func (b *Backend) Compress(a *compute.CompressArgs, sp compute.Spans) {
 					num[i] += e * av[i]
 				}
 			})
-			out := ents.slot(w)[:width]
+			out := entry
 			for i := range out {
 				out[i] = num[i] / den[i]
 			}
 			b.RMSNormF32(out, out, norm, 1, width, a.Eps)
 			b.RoPEF32(out, 1, width, []int32{int32(w * rate)}, inv, false)
+			ents.write(w, out)
 		}
 		for p := max(p0, p0+n-ringSlots); p < p0+n; p++ {
 			av, zv := token(p)

@@ -9,7 +9,7 @@ import (
 // attention runs a layer's attention on x [T, D] (the attn_norm output) and
 // returns its output [T, D] (spec §3, "Attention"). It reads and updates the
 // window ring, compressed entries and indexer keys of every span's sequence.
-func (m *Model) attention(A *rAttention, kind LayerSpec, refs *layerRefs, x compute.Tensor, st *step) compute.Tensor {
+func (m *Model) attention(A *rAttention, kind LayerSpec, lay *cacheLayout, refs *layerRefs, x compute.Tensor, st *step) compute.Tensor {
 	be, cfg := m.be, m.Cfg
 	T, D, H, d, q := st.T, cfg.Hidden, cfg.Heads, cfg.HeadDim, cfg.QLoraRank
 	eps := float32(cfg.RMSEps)
@@ -35,8 +35,15 @@ func (m *Model) attention(A *rAttention, kind LayerSpec, refs *layerRefs, x comp
 	if A.comp != nil {
 		m.compress(A.comp, d, kind.Attn == CSA, kind.Rate, st.kind(refs.compressed), st.kind(refs.compressor), x, st)
 	}
+	// Attention reads this step's kv as later steps will read it from the
+	// window ring: through the cache's format.
+	kvAttn := kv
+	if f := lay.kv; f.format != compute.SlotF32 {
+		kvAttn = be.Scratch(compute.F32, T, d)
+		be.RoundTrip(kvAttn, kv, f.format, f.rope)
+	}
 	args := compute.AttentionArgs{
-		Q: Q, KV: kv, Window: st.kind(refs.window), WindowSize: cfg.Window,
+		Q: Q, KV: kvAttn, Window: st.kind(refs.window), WindowSize: cfg.Window,
 		Compressed: st.kind(refs.compressed), Rate: kind.Rate,
 		Sink: A.sink, Heads: H, Dim: d, Scale: float32(1 / math.Sqrt(float64(d))),
 	}

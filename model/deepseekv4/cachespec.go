@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/strata-inference/strata/cache"
+	"github.com/strata-inference/strata/compute"
 )
 
 // Cache kind names (spec §4).
@@ -113,14 +114,58 @@ type slotRef struct{ spec, idx int }
 // layerRefs are one layer's kinds.
 type layerRefs struct{ window, compressed, compressor, indexer, idxComp slotRef }
 
-// cacheLayout maps each layer's kinds to their place in the specs.
+// cacheLayout maps each layer's kinds to their place in the specs, and
+// says how each spec's slots store their vectors.
 type cacheLayout struct {
-	specs  []cache.Spec
-	layers []layerRefs
+	specs   []cache.Spec
+	layers  []layerRefs
+	formats []slotFormat // by spec
+	kv      slotFormat   // the window and compressed entries' format
 }
 
-func newCacheLayout(specs []cache.Spec, nLayers int) (*cacheLayout, error) {
-	lay := &cacheLayout{specs: specs, layers: make([]layerRefs, nLayers)}
+// slotFormat is how a kind's slots store their vectors.
+type slotFormat struct {
+	format      compute.SlotFormat
+	width, rope int
+}
+
+// formats of the kinds for a cache dtype: KV vectors (window and
+// compressed entries) in DeepSeek's FP8 layout or bf16, indexer keys as
+// e4m3 with a float32 scale or bf16, compressor state always float32.
+func (c *Config) kvFormat(dt cache.DType) slotFormat {
+	f := slotFormat{format: compute.SlotF32, width: c.HeadDim, rope: c.RopeDim}
+	switch dt {
+	case cache.BF16:
+		f.format = compute.SlotBF16
+	case cache.FP8:
+		f.format = compute.SlotFP8KV
+	}
+	return f
+}
+
+func (c *Config) keyFormat(dt cache.DType) slotFormat {
+	f := slotFormat{format: compute.SlotF32, width: c.IndexHeadDim}
+	switch dt {
+	case cache.BF16:
+		f.format = compute.SlotBF16
+	case cache.FP8:
+		f.format = compute.SlotFP8Key
+	}
+	return f
+}
+
+func newCacheLayout(c *Config, specs []cache.Spec, nLayers int, dt cache.DType) (*cacheLayout, error) {
+	lay := &cacheLayout{specs: specs, layers: make([]layerRefs, nLayers), kv: c.kvFormat(dt)}
+	for _, s := range specs {
+		f := slotFormat{format: compute.SlotF32, width: s.SlotBytes / 4}
+		switch s.Name {
+		case KindWindow, KindMTPWindow, KindCompressed:
+			f = lay.kv
+		case KindIndexer:
+			f = c.keyFormat(dt)
+		}
+		lay.formats = append(lay.formats, f)
+	}
 	none := slotRef{-1, -1}
 	for i := range lay.layers {
 		lay.layers[i] = layerRefs{none, none, none, none, none}

@@ -41,7 +41,7 @@ func (m *Model) Forward(ctx context.Context, b *Batch) ([]float32, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		m.layer(&m.w.layers[l], cfg.Layers[l], &m.layout.layers[l], st, h)
+		m.layer(&m.w.layers[l], cfg.Layers[l], m.layout, &m.layout.layers[l], st, h)
 		be.ResetScratch(base)
 	}
 	logits, err := m.head(&m.w.head, b, st, h)
@@ -56,7 +56,7 @@ func (m *Model) Forward(ctx context.Context, b *Batch) ([]float32, error) {
 
 // layer runs decoder block L on the streams h [T, hc·D] in place, its
 // cache kinds found through refs.
-func (m *Model) layer(L *rLayer, spec LayerSpec, refs *layerRefs, st *step, h compute.Tensor) {
+func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRefs, st *step, h compute.Tensor) {
 	be, cfg := m.be, m.Cfg
 	T, D, hc := st.T, cfg.Hidden, cfg.HCMult
 	eps := float32(cfg.RMSEps)
@@ -66,7 +66,7 @@ func (m *Model) layer(L *rLayer, spec LayerSpec, refs *layerRefs, st *step, h co
 	comb := be.Scratch(compute.F32, T, hc*hc)
 	be.HCPre(x, post, comb, h, &L.hcAttn, m.hcp)
 	be.RMSNorm(x, x, L.attnNorm, eps)
-	y := m.attention(&L.attn, spec, refs, x, st)
+	y := m.attention(&L.attn, spec, lay, refs, x, st)
 	be.HCPost(h, y, post, comb, m.hcp)
 
 	x = be.Scratch(compute.F32, T, D)

@@ -40,9 +40,23 @@ type Model struct {
 	mtpLayout *cacheLayout
 }
 
+// Arch is DeepSeek-V4 for a model.Registry.
+var Arch = model.Architecture{
+	Name:          "deepseek-v4",
+	ModelTypes:    []string{"deepseek_v4"},
+	Architectures: []string{"DeepseekV4ForCausalLM"},
+	Load: func(dir string, be compute.Backend, o model.Options) (model.Model, error) {
+		return LoadWith(dir, be, o)
+	},
+}
+
 // Load reads dir/config.json and the checkpoint in dir (model.safetensors, or
-// shards listed by model.safetensors.index.json) and binds the weights.
-func Load(dir string, be compute.Backend) (*Model, error) {
+// shards listed by model.safetensors.index.json) and binds the weights, with
+// default options (a float32 cache).
+func Load(dir string, be compute.Backend) (*Model, error) { return LoadWith(dir, be, model.Options{}) }
+
+// LoadWith is Load with options.
+func LoadWith(dir string, be compute.Backend, o model.Options) (*Model, error) {
 	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, err
@@ -51,7 +65,7 @@ func Load(dir string, be compute.Backend) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := New(cfg, ck, be)
+	m, err := New(cfg, ck, be, o)
 	if err != nil {
 		ck.Close()
 		return nil, err
@@ -60,16 +74,16 @@ func Load(dir string, be compute.Backend) (*Model, error) {
 }
 
 // New binds an open checkpoint to cfg. The model takes ownership of ck.
-func New(cfg *Config, ck *safetensors.Checkpoint, be compute.Backend) (*Model, error) {
+func New(cfg *Config, ck *safetensors.Checkpoint, be compute.Backend, o model.Options) (*Model, error) {
 	w, err := Bind(cfg, ck)
 	if err != nil {
 		return nil, err
 	}
-	lay, err := newCacheLayout(cfg.CacheSpecs(cache.F32), len(cfg.Layers))
+	lay, err := newCacheLayout(cfg, cfg.CacheSpecs(o.CacheDType), len(cfg.Layers), o.CacheDType)
 	if err != nil {
 		return nil, err
 	}
-	mtpLay, err := newCacheLayout(cfg.MTPCacheSpecs(cache.F32), len(cfg.MTP))
+	mtpLay, err := newCacheLayout(cfg, cfg.MTPCacheSpecs(o.CacheDType), len(cfg.MTP), o.CacheDType)
 	if err != nil {
 		return nil, err
 	}

@@ -70,7 +70,7 @@ func (m *Model) MTPForward(ctx context.Context, k int, b *Batch, hidden []float3
 	be.AddRepeated(h, e, hc)
 	h = h.Reshape(T, hc*D)
 	base := be.ScratchMark()
-	m.layer(&w.block, cfg.MTP[k], &m.mtpLayout.layers[k], st, h)
+	m.layer(&w.block, cfg.MTP[k], m.mtpLayout, &m.mtpLayout.layers[k], st, h)
 	be.ResetScratch(base)
 	logits, err := m.head(&w.head, b, st, h)
 	if err != nil {

@@ -88,7 +88,9 @@ func (m *Model) newStep(b *Batch, lay *cacheLayout) (*step, error) {
 				Pages:     all.Elems(t.off, t.off+N*t.stride).Reshape(N, t.stride),
 				PerPage:   sp.SlotsPerPage(pool.PageBytes()),
 				SlotBytes: sp.SlotBytes,
-				Format:    compute.SlotF32,
+				Format:    lay.formats[i].format,
+				Width:     lay.formats[i].width,
+				Rope:      lay.formats[i].rope,
 			}
 		}
 	}
