@@ -48,9 +48,10 @@ type Request struct {
 	// is emitted).
 	Stop      []int32
 	IgnoreEOS bool
-	// Logprobs > 0 attaches the log-probability of each token and the
-	// Logprobs most likely alternatives; 0 attaches just the token's.
-	Logprobs int
+	// WantLogprobs attaches the log-probability of each token, and with
+	// Logprobs > 0 the Logprobs most likely alternatives.
+	WantLogprobs bool
+	Logprobs     int
 	// Forced, when set, replaces sampling: the i-th generated token is
 	// Forced[i] (teacher forcing, for checking a path against reference
 	// logits). MaxTokens is then len(Forced)+1 at most.

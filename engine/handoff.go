@@ -44,18 +44,19 @@ type Fingerprinter interface {
 const FinishHandoff FinishReason = "handoff"
 
 type handoffHeader struct {
-	Model     string      `json:"model"`
-	Prompt    int         `json:"prompt_tokens"`
-	Tokens    []int32     `json:"tokens"`
-	MaxTokens int         `json:"max_tokens"`
-	Sampling  Sampling    `json:"sampling"`
-	Stop      []int32     `json:"stop,omitempty"`
-	IgnoreEOS bool        `json:"ignore_eos,omitempty"`
-	Logprobs  int         `json:"logprobs,omitempty"`
-	Spec      Speculation `json:"speculation"`
-	RNG       []byte      `json:"rng"`
-	Seen      []int32     `json:"seen"`
-	Counts    [][2]int32  `json:"counts"`
+	Model        string      `json:"model"`
+	Prompt       int         `json:"prompt_tokens"`
+	Tokens       []int32     `json:"tokens"`
+	MaxTokens    int         `json:"max_tokens"`
+	Sampling     Sampling    `json:"sampling"`
+	Stop         []int32     `json:"stop,omitempty"`
+	IgnoreEOS    bool        `json:"ignore_eos,omitempty"`
+	Logprobs     int         `json:"logprobs,omitempty"`
+	WantLogprobs bool        `json:"want_logprobs,omitempty"`
+	Spec         Speculation `json:"speculation"`
+	RNG          []byte      `json:"rng"`
+	Seen         []int32     `json:"seen"`
+	Counts       [][2]int32  `json:"counts"`
 }
 
 func (e *Engine) fingerprint() string {
@@ -74,7 +75,7 @@ func (e *Engine) marshalHandoff(s *seq) ([]byte, error) {
 	}
 	h := handoffHeader{
 		Model: e.fingerprint(), Prompt: s.prompt, Tokens: s.tokens, MaxTokens: s.req.MaxTokens,
-		Sampling: s.req.Sampling, Stop: s.req.Stop, IgnoreEOS: s.req.IgnoreEOS, Logprobs: s.req.Logprobs, RNG: rng,
+		Sampling: s.req.Sampling, Stop: s.req.Stop, IgnoreEOS: s.req.IgnoreEOS, WantLogprobs: s.req.WantLogprobs, Logprobs: s.req.Logprobs, RNG: rng,
 	}
 	if s.spec != nil {
 		h.Spec = Speculation{Method: s.spec.method, MaxDraft: s.spec.maxDraft, Fixed: s.spec.fixed}
@@ -116,7 +117,7 @@ func (e *Engine) Resume(ctx context.Context, state []byte) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := Request{Prompt: h.Tokens[:h.Prompt], MaxTokens: h.MaxTokens, Sampling: h.Sampling, Stop: h.Stop, IgnoreEOS: h.IgnoreEOS, Logprobs: h.Logprobs}
+	r := Request{Prompt: h.Tokens[:h.Prompt], MaxTokens: h.MaxTokens, Sampling: h.Sampling, Stop: h.Stop, IgnoreEOS: h.IgnoreEOS, WantLogprobs: h.WantLogprobs, Logprobs: h.Logprobs}
 	if h.Spec.Method != "" {
 		sp := h.Spec
 		r.Speculation = &sp

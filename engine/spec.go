@@ -244,7 +244,7 @@ func ngramDraft(toks []int32, k int) []int32 {
 // last of which drafts the first token), then one batched pass per further
 // draft, each feeding the previous draft and the MTP layer's own output
 // state; those passes are rolled back afterwards.
-func (e *Engine) draft(ctx context.Context, plan []planned) error {
+func (e *Engine) draft(ctx context.Context, plan []planned, tl *tally) error {
 	var mtp []*planned
 	for i := range plan {
 		p := &plan[i]
@@ -302,7 +302,7 @@ func (e *Engine) draft(ctx context.Context, plan []planned) error {
 	if err != nil {
 		return err
 	}
-	e.cost.observeDraft(time.Since(t0).Seconds())
+	tl.draftSeconds = append(tl.draftSeconds, time.Since(t0).Seconds())
 	V := e.m.VocabSize()
 	undos := make([]*cache.Undo, len(live))
 	for step := 0; ; step++ {
@@ -346,7 +346,7 @@ func (e *Engine) draft(ctx context.Context, plan []planned) error {
 		if logits, err = d.MTPForward(ctx, 0, nb, nh); err != nil {
 			return err
 		}
-		e.cost.observeDraft(time.Since(t0).Seconds())
+		tl.draftSeconds = append(tl.draftSeconds, time.Since(t0).Seconds())
 		b, live, undos = nb, next, nu
 	}
 	for _, u := range undos {

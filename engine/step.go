@@ -71,9 +71,23 @@ type planned struct {
 	k int // tokens to draft after it (speculative decoding)
 }
 
+// tally is what a step's post-processing counts, added to the engine's
+// stats when the step publishes.
+type tally struct {
+	promptTokens, outTokens, finished    int64
+	specSteps, specDrafted, specAccepted int64
+	draftSeconds                         []float64
+}
+
 // Step runs one scheduling step and one forward pass over the batch it
-// forms (after the draft passes of speculating requests). It reports whether
-// there was anything to do.
+// forms (after the draft passes of speculating requests), in four phases:
+// schedule (under the engine's lock: admission, pages, preemption),
+// execute (drafts and the forward pass), post-process (sampling, logprobs,
+// callbacks, rollback of rejected drafts) and publish (under the lock:
+// counters, prefix snapshots, finished requests' pages and last events).
+// Only scheduling and publishing hold the lock, so Submit and Stats never
+// wait for a forward pass or for sampling. It reports whether there was
+// anything to do.
 func (e *Engine) Step(ctx context.Context) (bool, error) {
 	e.mu.Lock()
 	e.dropCancelled()
@@ -82,7 +96,60 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 	if len(plan) == 0 {
 		return false, nil
 	}
-	if err := e.draft(ctx, plan); err != nil {
+	var t tally
+	b, logits, fwd, err := e.execute(ctx, plan, &t)
+	var done []finished
+	if err == nil {
+		done = e.postprocess(plan, b, logits, &t)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cost.observe(len(b.Tokens), fwd)
+	for _, d := range t.draftSeconds {
+		e.cost.observeDraft(d)
+	}
+	e.stats.Steps++
+	e.stats.MaxBatchSeqs = max(e.stats.MaxBatchSeqs, len(plan))
+	e.stats.PromptTokens += t.promptTokens
+	e.stats.OutTokens += t.outTokens
+	e.stats.SpecSteps += t.specSteps
+	e.stats.SpecDrafted += t.specDrafted
+	e.stats.SpecAccepted += t.specAccepted
+	if err != nil {
+		// The batch's caches are in an unknown state: fail its requests.
+		for _, p := range plan {
+			e.remove(p.s)
+			p.s.finish(FinishError, fmt.Errorf("engine: forward pass: %w", err))
+		}
+		return true, err
+	}
+	for _, p := range plan {
+		if !slices.ContainsFunc(done, func(f finished) bool { return f.s == p.s }) {
+			e.snapshot(p.s)
+		}
+	}
+	for _, f := range done {
+		e.remove(f.s)
+		f.s.release()
+		f.s.stream.push(f.last)
+		f.s.stream.close()
+		e.stats.Finished++
+	}
+	return true, nil
+}
+
+// finished is a request done this step and its last event, sent once its
+// pages are back in the pool.
+type finished struct {
+	s    *seq
+	last Event
+}
+
+// execute runs the drafts of speculating requests and the forward pass
+// over the plan's batch, returning the batch, its logits and the forward
+// pass's time in seconds.
+func (e *Engine) execute(ctx context.Context, plan []planned, t *tally) (*model.Batch, []float32, float64, error) {
+	if err := e.draft(ctx, plan, t); err != nil {
 		e.log.Warn("drafting failed; decoding without drafts", "err", err)
 		for _, p := range plan {
 			if p.s.spec != nil {
@@ -90,7 +157,6 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 			}
 		}
 	}
-
 	b := &model.Batch{}
 	for i := range plan {
 		p := &plan[i]
@@ -110,7 +176,7 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 				lg = model.AllLogits
 				var err error
 				if st.undo, err = s.cs.Mark(len(toks)); err != nil {
-					return true, err
+					return b, nil, 0, err
 				}
 			}
 		}
@@ -122,20 +188,14 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 	}
 	t0 := time.Now()
 	logits, err := e.m.Forward(ctx, b)
-	dt := time.Since(t0).Seconds()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.cost.observe(len(b.Tokens), dt)
-	e.stats.Steps++
-	e.stats.MaxBatchSeqs = max(e.stats.MaxBatchSeqs, len(plan))
-	if err != nil {
-		// The batch's caches are in an unknown state: fail its requests.
-		for _, p := range plan {
-			e.remove(p.s)
-			p.s.finish(FinishError, fmt.Errorf("engine: forward pass: %w", err))
-		}
-		return true, err
-	}
+	return b, logits, time.Since(t0).Seconds(), err
+}
+
+// postprocess turns a forward pass's logits into each request's next
+// tokens: callbacks, verification of drafts and rollback, sampling, and
+// the events of tokens (pushed at once, but for a request's last, which it
+// returns with the requests done). It runs without the engine's lock.
+func (e *Engine) postprocess(plan []planned, b *model.Batch, logits []float32, t *tally) (done []finished) {
 	H := 0
 	if b.WantHidden {
 		H = len(b.Hidden) / len(b.Tokens)
@@ -159,7 +219,9 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 			hid = b.Hidden[span.Start*H : (span.Start+span.Len)*H]
 		}
 		if st := s.spec; st != nil && st.undo != nil {
-			e.verify(s, rows, hid, start)
+			if last, ok := e.verify(s, rows, hid, start, t); ok {
+				done = append(done, finished{s, last})
+			}
 			continue
 		}
 		if s.req.OnLogits != nil {
@@ -168,16 +230,17 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 			}
 		}
 		if start < s.prompt {
-			e.stats.PromptTokens += int64(min(span.Len, s.prompt-start))
+			t.promptTokens += int64(min(span.Len, s.prompt-start))
 		}
 		e.keepHidden(s, hid, start, span.Len)
-		e.snapshot(s)
 		if s.cs.Len() < len(s.tokens) {
 			continue // prefill continues next step
 		}
-		e.emit(s, rows[len(rows)-V:])
+		if last, ok := e.emit(s, rows[len(rows)-V:], t); ok {
+			done = append(done, finished{s, last})
+		}
 	}
-	return true, nil
+	return done
 }
 
 // verify checks a speculating request's drafts against the target logits
@@ -185,16 +248,20 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 // per draft): drafts are accepted in order by the speculative rule until one
 // is rejected, which is replaced by the rule's own token; when all are
 // accepted one more token is sampled from the last row. The sequence's state
-// is rolled back to the accepted tokens.
-func (e *Engine) verify(s *seq, rows, hid []float32, start int) {
+// is rolled back to the accepted tokens (for recurrent state: to before the
+// feed, and the accepted tokens are fed again next step). It returns the
+// request's last event when it finished.
+func (e *Engine) verify(s *seq, rows, hid []float32, start int, t *tally) (Event, bool) {
 	st := s.spec
 	V := e.m.VocabSize()
 	n := len(st.drafts)
 	undo := st.undo
 	st.undo = nil
-	e.stats.SpecSteps++
-	e.stats.SpecDrafted += int64(n)
+	t.specSteps++
+	t.specDrafted += int64(n)
 	accepted := 0
+	var last Event
+	done := false
 	for i := 0; i <= n; i++ {
 		r := rows[i*V : (i+1)*V]
 		if s.req.OnLogits != nil {
@@ -210,27 +277,27 @@ func (e *Engine) verify(s *seq, rows, hid []float32, start int) {
 		if ok {
 			accepted++
 		}
-		if e.commit(s, tok, r) || !ok {
+		if last, done = e.commit(s, tok, r, t); done || !ok {
 			break
 		}
 	}
-	e.stats.SpecAccepted += int64(accepted)
+	t.specAccepted += int64(accepted)
 	if n > 0 {
 		st.alpha = 0.8*st.alpha + 0.2*float64(accepted)/float64(n)
 	}
-	if s.cs == nil {
-		return // finished
+	if done {
+		return last, true
 	}
 	if accepted < n {
 		undo.Rollback(accepted + 1)
 	}
 	e.keepHidden(s, hid, start, accepted+1)
-	e.snapshot(s)
+	return Event{}, false
 }
 
 // emit picks the next token of s from the logits of its last position and
-// commits it.
-func (e *Engine) emit(s *seq, logits []float32) {
+// commits it; it returns the request's last event when it finished.
+func (e *Engine) emit(s *seq, logits []float32, t *tally) (Event, bool) {
 	out := len(s.tokens) - s.prompt
 	var tok int32
 	if s.req.Forced != nil && out < len(s.req.Forced) {
@@ -238,41 +305,41 @@ func (e *Engine) emit(s *seq, logits []float32) {
 	} else {
 		tok = s.sampler.sample(logits)
 	}
-	e.commit(s, tok, logits)
+	return e.commit(s, tok, logits, t)
 }
 
-// commit appends tok to s, sends it with its log-probability under logits,
-// and finishes the request when it is done; it reports whether it finished.
-func (e *Engine) commit(s *seq, tok int32, logits []float32) bool {
+// commit appends tok to s and sends it, with its log-probability under
+// logits when the request asks for it; when the request is done it returns
+// the last event instead of sending it (publish sends it once the
+// request's pages are released).
+func (e *Engine) commit(s *seq, tok int32, logits []float32, t *tally) (Event, bool) {
 	out := len(s.tokens) - s.prompt
-	lp, top := logprobs(logits, tok, s.req.Logprobs)
+	ev := Event{Token: tok, PromptTokens: s.prompt, OutputTokens: out + 1}
+	if s.req.WantLogprobs {
+		ev.Logprob, ev.Top = logprobs(logits, tok, s.req.Logprobs)
+	}
 	s.sampler.observe(tok)
 	s.tokens = append(s.tokens, tok)
-	e.stats.OutTokens++
-	ev := Event{Token: tok, Logprob: lp, Top: top, PromptTokens: s.prompt, OutputTokens: out + 1}
+	t.outTokens++
 	switch {
 	case (tok == e.cfg.EOS && !s.req.IgnoreEOS) || slices.Contains(s.req.Stop, tok):
 		ev.Finish = FinishStop
 	case out+1 >= s.req.MaxTokens:
 		ev.Finish = FinishLength
 	}
+	if ev.Finish != "" {
+		return ev, true
+	}
 	s.stream.push(ev)
-	if ev.Finish == "" && s.req.Handoff {
+	if s.req.Handoff {
 		state, err := e.marshalHandoff(s)
 		ev = Event{Finish: FinishHandoff, State: state, Err: err, PromptTokens: s.prompt, OutputTokens: out + 1}
 		if err != nil {
 			ev.Finish = FinishError
 		}
-		s.stream.push(ev)
+		return ev, true
 	}
-	if ev.Finish == "" {
-		return false
-	}
-	e.remove(s)
-	s.release()
-	s.stream.close()
-	e.stats.Finished++
-	return true
+	return Event{}, false
 }
 
 // dropCancelled finishes every request whose context has ended.

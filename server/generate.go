@@ -36,6 +36,9 @@ func engineRequest(p *genParams, promptToks []int32, maxTokens, i int) engine.Re
 		Sampling:  p.Sampling,
 		IgnoreEOS: p.IgnoreEOS,
 		Logprobs:  max(p.Logprobs, 0),
+		// Log-softmax over the vocabulary costs a pass per token: only
+		// when the client asks.
+		WantLogprobs: p.Logprobs >= 0,
 	}
 	if p.HasSeed {
 		r.Sampling.Seed = engineSeed(p.Seed + int64(i))
