@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/strata-inference/strata/compute"
 )
@@ -18,6 +19,8 @@ type Pool struct {
 	be        compute.Backend
 	mem       compute.Tensor // U8 [pages, pageBytes]
 	pageBytes int
+
+	copied atomic.Int64 // bytes copied between pages (forks, copy-on-write)
 
 	mu   sync.Mutex
 	free []int32        // free page ids, used as a stack
@@ -169,8 +172,25 @@ func (p *Pool) copyPages(dst, src []int32) {
 	for i := range dst {
 		rs[i] = compute.Region{Dst: int64(dst[i]) * pb, Src: int64(src[i]) * pb, Bytes: pb}
 	}
-	p.be.Copy(p.mem, p.mem, rs)
+	p.copyRegions(rs)
 }
+
+// copyRegions copies byte ranges of the pool in the backend.
+func (p *Pool) copyRegions(rs []compute.Region) {
+	if len(rs) == 0 {
+		return
+	}
+	p.be.Copy(p.mem, p.mem, rs)
+	var n int64
+	for _, r := range rs {
+		n += r.Bytes
+	}
+	p.copied.Add(n)
+}
+
+// CopiedBytes is how many bytes the pool has copied from page to page
+// (forks of ring and recurrent state, copy-on-write of shared pages).
+func (p *Pool) CopiedBytes() int64 { return p.copied.Load() }
 
 // DefaultPageBytes is the page size used when nothing else is asked for.
 const DefaultPageBytes = 64 << 10

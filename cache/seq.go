@@ -246,7 +246,8 @@ func (s *Seq) Fork() (*Seq, error) {
 	if err != nil {
 		return nil, err
 	}
-	var dst, src []int32
+	var rs []compute.Region
+	pb := int64(s.pool.pageBytes)
 	for i, sp := range s.specs {
 		for j := range s.tables[i] {
 			from, to := &s.tables[i][j], &f.tables[i][j]
@@ -255,11 +256,15 @@ func (s *Seq) Fork() (*Seq, error) {
 				s.pool.retain(to.pages)
 				continue
 			}
-			dst = append(dst, to.pages...)
-			src = append(src, from.pages...)
+			// Copy the slots, not whole pages: a small ring leaves most
+			// of its last page unused.
+			for p := range from.pages {
+				n := min(from.perPage, sp.FixedSlots-p*from.perPage) * from.slotBytes
+				rs = append(rs, compute.Region{Dst: int64(to.pages[p]) * pb, Src: int64(from.pages[p]) * pb, Bytes: int64(n)})
+			}
 		}
 	}
-	s.pool.copyPages(dst, src)
+	s.pool.copyRegions(rs)
 	f.n, f.reserved = s.n, s.n
 	return f, nil
 }
