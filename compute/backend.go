@@ -119,6 +119,9 @@ type Attention interface {
 	// StoreRing writes the last Size positions of every span's rows of src
 	// into ring slots p mod Size, in the ring's format.
 	StoreRing(ring Paged, size int, src Tensor, sp Spans)
+	// LoadRing writes into dst, for every token t, the ring slot of its
+	// span at position pos[t] mod size (what StoreRing wrote there).
+	LoadRing(dst Tensor, ring Paged, size int, sp Spans)
 	// RoundTrip writes into dst the rows of src as a slot of format f
 	// (width src.Cols, rope trailing channels) gives them back: what a
 	// later step reads of what StoreRing writes now.

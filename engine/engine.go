@@ -120,7 +120,10 @@ type Engine struct {
 	stats    Stats
 	prefix   *prefixCache // nil when off or the model cannot restore state
 	maxRing  int          // longest feed a sequence can roll back (0: none)
-	cost     costModel    // step times, for choosing draft lengths
+	// The model's capabilities, found once.
+	drafter model.Drafter // nil: no draft head
+	fp      string        // the model's fingerprint ("" when it has none)
+	cost    costModel     // step times, for choosing draft lengths
 }
 
 // Stats are the engine's counters.
@@ -165,10 +168,16 @@ func New(m model.Model, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{m: m, pool: pool, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), maxQueue: 1 << 16}
-	if !cfg.NoPrefixCache {
-		e.prefix = newPrefixCache(m)
+	if d, ok := m.(model.Drafter); ok && len(d.DraftSpecs()) > 0 {
+		e.drafter = d
 	}
-	e.maxRing = minRing(m)
+	if f, ok := m.(model.Fingerprinter); ok {
+		e.fp = f.Fingerprint()
+	}
+	if a, ok := m.(model.PrefixAligner); ok && !cfg.NoPrefixCache && a.PrefixAlign() > 0 {
+		e.prefix = newPrefixCache(a.PrefixAlign())
+	}
+	e.maxRing = minRing(m, e.drafter)
 	if _, err := e.resolveSpec(&Request{}); err != nil {
 		return nil, err
 	}

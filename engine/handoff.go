@@ -33,12 +33,6 @@ const (
 	maxHandoffJSON = 64 << 20
 )
 
-// Fingerprinter identifies a model's weights; states only resume on a model
-// with the same fingerprint.
-type Fingerprinter interface {
-	Fingerprint() string
-}
-
 // FinishHandoff ends a request whose state was handed off: its last event
 // carries the state (Event.State) instead of more tokens.
 const FinishHandoff FinishReason = "handoff"
@@ -59,12 +53,7 @@ type handoffHeader struct {
 	Counts       [][2]int32  `json:"counts"`
 }
 
-func (e *Engine) fingerprint() string {
-	if f, ok := e.m.(Fingerprinter); ok {
-		return f.Fingerprint()
-	}
-	return ""
-}
+func (e *Engine) fingerprint() string { return e.fp }
 
 // marshalHandoff serializes s, which holds the state of every token but the
 // last (the sampled, not yet fed one).

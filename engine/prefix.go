@@ -10,14 +10,6 @@ import (
 	"github.com/strata-inference/strata/model"
 )
 
-// PrefixAligner is a model whose sequence state can be restored from a
-// snapshot only at multiples of PrefixAlign tokens (for DeepSeek-V4 the
-// least common multiple of its compression rates, where every compressor's
-// partial window is empty).
-type PrefixAligner interface {
-	PrefixAlign() int
-}
-
 // prefixCache keeps snapshots of sequence state at aligned positions,
 // indexed by a hash chain over blocks of align tokens, and evicts them least
 // recently used. A snapshot is a sequence of its own in the pool; restoring
@@ -47,12 +39,10 @@ type snapshot struct {
 // maxSeen bounds the block-hash memory; past it the set starts over.
 const maxSeen = 1 << 20
 
-func newPrefixCache(m model.Model) *prefixCache {
-	a, ok := m.(PrefixAligner)
-	if !ok || a.PrefixAlign() <= 0 {
-		return nil
-	}
-	return &prefixCache{align: a.PrefixAlign(), seed: maphash.MakeSeed(), snaps: map[uint64]*list.Element{}, lru: list.New(), seen: map[uint64]bool{}}
+// newPrefixCache makes a prefix cache restoring state at multiples of align
+// tokens (model.PrefixAligner).
+func newPrefixCache(align int) *prefixCache {
+	return &prefixCache{align: align, seed: maphash.MakeSeed(), snaps: map[uint64]*list.Element{}, lru: list.New(), seen: map[uint64]bool{}}
 }
 
 // chain returns the chain hashes of the full blocks of toks: h[k] covers

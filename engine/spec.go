@@ -35,15 +35,6 @@ const (
 	SpecNgram = "ngram"
 )
 
-// MTPDrafter is a model with multi-token-prediction layers.
-type MTPDrafter interface {
-	NewMTPSeq(pool *cache.Pool) (*cache.Seq, error)
-	MTPForward(ctx context.Context, k int, b *model.Batch, hidden []float32) ([]float32, error)
-	MTPLayers() int
-	MTPWindow() int
-	HiddenSize() int
-}
-
 // specState is one request's speculative decoding state.
 type specState struct {
 	method   string
@@ -51,11 +42,9 @@ type specState struct {
 	alpha    float64 // running fraction of drafted tokens accepted
 	skipped  int     // steps since the last draft
 	fixed    bool    // draft maxDraft every step
-	// MTP: the MTP layer's own sequence state, and the main model's final
-	// hidden state of positions hidFrom.. (rows of HiddenSize), which the
-	// MTP layer reads.
+	// MTP: the draft state (the MTP layer's cache and the hidden states it
+	// reads), recording since position hidFrom.
 	mtp     *cache.Seq
-	hid     []float32
 	hidFrom int
 	// This step's drafts and the distributions they were drawn from.
 	drafts []int32
@@ -68,7 +57,7 @@ func (st *specState) reset() {
 		st.mtp.Release()
 		st.mtp = nil
 	}
-	st.hid, st.hidFrom = nil, 0
+	st.hidFrom = 0
 	st.drafts, st.q, st.undo = st.drafts[:0], st.q[:0], nil
 }
 
@@ -84,8 +73,8 @@ func (e *Engine) resolveSpec(r *Request) (*specState, error) {
 		return nil, nil
 	case SpecNgram:
 	case SpecMTP:
-		if d, ok := e.m.(MTPDrafter); !ok || d.MTPLayers() == 0 {
-			return nil, fmt.Errorf("engine: speculation method mtp: the model has no MTP layer")
+		if e.drafter == nil {
+			return nil, fmt.Errorf("engine: speculation method mtp: the model has no draft head")
 		}
 	default:
 		return nil, fmt.Errorf("engine: unknown speculation method %q (want mtp, ngram or off)", sp.Method)
@@ -102,13 +91,13 @@ func (e *Engine) resolveSpec(r *Request) (*specState, error) {
 	return &specState{method: sp.Method, maxDraft: min(sp.MaxDraft, e.maxRing-1), alpha: 0.6, fixed: sp.Fixed}, nil
 }
 
-// minRing is the smallest ring among the fixed kinds of main and MTP
-// sequences: a verification feed may not be longer.
-func minRing(m model.Model) int {
+// minRing is the smallest ring among the kinds of main and draft states:
+// a verification feed may not be longer.
+func minRing(m model.Model, d model.Drafter) int {
 	r := math.MaxInt
 	specs := m.CacheSpecs()
-	if d, ok := m.(interface{ MTPCacheSpecs() []cache.Spec }); ok {
-		specs = append(specs, d.MTPCacheSpecs()...)
+	if d != nil {
+		specs = append(specs, d.DraftSpecs()...)
 	}
 	for _, s := range specs {
 		if s.Kind() == cache.Ring {
@@ -266,21 +255,17 @@ func (e *Engine) draft(ctx context.Context, plan []planned, tl *tally) error {
 	if len(mtp) == 0 {
 		return nil
 	}
-	d := e.m.(MTPDrafter)
-	H, W := d.HiddenSize(), d.MTPWindow()
+	d := e.drafter
+	W := d.DraftWindow()
 	// Catch up: MTP position t reads the main model's state at t and the
 	// token at t+1; the last position with both is L-2.
-	b := &model.Batch{WantHidden: true}
-	var hidden []float32
+	b := &model.Batch{}
 	var live []*planned
 	for _, p := range mtp {
 		st := p.s.spec
 		last := len(p.s.tokens) - 2
 		if st.mtp == nil {
-			var err error
-			if st.mtp, err = d.NewMTPSeq(e.pool); err != nil {
-				continue // no room for the MTP state now: decode plainly
-			}
+			continue // no room for the draft state: decode plainly
 		}
 		// Only the last W positions matter: the MTP layer is one window
 		// block, whose kv for a position depends on that position alone.
@@ -291,14 +276,13 @@ func (e *Engine) draft(ctx context.Context, plan []planned, tl *tally) error {
 		st.mtp.Skip(from - st.mtp.Len())
 		b.Spans = append(b.Spans, model.Span{Seq: st.mtp, Start: len(b.Tokens), Len: last - from + 1, Logits: model.LastLogits})
 		b.Tokens = append(b.Tokens, p.s.tokens[from+1:last+2]...)
-		hidden = append(hidden, st.hid[(from-st.hidFrom)*H:(last-st.hidFrom+1)*H]...)
 		live = append(live, p)
 	}
 	if len(live) == 0 {
 		return nil
 	}
 	t0 := time.Now()
-	logits, err := d.MTPForward(ctx, 0, b, hidden)
+	logits, err := d.Draft(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -308,8 +292,7 @@ func (e *Engine) draft(ctx context.Context, plan []planned, tl *tally) error {
 	for step := 0; ; step++ {
 		// Take one draft per live request from this pass's logits.
 		var next []*planned
-		nb := &model.Batch{WantHidden: true}
-		var nh []float32
+		nb := &model.Batch{}
 		for i, p := range live {
 			st := p.s.spec
 			q := p.s.sampler.distribution(logits[i*V : (i+1)*V])
@@ -319,7 +302,6 @@ func (e *Engine) draft(ctx context.Context, plan []planned, tl *tally) error {
 			if len(st.drafts) >= p.k {
 				continue
 			}
-			sp := b.Spans[i]
 			if step == 0 {
 				if undos[i], err = st.mtp.Mark(p.k - 1); err != nil {
 					return err
@@ -327,7 +309,6 @@ func (e *Engine) draft(ctx context.Context, plan []planned, tl *tally) error {
 			}
 			nb.Spans = append(nb.Spans, model.Span{Seq: st.mtp, Start: len(nb.Tokens), Len: 1, Logits: model.LastLogits})
 			nb.Tokens = append(nb.Tokens, t)
-			nh = append(nh, b.Hidden[(sp.Start+sp.Len-1)*H:(sp.Start+sp.Len)*H]...)
 			next = append(next, p)
 		}
 		if len(next) == 0 {
@@ -343,11 +324,11 @@ func (e *Engine) draft(ctx context.Context, plan []planned, tl *tally) error {
 			}
 		}
 		t0 := time.Now()
-		if logits, err = d.MTPForward(ctx, 0, nb, nh); err != nil {
+		if logits, err = d.Draft(ctx, nb); err != nil {
 			return err
 		}
 		tl.draftSeconds = append(tl.draftSeconds, time.Since(t0).Seconds())
-		b, live, undos = nb, next, nu
+		live, undos = next, nu
 	}
 	for _, u := range undos {
 		if u != nil {
@@ -355,24 +336,4 @@ func (e *Engine) draft(ctx context.Context, plan []planned, tl *tally) error {
 		}
 	}
 	return nil
-}
-
-// keepHidden appends the main model's final hidden state of positions
-// start.. (n rows) to an MTP request's buffer, keeping only what the MTP
-// layer may still read.
-func (e *Engine) keepHidden(s *seq, rows []float32, start, n int) {
-	st := s.spec
-	if st == nil || st.method != SpecMTP || rows == nil {
-		return
-	}
-	d := e.m.(MTPDrafter)
-	H, W := d.HiddenSize(), d.MTPWindow()
-	if len(st.hid) == 0 || st.hidFrom+len(st.hid)/H != start {
-		st.hid, st.hidFrom = st.hid[:0], start // a gap (prefix hit, preemption): start over
-	}
-	st.hid = append(st.hid, rows[:n*H]...)
-	if extra := len(st.hid)/H - (W + 1); extra > 0 {
-		st.hid = append(st.hid[:0], st.hid[extra*H:]...)
-		st.hidFrom += extra
-	}
 }

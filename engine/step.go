@@ -167,9 +167,18 @@ func (e *Engine) execute(ctx context.Context, plan []planned, t *tally) (*model.
 		if start+p.n == len(s.tokens) {
 			lg = model.LastLogits
 		}
+		var draft *cache.Seq
 		if st := s.spec; st != nil {
 			if st.method == SpecMTP {
-				b.WantHidden = true
+				if st.mtp == nil {
+					// The draft state records from here on (after a prefix
+					// hit or a preemption, from the restored position).
+					if d, err := cache.NewSeq(e.pool, e.drafter.DraftSpecs()); err == nil {
+						st.mtp, st.hidFrom = d, start
+						d.Skip(start)
+					}
+				}
+				draft = st.mtp
 			}
 			if p.k > 0 && len(st.drafts) > 0 {
 				toks = append(append([]int32(nil), toks...), st.drafts...)
@@ -183,7 +192,7 @@ func (e *Engine) execute(ctx context.Context, plan []planned, t *tally) (*model.
 		if s.req.OnLogits != nil {
 			lg = model.AllLogits
 		}
-		b.Spans = append(b.Spans, model.Span{Seq: s.cs, Start: len(b.Tokens), Len: len(toks), Logits: lg})
+		b.Spans = append(b.Spans, model.Span{Seq: s.cs, Start: len(b.Tokens), Len: len(toks), Logits: lg, Draft: draft})
 		b.Tokens = append(b.Tokens, toks...)
 	}
 	t0 := time.Now()
@@ -196,10 +205,6 @@ func (e *Engine) execute(ctx context.Context, plan []planned, t *tally) (*model.
 // the events of tokens (pushed at once, but for a request's last, which it
 // returns with the requests done). It runs without the engine's lock.
 func (e *Engine) postprocess(plan []planned, b *model.Batch, logits []float32, t *tally) (done []finished) {
-	H := 0
-	if b.WantHidden {
-		H = len(b.Hidden) / len(b.Tokens)
-	}
 	V := e.m.VocabSize()
 	row := 0
 	for i, p := range plan {
@@ -214,12 +219,8 @@ func (e *Engine) postprocess(plan []planned, b *model.Batch, logits []float32, t
 			rows = logits[row*V : (row+1)*V]
 			row++
 		}
-		var hid []float32
-		if H > 0 {
-			hid = b.Hidden[span.Start*H : (span.Start+span.Len)*H]
-		}
 		if st := s.spec; st != nil && st.undo != nil {
-			if last, ok := e.verify(s, rows, hid, start, t); ok {
+			if last, ok := e.verify(s, rows, start, t); ok {
 				done = append(done, finished{s, last})
 			}
 			continue
@@ -232,7 +233,6 @@ func (e *Engine) postprocess(plan []planned, b *model.Batch, logits []float32, t
 		if start < s.prompt {
 			t.promptTokens += int64(min(span.Len, s.prompt-start))
 		}
-		e.keepHidden(s, hid, start, span.Len)
 		if s.cs.Len() < len(s.tokens) {
 			continue // prefill continues next step
 		}
@@ -251,7 +251,7 @@ func (e *Engine) postprocess(plan []planned, b *model.Batch, logits []float32, t
 // is rolled back to the accepted tokens (for recurrent state: to before the
 // feed, and the accepted tokens are fed again next step). It returns the
 // request's last event when it finished.
-func (e *Engine) verify(s *seq, rows, hid []float32, start int, t *tally) (Event, bool) {
+func (e *Engine) verify(s *seq, rows []float32, start int, t *tally) (Event, bool) {
 	st := s.spec
 	V := e.m.VocabSize()
 	n := len(st.drafts)
@@ -291,7 +291,6 @@ func (e *Engine) verify(s *seq, rows, hid []float32, start int, t *tally) (Event
 	if accepted < n {
 		undo.Rollback(accepted + 1)
 	}
-	e.keepHidden(s, hid, start, accepted+1)
 	return Event{}, false
 }
 

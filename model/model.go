@@ -40,18 +40,16 @@ type Span struct {
 	Seq        *cache.Seq
 	Start, Len int
 	Logits     Logits
+	// Draft, when set, is the sequence's draft state (Drafter.DraftSpecs):
+	// Forward also records there what the draft head will read of these
+	// positions.
+	Draft *cache.Seq
 }
 
 // Batch is one forward step: the tokens of several sequences, flattened.
 type Batch struct {
 	Tokens []int32
 	Spans  []Span
-	// WantHidden asks Forward to also return, in Hidden, the final hidden
-	// state of every token of the batch (the input of the output head; for
-	// DeepSeek-V4 the hc streams, hc·D values per token), which draft heads
-	// such as MTP read.
-	WantHidden bool
-	Hidden     []float32
 }
 
 // LogitRows is the number of logit rows a forward over b returns.
@@ -66,4 +64,39 @@ func (b *Batch) LogitRows() int {
 		}
 	}
 	return n
+}
+
+// Drafter is a model with a draft head that proposes tokens for
+// speculative decoding from the model's own hidden state (DeepSeek-V4's
+// MTP layer). The hidden state stays in the draft state: the caller only
+// passes tokens.
+type Drafter interface {
+	// DraftSpecs are the cache kinds of one sequence's draft state: the
+	// draft head's own cache and the hidden states it reads.
+	DraftSpecs() []cache.Spec
+	// DraftWindow is how many positions up to the one drafted from the
+	// head reads: the catch-up after a gap needs only that many.
+	DraftWindow() int
+	// Draft runs the draft head over b, whose spans' Seq are draft states:
+	// for position t of a span the batch token is the token at t+1, and
+	// the head reads the hidden state of t that Forward (with Span.Draft)
+	// or the previous Draft recorded. It returns the logits for the token
+	// at t+2 of the rows the spans ask for, records its own hidden state as
+	// that of the position after each span's last (for drafting further),
+	// and advances each draft state.
+	Draft(ctx context.Context, b *Batch) ([]float32, error)
+}
+
+// PrefixAligner is a model whose sequence state can be restored from a
+// snapshot only at multiples of PrefixAlign tokens (for DeepSeek-V4 the
+// least common multiple of its compression rates, where every compressor's
+// partial window is empty; for recurrent models their checkpoint interval).
+type PrefixAligner interface {
+	PrefixAlign() int
+}
+
+// Fingerprinter identifies a model's weights; handed-off states resume
+// only on a model with the same fingerprint.
+type Fingerprinter interface {
+	Fingerprint() string
 }

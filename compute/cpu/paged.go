@@ -98,6 +98,18 @@ func slotBytes(width, rope int, f compute.SlotFormat) int {
 	return 4 * width
 }
 
+// LoadRing implements compute.Attention.
+func (b *Backend) LoadRing(dst compute.Tensor, ring compute.Paged, size int, sp compute.Spans) {
+	dv, w, pos := F32(dst), dst.Cols, I32(sp.Pos)
+	buf := make([]float32, w)
+	for i, s := range spansOf(sp) {
+		r := spanSlots(ring, i)
+		for t := s.start; t < s.start+s.n; t++ {
+			copy(dv[t*w:(t+1)*w], r.read(int(pos[t])%size, w, buf))
+		}
+	}
+}
+
 // RoundTrip implements compute.Attention.
 func (b *Backend) RoundTrip(dst, src compute.Tensor, f compute.SlotFormat, rope int) {
 	checkShape("RoundTrip dst", dst, src.Rows, src.Cols)

@@ -254,18 +254,17 @@ func mtpDigest(t *testing.T, m model.Model) string {
 		t.Fatal(err)
 	}
 	seq, _ := dm.NewSeq(pool)
-	mseq, err := dm.NewMTPSeq(pool)
+	mseq, err := cache.NewSeq(pool, dm.DraftSpecs())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	b := &model.Batch{Tokens: tok, Spans: []model.Span{{Seq: seq, Len: S, Logits: model.NoLogits}}, WantHidden: true}
+	b := &model.Batch{Tokens: tok, Spans: []model.Span{{Seq: seq, Len: S, Logits: model.NoLogits, Draft: mseq}}}
 	if _, err := dm.Forward(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	n := dm.HiddenSize()
 	mb := &model.Batch{Tokens: tok[1:], Spans: []model.Span{{Seq: mseq, Len: S - 1, Logits: model.AllLogits}}}
-	lg, err := dm.MTPForward(ctx, 0, mb, b.Hidden[:(S-1)*n])
+	lg, err := dm.Draft(ctx, mb)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,8 +90,10 @@ func (c *Config) CacheSpecs(dt cache.DType) []cache.Spec {
 	return specs
 }
 
-// MTPCacheSpecs returns the cache kinds of the MTP layers: each is a
-// window-only block with its own window ring. They are kept apart from
+// MTPCacheSpecs returns the kinds of a sequence's draft state: each MTP
+// layer is a window-only block with its own window ring, and the hidden
+// streams the first MTP layer reads (the main model's final streams of the
+// last window+1 positions) are a ring too. They are kept apart from
 // CacheSpecs because only speculative decoding needs them.
 func (c *Config) MTPCacheSpecs(dt cache.DType) []cache.Spec {
 	if len(c.MTP) == 0 {
@@ -101,11 +103,20 @@ func (c *Config) MTPCacheSpecs(dt cache.DType) []cache.Spec {
 	for i := range c.MTP {
 		s.Layers = append(s.Layers, i)
 	}
-	return []cache.Spec{s}
+	hid := cache.Spec{Name: KindMTPHidden, SlotBytes: 4 * c.HCMult * c.Hidden, Policy: cache.Ring, FixedSlots: c.hiddenRing(), Layers: []int{0}}
+	return []cache.Spec{s, hid}
 }
 
-// KindMTPWindow is the window ring of an MTP layer.
-const KindMTPWindow = "mtp-window"
+// hiddenRing is the size of the draft state's ring of hidden streams: a
+// catch-up reads window positions, and drafting writes one more.
+func (c *Config) hiddenRing() int { return c.Window + 1 }
+
+// Kinds of the draft state: an MTP layer's window ring, and the hidden
+// streams the MTP layer reads.
+const (
+	KindMTPWindow = "mtp-window"
+	KindMTPHidden = "mtp-hidden"
+)
 
 // slotRef locates one layer's instance of a kind in a cache.Seq; spec is -1
 // when the layer has no such kind.
@@ -121,6 +132,7 @@ type cacheLayout struct {
 	layers  []layerRefs
 	formats []slotFormat // by spec
 	kv      slotFormat   // the window and compressed entries' format
+	hidden  slotRef      // the draft state's hidden streams (MTP layouts)
 }
 
 // slotFormat is how a kind's slots store their vectors.
@@ -155,7 +167,7 @@ func (c *Config) keyFormat(dt cache.DType) slotFormat {
 }
 
 func newCacheLayout(c *Config, specs []cache.Spec, nLayers int, dt cache.DType) (*cacheLayout, error) {
-	lay := &cacheLayout{specs: specs, layers: make([]layerRefs, nLayers), kv: c.kvFormat(dt)}
+	lay := &cacheLayout{specs: specs, layers: make([]layerRefs, nLayers), kv: c.kvFormat(dt), hidden: slotRef{-1, -1}}
 	for _, s := range specs {
 		f := slotFormat{format: compute.SlotF32, width: s.SlotBytes / 4}
 		switch s.Name {
@@ -171,6 +183,10 @@ func newCacheLayout(c *Config, specs []cache.Spec, nLayers int, dt cache.DType) 
 		lay.layers[i] = layerRefs{none, none, none, none, none}
 	}
 	for si, s := range specs {
+		if s.Name == KindMTPHidden {
+			lay.hidden = slotRef{si, 0}
+			continue
+		}
 		for j, l := range s.Layers {
 			r := &lay.layers[l]
 			ref := slotRef{si, j}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/compute"
 )
 
@@ -44,6 +45,9 @@ func (m *Model) Forward(ctx context.Context, b *Batch) ([]float32, error) {
 		m.layer(&m.w.layers[l], cfg.Layers[l], m.layout, &m.layout.layers[l], st, h)
 		be.ResetScratch(base)
 	}
+	if err := m.recordHidden(b, h); err != nil {
+		return nil, err
+	}
 	logits, err := m.head(&m.w.head, b, st, h)
 	if err != nil {
 		return nil, err
@@ -52,6 +56,59 @@ func (m *Model) Forward(ctx context.Context, b *Batch) ([]float32, error) {
 		s.Seq.Advance(s.Len)
 	}
 	return logits, nil
+}
+
+// recordHidden stores, for the spans that carry a draft state, their
+// tokens' final streams h in its hidden ring, where the MTP layer reads
+// them.
+func (m *Model) recordHidden(b *Batch, h compute.Tensor) error {
+	var drafts []*cache.Seq
+	var tab []int32
+	for _, s := range b.Spans {
+		if s.Draft != nil {
+			if m.mtpLayout.hidden.spec < 0 {
+				return fmt.Errorf("deepseekv4: a draft state for a model without MTP layers")
+			}
+			drafts = append(drafts, s.Draft)
+			tab = append(tab, int32(s.Start), int32(s.Len), int32(s.Seq.Len()))
+		}
+	}
+	if len(drafts) == 0 {
+		return nil
+	}
+	ring, sp, err := m.ringOf(drafts, tab)
+	if err != nil {
+		return err
+	}
+	m.be.StoreRing(ring, m.Cfg.hiddenRing(), h, sp)
+	return nil
+}
+
+// ringOf is the hidden ring of draft states and a span table for them
+// (rows of start, length and first position), in the backend.
+func (m *Model) ringOf(drafts []*cache.Seq, tab []int32) (compute.Paged, compute.Spans, error) {
+	ref := m.mtpLayout.hidden
+	stride := max(1, cache.MaxPages(drafts, ref.spec, ref.idx))
+	host := cache.AppendPageTable(append([]int32(nil), tab...), drafts, ref.spec, ref.idx, stride)
+	pool := drafts[0].Pool()
+	for _, d := range drafts {
+		if d.Pool() != pool {
+			return compute.Paged{}, compute.Spans{}, fmt.Errorf("deepseekv4: draft states from different pools")
+		}
+	}
+	be := m.be
+	all := be.Scratch(compute.I32, 1, len(host))
+	be.Write(all, host)
+	N := len(drafts)
+	sp := compute.Spans{Tab: all.Elems(0, 3*N).Reshape(N, 3)}
+	sp.Pos = sp.Tab // StoreRing reads the table only
+	spec := m.mtpLayout.specs[ref.spec]
+	ring := compute.Paged{
+		Pool: pool.Mem(), Pages: all.Elems(3*N, 3*N+N*stride).Reshape(N, stride),
+		PerPage: spec.SlotsPerPage(pool.PageBytes()), SlotBytes: spec.SlotBytes,
+		Format: compute.SlotF32, Width: spec.SlotBytes / 4,
+	}
+	return ring, sp, nil
 }
 
 // layer runs decoder block L on the streams h [T, hc·D] in place, its
@@ -80,16 +137,9 @@ func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRe
 }
 
 // head computes the logits of the rows the spans ask for: collapse the
-// streams with hc_head, RMSNorm, and the output projection. With
-// b.WantHidden it also copies every token's streams into b.Hidden.
+// streams with hc_head, RMSNorm, and the output projection.
 func (m *Model) head(w *rHead, b *Batch, st *step, h compute.Tensor) ([]float32, error) {
 	be, cfg := m.be, m.Cfg
-	if b.WantHidden {
-		b.Hidden = grow(b.Hidden, h.Len())
-		if err := be.Read(b.Hidden, h); err != nil {
-			return nil, err
-		}
-	}
 	R := st.R
 	if R == 0 {
 		return nil, be.Sync()
@@ -108,10 +158,3 @@ func (m *Model) head(w *rHead, b *Batch, st *step, h compute.Tensor) ([]float32,
 	return logits, nil
 }
 
-// grow returns buf resized to n, reallocating only when it is too small.
-func grow(buf []float32, n int) []float32 {
-	if cap(buf) < n {
-		return make([]float32, n)
-	}
-	return buf[:n]
-}

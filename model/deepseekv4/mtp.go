@@ -6,38 +6,52 @@ import (
 
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/compute"
+	"github.com/strata-inference/strata/model"
 )
 
-// NewMTPSeq takes the window rings of the MTP layers for one sequence from pool.
-func (m *Model) NewMTPSeq(pool *cache.Pool) (*cache.Seq, error) {
-	if len(m.Cfg.MTP) == 0 {
-		return nil, fmt.Errorf("deepseekv4: the checkpoint has no MTP layer")
-	}
-	return cache.NewSeq(pool, m.mtpLayout.specs)
-}
+var _ model.Drafter = (*Model)(nil)
 
-// MTPCacheSpecs are the cache kinds NewMTPSeq takes (float32).
+// DraftSpecs implements model.Drafter: the MTP layers' window rings and the
+// ring of hidden streams they read (none without MTP layers).
+func (m *Model) DraftSpecs() []cache.Spec { return m.mtpLayout.specs }
+
+// MTPCacheSpecs is DraftSpecs.
 func (m *Model) MTPCacheSpecs() []cache.Spec { return m.mtpLayout.specs }
 
-// MTPForward runs MTP layer k (spec §3, "MTP layer") over a batch. For each
-// position t of a span, the batch token is the token at t+1 and the hidden
-// row (hc·D values, as Forward returns with WantHidden) is the main model's
-// final streams at t; the span's Seq is the sequence's MTP state
-// (NewMTPSeq), whose Len is the position of the span's first token. It
-// returns the logits for the token at t+2 of the rows the spans ask for,
-// and advances each sequence.
+// Draft implements model.Drafter with the first MTP layer (spec §3, "MTP
+// layer"): for each position t of a span, it reads the hidden streams of t
+// from the draft state and embeds the batch token (the token at t+1).
+func (m *Model) Draft(ctx context.Context, b *Batch) ([]float32, error) {
+	if len(m.w.mtp) == 0 {
+		return nil, fmt.Errorf("deepseekv4: the checkpoint has no MTP layer")
+	}
+	return m.mtpForward(ctx, 0, b, nil)
+}
+
+// MTPForward runs MTP layer k over a batch with the hidden streams given
+// (hc·D values per token: the main model's final streams at each position),
+// instead of the draft state's: the MTP layer checked on its own.
 func (m *Model) MTPForward(ctx context.Context, k int, b *Batch, hidden []float32) ([]float32, error) {
-	cfg := m.Cfg
 	if k < 0 || k >= len(m.w.mtp) {
 		return nil, fmt.Errorf("deepseekv4: MTP layer %d of %d", k, len(m.w.mtp))
 	}
+	cfg := m.Cfg
+	if n := len(b.Tokens) * cfg.HCMult * cfg.Hidden; len(hidden) != n {
+		return nil, fmt.Errorf("deepseekv4: MTP: %d hidden values for %d tokens of %d", len(hidden), len(b.Tokens), cfg.HCMult*cfg.Hidden)
+	}
+	return m.mtpForward(ctx, k, b, hidden)
+}
+
+// mtpForward runs MTP layer k over b, reading the hidden streams from
+// hidden, or when it is nil from the draft states (and then recording the
+// layer's own output streams as the hidden state of the position after
+// each span's last, for drafting further).
+func (m *Model) mtpForward(ctx context.Context, k int, b *Batch, hidden []float32) ([]float32, error) {
+	cfg := m.Cfg
 	if err := m.validate(b); err != nil {
 		return nil, err
 	}
 	T, D, hc := len(b.Tokens), cfg.Hidden, cfg.HCMult
-	if len(hidden) != T*hc*D {
-		return nil, fmt.Errorf("deepseekv4: MTP: %d hidden values for %d tokens of %d", len(hidden), T, hc*D)
-	}
 	for i, s := range b.Spans {
 		if err := s.Seq.Reserve(s.Seq.Len() + s.Len); err != nil {
 			return nil, fmt.Errorf("deepseekv4: MTP span %d: %w", i, err)
@@ -62,7 +76,11 @@ func (m *Model) MTPForward(ctx context.Context, k int, b *Batch, hidden []float3
 	be.MatMul(e, emb, w.eProj)
 	// Each stream: h_proj(RMSNorm_hnorm(h_j)) + e.
 	hid := be.Scratch(compute.F32, T*hc, D)
-	be.Write(hid, hidden)
+	if hidden != nil {
+		be.Write(hid, hidden)
+	} else {
+		be.LoadRing(hid.Reshape(T, hc*D), st.kind(m.mtpLayout.hidden), cfg.hiddenRing(), st.spans)
+	}
 	hn := be.Scratch(compute.F32, T*hc, D)
 	be.RMSNorm(hn, hid, w.hNorm, eps)
 	h := be.Scratch(compute.F32, T*hc, D)
@@ -72,6 +90,22 @@ func (m *Model) MTPForward(ctx context.Context, k int, b *Batch, hidden []float3
 	base := be.ScratchMark()
 	m.layer(&w.block, cfg.MTP[k], m.mtpLayout, &m.mtpLayout.layers[k], st, h)
 	be.ResetScratch(base)
+	if hidden == nil {
+		// The layer's output streams at a span's last position stand in
+		// for the main model's at the next, which drafting reaches before
+		// the main model does.
+		var tab []int32
+		var drafts []*cache.Seq
+		for _, s := range b.Spans {
+			drafts = append(drafts, s.Seq)
+			tab = append(tab, int32(s.Start+s.Len-1), 1, int32(s.Seq.Len()+s.Len))
+		}
+		ring, sp, err := m.ringOf(drafts, tab)
+		if err != nil {
+			return nil, err
+		}
+		be.StoreRing(ring, cfg.hiddenRing(), h, sp)
+	}
 	logits, err := m.head(&w.head, b, st, h)
 	if err != nil {
 		return nil, err
@@ -85,11 +119,11 @@ func (m *Model) MTPForward(ctx context.Context, k int, b *Batch, hidden []float3
 // MTPLayers is the number of MTP layers the checkpoint has.
 func (m *Model) MTPLayers() int { return len(m.w.mtp) }
 
-// MTPWindow is how many past positions an MTP layer attends to. An MTP layer
-// is a single window-only block, so the kv it stores for a position depends
-// on that position's input alone: to draft at position t it needs only the
-// inputs of t-MTPWindow+1..t, not the whole history.
-func (m *Model) MTPWindow() int { return m.Cfg.Window }
+// DraftWindow implements model.Drafter. An MTP layer is a single
+// window-only block, so the kv it stores for a position depends on that
+// position's input alone: to draft at position t it needs only the inputs
+// of t-window+1..t, not the whole history.
+func (m *Model) DraftWindow() int { return m.Cfg.Window }
 
 // HiddenSize is the width of one token's final hidden state (hc·D).
 func (m *Model) HiddenSize() int { return m.Cfg.HCMult * m.Cfg.Hidden }

@@ -55,18 +55,19 @@ func TestShippedMTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	seq, _ := m.NewSeq(pool)
-	mseq, err := m.NewMTPSeq(pool)
+	mseq, err := cache.NewSeq(pool, m.DraftSpecs())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	b := &model.Batch{Tokens: ids, Spans: []model.Span{{Seq: seq, Len: S, Logits: model.NoLogits}}, WantHidden: true}
+	// The main pass records its final streams in the draft state, where
+	// the MTP layer reads them.
+	b := &model.Batch{Tokens: ids, Spans: []model.Span{{Seq: seq, Len: S, Logits: model.NoLogits, Draft: mseq}}}
 	if _, err := m.Forward(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	n := m.Cfg.HCMult * m.Cfg.Hidden
 	mb := &model.Batch{Tokens: ids[1:], Spans: []model.Span{{Seq: mseq, Len: S - 1, Logits: model.AllLogits}}}
-	got, err := m.MTPForward(ctx, 0, mb, b.Hidden[:(S-1)*n])
+	got, err := m.Draft(ctx, mb)
 	if err != nil {
 		t.Fatal(err)
 	}
