@@ -70,6 +70,9 @@ func buildKernels(nv *nvrtc, arch, cacheDir string, log *slog.Logger) (cubin []b
 	if err != nil {
 		return nil, false, fmt.Errorf("cuda: reading embedded kernels: %w", err)
 	}
+	if log == nil {
+		log = slog.Default()
+	}
 	opts := nvrtcOptions(arch)
 	h := sha256.New()
 	fmt.Fprintf(h, "strata-cuda-kernels 1\x00nvrtc %d.%d\x00%s\x00", nv.major, nv.minor, strings.Join(opts, " "))
