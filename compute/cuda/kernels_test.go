@@ -149,8 +149,8 @@ func exactProducts(w []float32, x []float32, rows, K, T int, round func(float32)
 func bf16Round(f float32) float32 { return quant.BF16ToFloat32(quant.Float32ToBF16(f)) }
 
 type mmCase struct {
-	dt                   compute.DType
-	rows, cols, br, bc   int
+	dt                 compute.DType
+	rows, cols, br, bc int
 }
 
 func (c mmCase) String() string {
@@ -162,8 +162,8 @@ func (c mmCase) String() string {
 }
 
 var mmCases = []mmCase{
-	{compute.F32, 37, 100, 0, 0},   // vector loads
-	{compute.F32, 33, 101, 0, 0},   // scalar: rows not 16-byte aligned
+	{compute.F32, 37, 100, 0, 0}, // vector loads
+	{compute.F32, 33, 101, 0, 0}, // scalar: rows not 16-byte aligned
 	{compute.BF16, 65, 264, 0, 0},
 	{compute.BF16, 17, 77, 0, 0},
 	{compute.F16, 19, 96, 0, 0},
@@ -171,7 +171,7 @@ var mmCases = []mmCase{
 	{compute.FP8, 300, 520, 128, 128}, // K not a multiple of 128
 	{compute.FP8, 129, 200, 128, 128}, // K not a multiple of 16: scalar
 	{compute.FP8, 70, 96, 32, 48},
-	{compute.FP8, 11, 64, 7, 24},     // blocks of 24 columns: scalar
+	{compute.FP8, 11, 64, 7, 24}, // blocks of 24 columns: scalar
 	{compute.FP4, 3, 96, 0, 0},
 	{compute.FP4, 131, 800, 0, 0},
 	{compute.FP8, 512, 4096, 128, 128}, // Flash widths

@@ -14,12 +14,12 @@ import (
 
 func TestNVRTCCandidatesOrder(t *testing.T) {
 	files := map[string][]string{
-		"/usr/local/cuda-*/lib64":                                  {"/usr/local/cuda-12.4/lib64", "/usr/local/cuda-13.0/lib64"},
-		"/override/libnvrtc.so*":                                   {"/override/libnvrtc.so.12"},
-		"/ld/libnvrtc.so*":                                         {"/ld/libnvrtc.so", "/ld/libnvrtc.so.13.0.48", "/ld/libnvrtc.so.13"},
-		"/usr/local/cuda-13.0/lib64/libnvrtc.so*":                  {"/usr/local/cuda-13.0/lib64/libnvrtc.so.13"},
-		"/usr/local/cuda-12.4/lib64/libnvrtc.so*":                  {"/usr/local/cuda-12.4/lib64/libnvrtc.so.12"},
-		"/opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib":     {"/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib"},
+		"/usr/local/cuda-*/lib64":                                                    {"/usr/local/cuda-12.4/lib64", "/usr/local/cuda-13.0/lib64"},
+		"/override/libnvrtc.so*":                                                     {"/override/libnvrtc.so.12"},
+		"/ld/libnvrtc.so*":                                                           {"/ld/libnvrtc.so", "/ld/libnvrtc.so.13.0.48", "/ld/libnvrtc.so.13"},
+		"/usr/local/cuda-13.0/lib64/libnvrtc.so*":                                    {"/usr/local/cuda-13.0/lib64/libnvrtc.so.13"},
+		"/usr/local/cuda-12.4/lib64/libnvrtc.so*":                                    {"/usr/local/cuda-12.4/lib64/libnvrtc.so.12"},
+		"/opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib":                       {"/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib"},
 		"/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib/libnvrtc.so*": {"/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib/libnvrtc.so.13"},
 	}
 	env := searchEnv{
