@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -22,6 +23,10 @@ type Options struct {
 	CacheDir string
 	// Logger receives start-up information; nil means slog.Default().
 	Logger *slog.Logger
+
+	// keepGoing (tests only) opens the device even when some kernel
+	// sources fail to build; their kernels then fail at launch.
+	keepGoing bool
 }
 
 // Props describes a device.
@@ -94,13 +99,27 @@ func Open(ctx context.Context, opts Options) (*Device, error) {
 	d.props.NVRTCPath = nv.path
 	d.props.NVRTCVersion = fmt.Sprintf("%d.%d", nv.major, nv.minor)
 	d.props.Arch = archFor(d.props.Major, d.props.Minor)
-	cubin, cached, err := buildKernels(nv, d.props.Arch, opts.CacheDir, log)
+	units, err := buildKernels(nv, d.props.Arch, opts.CacheDir, log)
 	if err != nil {
 		d.Close()
 		return nil, err
 	}
+	cached := 0
+	var buildErrs []error
+	for _, u := range units {
+		if u.err != nil {
+			buildErrs = append(buildErrs, u.err)
+		}
+		if u.cached {
+			cached++
+		}
+	}
+	if len(buildErrs) > 0 && !opts.keepGoing {
+		d.Close()
+		return nil, errors.Join(buildErrs...)
+	}
 	err = d.Do(ctx, func(t *Thread) error {
-		k, err := loadKernels(t, cubin, d.props.Major >= 8)
+		k, err := loadKernels(t, units, d.props.Major >= 8, opts.keepGoing)
 		d.kern = k
 		return err
 	})
@@ -110,7 +129,7 @@ func Open(ctx context.Context, opts Options) (*Device, error) {
 	}
 	log.Info("cuda: device open", "name", d.props.Name, "cc", fmt.Sprintf("%d.%d", d.props.Major, d.props.Minor),
 		"sms", d.props.SMs, "mem_gib", d.props.MemBytes>>30, "driver", d.props.DriverVersion,
-		"nvrtc", d.props.NVRTCVersion, "arch", d.props.Arch, "kernels_cached", cached)
+		"nvrtc", d.props.NVRTCVersion, "arch", d.props.Arch, "kernel_units", len(units), "cached", cached)
 	return d, nil
 }
 

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/strata-inference/strata/compute"
@@ -25,26 +26,50 @@ const FastGEMVMaxT = 8
 // on a stream and return without waiting for it; they take the Thread of
 // the Device.Do call they run in.
 type Kernels struct {
-	mod         module
-	gemv        [5][3][2]Func // [dtype][token group 1, 2, 4][scalar, vector]
-	gemm        [5]Func
+	mods []module
+	gemv [5][3][2]Func // [dtype][token group 1, 2, 4][scalar, vector]
+	gemm [5]Func
+	// tensorCores: the device has bfloat16 mma.sync (sm_80 and later).
 	tensorCores bool
+	// unavailable says why kernels are missing (Open's keepGoing).
+	unavailable error
 
 	rmsnorm, rope, softmax, topk, gather, empty Func
 }
 
 var dtypeNames = [5]string{"f32", "bf16", "f16", "fp8", "fp4"}
 
-func loadKernels(t *Thread, cubin []byte, tensorCores bool) (*Kernels, error) {
-	m, err := t.loadModule(cubin)
-	if err != nil {
-		return nil, err
-	}
-	k := &Kernels{mod: m, tensorCores: tensorCores}
-	fn := func(dst *Func, name string) {
-		if err == nil {
-			*dst, err = t.function(m, name)
+// loadKernels loads the built modules and finds every kernel. With
+// keepGoing, units that failed to build and kernels not found are left
+// out (their Func is 0) instead of failing.
+func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernels, error) {
+	k := &Kernels{tensorCores: tensorCores}
+	var missing []error
+	for _, u := range units {
+		if u.err != nil {
+			missing = append(missing, u.err)
+			continue
 		}
+		m, err := t.loadModule(u.cubin)
+		if err != nil {
+			err = fmt.Errorf("cuda: loading %s: %w", u.unit, err)
+			if !keepGoing {
+				k.unload(t)
+				return nil, err
+			}
+			missing = append(missing, err)
+			continue
+		}
+		k.mods = append(k.mods, m)
+	}
+	fn := func(dst *Func, name string) {
+		for _, m := range k.mods {
+			if f, err := t.function(m, name); err == nil {
+				*dst = f
+				return
+			}
+		}
+		missing = append(missing, fmt.Errorf("cuda: kernel %s not found", name))
 	}
 	for d, dn := range dtypeNames {
 		for g, tt := range []int{1, 2, 4} {
@@ -59,14 +84,34 @@ func loadKernels(t *Thread, cubin []byte, tensorCores bool) (*Kernels, error) {
 	fn(&k.topk, "topk")
 	fn(&k.gather, "gather")
 	fn(&k.empty, "empty")
-	if err != nil {
-		t.unloadModule(m)
-		return nil, err
+	if len(missing) > 0 {
+		k.unavailable = errors.Join(missing...)
+		if !keepGoing {
+			k.unload(t)
+			return nil, k.unavailable
+		}
 	}
 	return k, nil
 }
 
-func (k *Kernels) unload(t *Thread) error { return t.unloadModule(k.mod) }
+func (k *Kernels) unload(t *Thread) error {
+	var first error
+	for _, m := range k.mods {
+		if err := t.unloadModule(m); err != nil && first == nil {
+			first = err
+		}
+	}
+	k.mods = nil
+	return first
+}
+
+// launch launches f, or says why it is missing.
+func (k *Kernels) launch(t *Thread, f Func, grid, block Dim3, s Stream, a *Args) error {
+	if f == 0 {
+		return fmt.Errorf("cuda: kernel unavailable: %v", k.unavailable)
+	}
+	return t.Launch(f, grid, block, 0, s, a)
+}
 
 // MatMul queues y[t] = W·x[t] for t in [0, T) on s: x is [T, W.Cols] and
 // y is [T, W.Rows], float32 row-major in device memory.
@@ -105,7 +150,7 @@ func (k *Kernels) matMulGEMV(t *Thread, s Stream, y, x Ptr, T int, w *Matrix) er
 	}
 	a := t.Args().Ptr(y).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Int(w.Rows).Int(w.Cols).Int(T).
 		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols())
-	return t.Launch(k.gemv[w.DType][g][v], Dim3{X: (w.Rows + gemvRows - 1) / gemvRows}, Dim3{X: 256}, 0, s, a)
+	return k.launch(t, k.gemv[w.DType][g][v], Dim3{X: (w.Rows + gemvRows - 1) / gemvRows}, Dim3{X: 256}, s, a)
 }
 
 // gemvRows is the rows of W per block of the GEMV kernels (GEMV_ROWS).
@@ -125,7 +170,7 @@ func (k *Kernels) matMulGEMM(t *Thread, s Stream, y, x Ptr, T int, w *Matrix) er
 	}
 	a := t.Args().Ptr(y).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Int(w.Rows).Int(w.Cols).Int(T).
 		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols()).Int(wvec).Int(xvec)
-	return t.Launch(k.gemm[w.DType], Dim3{X: (w.Rows + 127) / 128, Y: (T + 127) / 128}, Dim3{X: 256}, 0, s, a)
+	return k.launch(t, k.gemm[w.DType], Dim3{X: (w.Rows + 127) / 128, Y: (T + 127) / 128}, Dim3{X: 256}, s, a)
 }
 
 // RMSNorm queues y[t] = w ⊙ x[t] / sqrt(mean(x[t]²) + eps) for T rows of
@@ -135,7 +180,7 @@ func (k *Kernels) RMSNorm(t *Thread, s Stream, y, x, w Ptr, T, n int, eps float3
 		return nil
 	}
 	a := t.Args().Ptr(y).Ptr(x).Ptr(w).Int(n).F32(eps)
-	return t.Launch(k.rmsnorm, Dim3{X: T}, Dim3{X: 256}, 0, s, a)
+	return k.launch(t, k.rmsnorm, Dim3{X: T}, Dim3{X: 256}, s, a)
 }
 
 // RoPE queues the rotation, in each of the T rows of width n of x, of the
@@ -153,7 +198,7 @@ func (k *Kernels) RoPE(t *Thread, s Stream, x Ptr, T, n int, pos, invFreq Ptr, n
 		inv = 1
 	}
 	a := t.Args().Ptr(x).Int(n).Ptr(pos).Ptr(invFreq).Int(nf).Int(inv)
-	return t.Launch(k.rope, Dim3{X: T, Y: (nf + 255) / 256}, Dim3{X: 256}, 0, s, a)
+	return k.launch(t, k.rope, Dim3{X: T, Y: (nf + 255) / 256}, Dim3{X: 256}, s, a)
 }
 
 // Softmax queues the replacement of each of the T rows of width n of x by
@@ -162,7 +207,7 @@ func (k *Kernels) Softmax(t *Thread, s Stream, x Ptr, T, n int) error {
 	if T <= 0 || n <= 0 {
 		return nil
 	}
-	return t.Launch(k.softmax, Dim3{X: T}, Dim3{X: 256}, 0, s, t.Args().Ptr(x).Int(n))
+	return k.launch(t, k.softmax, Dim3{X: T}, Dim3{X: 256}, s, t.Args().Ptr(x).Int(n))
 }
 
 // MaxTopK is the largest k TopK takes.
@@ -178,7 +223,7 @@ func (k *Kernels) TopK(t *Thread, s Stream, idx, x Ptr, rows, n, kk int) error {
 	if rows <= 0 || kk == 0 {
 		return nil
 	}
-	return t.Launch(k.topk, Dim3{X: rows}, Dim3{X: 512}, 0, s, t.Args().Ptr(idx).Ptr(x).Int(n).Int(kk))
+	return k.launch(t, k.topk, Dim3{X: rows}, Dim3{X: 512}, s, t.Args().Ptr(idx).Ptr(x).Int(n).Int(kk))
 }
 
 // Gather queues y[i] = x[idx[i]] for the m int32 indices at idx, rows of
@@ -189,5 +234,5 @@ func (k *Kernels) Gather(t *Thread, s Stream, y, x Ptr, rows, n int, idx Ptr, m 
 		return nil
 	}
 	a := t.Args().Ptr(y).Ptr(x).Int(rows).Int(n).Ptr(idx)
-	return t.Launch(k.gather, Dim3{X: m, Y: (n + 255) / 256}, Dim3{X: 256}, 0, s, a)
+	return k.launch(t, k.gather, Dim3{X: m, Y: (n + 255) / 256}, Dim3{X: 256}, s, a)
 }

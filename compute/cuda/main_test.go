@@ -18,12 +18,17 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	testDevice, openErr = Open(context.Background(), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// keepGoing: a kernel source that does not build fails only the
+	// tests of its kernels (its errors are printed here).
+	testDevice, openErr = Open(context.Background(), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), keepGoing: true})
 	if testDevice != nil {
 		p := testDevice.Props()
 		fmt.Printf("cuda: %s, compute capability %d.%d, %d SMs, %d MiB L2, %d GiB, driver %d (%s), NVRTC %s (%s), arch %s\n",
 			p.Name, p.Major, p.Minor, p.SMs, p.L2Bytes>>20, p.MemBytes>>30, p.DriverVersion, p.DriverPath,
 			p.NVRTCVersion, p.NVRTCPath, p.Arch)
+		if err := testDevice.Kernels().unavailable; err != nil {
+			fmt.Println("cuda: KERNELS UNAVAILABLE:", err)
+		}
 	}
 	code := m.Run()
 	if testDevice != nil {

@@ -11,44 +11,47 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"unsafe"
 )
 
 //go:embed kernels/*.cu kernels/*.cuh
 var kernelFS embed.FS
 
-// kernelSources returns the headers (*.cuh) and the main translation unit:
-// every *.cu file, in name order, each introduced by a #line directive so
-// that compiler messages name the file.
-func kernelSources() (main source, headers []source, err error) {
+// kernelUnits returns the headers (*.cuh) and one translation unit per
+// *.cu file, in name order: the file after the common header and a #line
+// directive, so that compiler messages name the file.
+func kernelUnits() (units, headers []source, err error) {
 	entries, err := fs.ReadDir(kernelFS, "kernels")
 	if err != nil {
-		return source{}, nil, err
+		return nil, nil, err
 	}
-	var b strings.Builder
 	var names []string
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
 	slices.Sort(names)
+	var includes strings.Builder
 	for _, n := range names {
-		text, err := kernelFS.ReadFile("kernels/" + n)
-		if err != nil {
-			return source{}, nil, err
-		}
-		switch {
-		case strings.HasSuffix(n, ".cuh"):
+		if strings.HasSuffix(n, ".cuh") {
+			text, err := kernelFS.ReadFile("kernels/" + n)
+			if err != nil {
+				return nil, nil, err
+			}
 			headers = append(headers, source{name: n, text: string(text)})
-			fmt.Fprintf(&b, "#include \"%s\"\n", n)
+			fmt.Fprintf(&includes, "#include \"%s\"\n", n)
 		}
 	}
 	for _, n := range names {
 		if strings.HasSuffix(n, ".cu") {
-			text, _ := kernelFS.ReadFile("kernels/" + n)
-			fmt.Fprintf(&b, "#line 1 \"%s\"\n%s\n", n, text)
+			text, err := kernelFS.ReadFile("kernels/" + n)
+			if err != nil {
+				return nil, nil, err
+			}
+			units = append(units, source{name: n, text: fmt.Sprintf("%s#line 1 \"%s\"\n%s", includes.String(), n, text)})
 		}
 	}
-	return source{name: "strata_kernels.cu", text: b.String()}, headers, nil
+	return units, headers, nil
 }
 
 // nvrtcOptions are the compiler options for arch. Denormals are kept
@@ -62,49 +65,66 @@ func nvrtcOptions(arch string) []string {
 	}
 }
 
-// buildKernels returns the cubin of the kernels for arch, from the cache
-// when it holds one for these sources, this arch, options and NVRTC
-// version, else compiled by NVRTC (and stored). cached reports a hit.
-func buildKernels(nv *nvrtc, arch, cacheDir string, log *slog.Logger) (cubin []byte, cached bool, err error) {
-	main, headers, err := kernelSources()
+// built is the outcome of compiling one translation unit.
+type built struct {
+	unit   string
+	cubin  []byte
+	cached bool
+	err    error
+}
+
+// buildKernels returns the cubin of each kernel source for arch, from the
+// cache when it holds one for that source, its headers, this arch, the
+// options and the NVRTC version, else compiled by NVRTC (the sources in
+// parallel) and stored.
+func buildKernels(nv *nvrtc, arch, cacheDir string, log *slog.Logger) ([]built, error) {
+	units, headers, err := kernelUnits()
 	if err != nil {
-		return nil, false, fmt.Errorf("cuda: reading embedded kernels: %w", err)
+		return nil, fmt.Errorf("cuda: reading embedded kernels: %w", err)
 	}
 	if log == nil {
 		log = slog.Default()
 	}
+	if cacheDir == "" {
+		if d, err := os.UserCacheDir(); err == nil {
+			cacheDir = filepath.Join(d, "strata", "cuda")
+		}
+	}
 	opts := nvrtcOptions(arch)
+	out := make([]built, len(units))
+	var wg sync.WaitGroup
+	for i, u := range units {
+		wg.Go(func() {
+			out[i] = buildUnit(nv, u, headers, opts, cacheDir, log)
+		})
+	}
+	wg.Wait()
+	return out, nil
+}
+
+func buildUnit(nv *nvrtc, u source, headers []source, opts []string, cacheDir string, log *slog.Logger) built {
 	h := sha256.New()
 	fmt.Fprintf(h, "strata-cuda-kernels 1\x00nvrtc %d.%d\x00%s\x00", nv.major, nv.minor, strings.Join(opts, " "))
-	for _, s := range append([]source{main}, headers...) {
+	for _, s := range append([]source{u}, headers...) {
 		fmt.Fprintf(h, "%s\x00%d\x00%s", s.name, len(s.text), s.text)
 	}
-	key := hex.EncodeToString(h.Sum(nil))[:32]
-
 	path := ""
-	if cacheDir != "off" {
-		if cacheDir == "" {
-			if d, err := os.UserCacheDir(); err == nil {
-				cacheDir = filepath.Join(d, "strata", "cuda")
-			}
-		}
-		if cacheDir != "" {
-			path = filepath.Join(cacheDir, key+".cubin")
-			if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-				return b, true, nil
-			}
+	if cacheDir != "" && cacheDir != "off" {
+		path = filepath.Join(cacheDir, strings.TrimSuffix(u.name, ".cu")+"-"+hex.EncodeToString(h.Sum(nil))[:32]+".cubin")
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return built{unit: u.name, cubin: b, cached: true}
 		}
 	}
-	cubin, err = nv.compile(main, headers, opts)
+	cubin, err := nv.compile(u, headers, opts)
 	if err != nil {
-		return nil, false, err
+		return built{unit: u.name, err: err}
 	}
 	if path != "" {
 		if err := writeAtomic(path, cubin); err != nil {
 			log.Warn("cuda: cannot cache compiled kernels", "path", path, "err", err)
 		}
 	}
-	return cubin, false, nil
+	return built{unit: u.name, cubin: cubin}
 }
 
 // writeAtomic writes b to path through a temporary file and a rename, so
