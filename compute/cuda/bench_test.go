@@ -7,6 +7,7 @@ import (
 	"sort"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/strata-inference/strata/compute"
 )
@@ -132,38 +133,49 @@ func BenchmarkGEMV(b *testing.B) {
 		{compute.FP8, 4096, 4096}, {compute.FP8, 1024, 4096}, {compute.FP4, 2048, 4096}, {compute.FP4, 4096, 2048},
 		{compute.BF16, 4096, 4096}, {compute.F32, 1024, 4096},
 	} {
-		b.Run(c.String(), func(b *testing.B) {
-			m := c.make()
-			for b.Loop() {
-				benchDo(b, func(th *Thread) error {
-					ws, err := deviceMatrices(th, m, 512<<20)
-					if err != nil {
-						return err
-					}
-					defer freeMatrices(th, ws)
-					x, err := upload(th, randFloats(rand.New(rand.NewPCG(2, 3)), c.cols))
-					if err != nil {
-						return err
-					}
-					defer th.Free(x)
-					y, err := th.Alloc(int64(4 * c.rows))
-					if err != nil {
-						return err
-					}
-					defer th.Free(y)
-					k := device(b).Kernels()
-					ms, err := timeGPU(th, 4*len(ws), 7, func(i int) error {
-						return k.MatMul(th, th.Stream(), y, x, 1, ws[i%len(ws)], Strict)
-					})
-					gbs := float64(m.Bytes()) / ms / 1e6
-					b.ReportMetric(ms*1e3, "us")
-					b.ReportMetric(gbs, "GB/s")
-					b.ReportMetric(gbs/hbmGBs, "of-HBM")
-					return err
-				})
+		for _, version := range []int{1, 2} {
+			for _, T := range []int{1, 4} {
+				if T > 1 && version == 1 {
+					continue
+				}
+				benchGEMV(b, c, version, T)
 			}
-		})
+		}
 	}
+}
+
+func benchGEMV(b *testing.B, c benchMatrix, version, T int) {
+	b.Run(fmt.Sprintf("%v/v%d/T=%d", c, version, T), func(b *testing.B) {
+		m := c.make()
+		for b.Loop() {
+			benchDo(b, func(th *Thread) error {
+				ws, err := deviceMatrices(th, m, 512<<20)
+				if err != nil {
+					return err
+				}
+				defer freeMatrices(th, ws)
+				x, err := upload(th, randFloats(rand.New(rand.NewPCG(2, 3)), T*c.cols))
+				if err != nil {
+					return err
+				}
+				defer th.Free(x)
+				y, err := th.Alloc(int64(4 * c.rows * T))
+				if err != nil {
+					return err
+				}
+				defer th.Free(y)
+				k := device(b).Kernels()
+				ms, err := timeGPU(th, 4*len(ws), 7, func(i int) error {
+					return k.matMulGEMVVersion(th, th.Stream(), y, x, T, ws[i%len(ws)], version)
+				})
+				gbs := float64(m.Bytes()) / ms / 1e6
+				b.ReportMetric(ms*1e3, "us")
+				b.ReportMetric(gbs, "GB/s")
+				b.ReportMetric(gbs/hbmGBs, "of-HBM")
+				return err
+			})
+		}
+	})
 }
 
 // BenchmarkGEMM measures many-token products (prefill) on the tensor
@@ -309,6 +321,21 @@ func BenchmarkLaunch(b *testing.B) {
 			if err := d.Do(ctx, func(*Thread) error { return nil }); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+	b.Run("driver-call", func(b *testing.B) {
+		// The cheapest driver call: what purego and the driver's entry cost.
+		for b.Loop() {
+			benchDo(b, func(th *Thread) error {
+				const n = 100000
+				var v int32
+				start := time.Now()
+				for range n {
+					ccall(th.drv.cuDriverGetVersion, uintptr(unsafe.Pointer(&v)))
+				}
+				b.ReportMetric(float64(time.Since(start).Nanoseconds())/n, "host-ns/call")
+				return nil
+			})
 		}
 	})
 	b.Run("launch", func(b *testing.B) {

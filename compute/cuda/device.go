@@ -8,6 +8,8 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -53,19 +55,36 @@ type Props struct {
 // to Do run one at a time.
 type Device struct {
 	props   Props
-	calls   chan *call
+	mu      sync.Mutex           // serializes Do callers
+	pending atomic.Pointer[call] // the call handed to the device goroutine
+	parked  atomic.Bool          // the device goroutine sleeps on wake
+	wake    chan struct{}        // capacity 1
 	quit    chan struct{}
 	stopped chan struct{}
 	once    sync.Once
-	th      *Thread
 	kern    *Kernels
 	log     *slog.Logger
 }
 
+// call is one Do: the device goroutine runs fn, stores err, then sets done
+// (and signals ch if the caller went to sleep).
 type call struct {
-	fn  func(*Thread) error
-	err chan error
+	fn      func(*Thread) error
+	err     error
+	done    atomic.Bool
+	waiting atomic.Bool
+	ch      chan struct{} // capacity 1
 }
+
+// Spin budgets of the hand-off between a caller and the device goroutine.
+// Waking a sleeping goroutine that is locked to its thread takes tens of
+// microseconds (a futex wake-up of another OS thread, both ways), so each
+// side polls briefly before it sleeps: calls in quick succession (a decode
+// loop) then cost about a microsecond each.
+const (
+	deviceSpin = 100 * time.Microsecond // the device goroutine, after a call
+	callerSpin = 50 * time.Microsecond  // a caller, waiting for its call
+)
 
 // Open initializes the driver, retains device opts.Ordinal's primary
 // context on a new locked goroutine, and compiles (or loads from the
@@ -83,9 +102,9 @@ func Open(ctx context.Context, opts Options) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{calls: make(chan *call), quit: make(chan struct{}), stopped: make(chan struct{}), log: log}
+	d := &Device{wake: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{}), log: log}
 	ready := make(chan error, 1)
-	go d.loop(drv, opts.Ordinal, ready)
+	go d.loop(func() (*Thread, error) { return newThread(drv, opts.Ordinal, &d.props) }, ready)
 	if err := <-ready; err != nil {
 		return nil, err
 	}
@@ -150,20 +169,44 @@ func (d *Device) Props() Props { return d.props }
 func (d *Device) Kernels() *Kernels { return d.kern }
 
 // Do runs fn on the device's thread, with a Thread valid until fn
-// returns, and returns fn's error. It waits for calls before it; a ctx
-// done before fn starts returns ctx.Err() and fn does not run. fn must not
-// call Do (it would wait for itself). A panic in fn is returned as an
-// error and leaves the device usable.
+// returns, and returns fn's error. Calls run one at a time; a ctx already
+// done returns ctx.Err() and fn does not run (a call handed over runs to
+// completion: CUDA calls cannot be interrupted). fn must not call Do (it would wait for itself). A
+// panic in fn is returned as an error and leaves the device usable.
 func (d *Device) Do(ctx context.Context, fn func(*Thread) error) error {
-	c := &call{fn: fn, err: make(chan error, 1)}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	select {
-	case d.calls <- c:
-	case <-ctx.Done():
-		return ctx.Err()
 	case <-d.quit:
 		return ErrClosed
+	default:
 	}
-	return <-c.err
+	c := &call{fn: fn, ch: make(chan struct{}, 1)}
+	d.pending.Store(c)
+	if d.parked.Load() {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}
+	// Poll for the result, then sleep until the device goroutine signals.
+	start := time.Now()
+	for i := 0; !c.done.Load(); i++ {
+		if i%64 == 63 {
+			if time.Since(start) > callerSpin {
+				c.waiting.Store(true)
+				if !c.done.Load() {
+					<-c.ch
+				}
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	return c.err
 }
 
 // Close releases the kernels, the thread's resources and the primary
@@ -176,9 +219,14 @@ func (d *Device) Close() error {
 			if d.kern != nil {
 				d.kern.unload(t)
 			}
+			if t.drv == nil { // a test's thread without a driver
+				return nil
+			}
 			return t.release()
 		})
+		d.mu.Lock() // no Do is in flight when quit closes
 		close(d.quit)
+		d.mu.Unlock()
 		<-d.stopped
 	})
 	return err
@@ -186,23 +234,52 @@ func (d *Device) Close() error {
 
 // loop is the device's goroutine: it locks its OS thread for good (the
 // thread ends with it), makes the primary context current, reports
-// through ready, then runs calls until quit.
-func (d *Device) loop(drv *driver, ordinal int, ready chan<- error) {
+// through ready, then runs calls until quit, polling for the next one for
+// deviceSpin before it sleeps.
+func (d *Device) loop(start func() (*Thread, error), ready chan<- error) {
 	runtime.LockOSThread()
 	defer close(d.stopped)
-	t, err := newThread(drv, ordinal, &d.props)
+	t, err := start()
 	ready <- err
 	if err != nil {
 		return
 	}
-	d.th = t
-	for {
+	last := time.Now()
+	for i := 0; ; i++ {
+		if c := d.pending.Swap(nil); c != nil {
+			c.err = t.run(c.fn)
+			c.done.Store(true)
+			if c.waiting.Load() {
+				c.ch <- struct{}{}
+			}
+			last, i = time.Now(), 0
+			continue
+		}
+		if i%64 != 63 {
+			continue
+		}
 		select {
-		case c := <-d.calls:
-			c.err <- t.run(c.fn)
 		case <-d.quit:
 			return
+		default:
 		}
+		if time.Since(last) < deviceSpin {
+			runtime.Gosched()
+			continue
+		}
+		// Sleep. A caller that stored its call before seeing parked is
+		// found by the second look; one after it sends a wake-up.
+		d.parked.Store(true)
+		if d.pending.Load() == nil {
+			select {
+			case <-d.wake:
+			case <-d.quit:
+				d.parked.Store(false)
+				return
+			}
+		}
+		d.parked.Store(false)
+		last = time.Now()
 	}
 }
 

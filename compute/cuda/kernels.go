@@ -26,9 +26,10 @@ const FastGEMVMaxT = 8
 // on a stream and return without waiting for it; they take the Thread of
 // the Device.Do call they run in.
 type Kernels struct {
-	mods []module
-	gemv [5][3][2]Func // [dtype][token group 1, 2, 4][scalar, vector]
-	gemm [5]Func
+	mods  []module
+	gemv  [5][3][2]Func // [dtype][token group 1, 2, 4][scalar, vector]
+	gemv2 [5][3][4]Func // [dtype][token group][split 1, 2, 4, 8]
+	gemm  [5]Func
 	// tensorCores: the device has bfloat16 mma.sync (sm_80 and later).
 	tensorCores bool
 	// unavailable says why kernels are missing (Open's keepGoing).
@@ -75,6 +76,11 @@ func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernel
 		for g, tt := range []int{1, 2, 4} {
 			fn(&k.gemv[d][g][0], fmt.Sprintf("gemv_%s_t%d_s", dn, tt))
 			fn(&k.gemv[d][g][1], fmt.Sprintf("gemv_%s_t%d_v", dn, tt))
+		}
+		for g, tt := range []int{1, 2, 4} {
+			for si, sp := range []int{1, 2, 4, 8} {
+				fn(&k.gemv2[d][g][si], fmt.Sprintf("gemv2_%s_t%d_s%d", dn, tt, sp))
+			}
 		}
 		fn(&k.gemm[d], "gemm_"+dn)
 	}
@@ -132,8 +138,16 @@ func checkMatMul(T int, w *Matrix) error {
 	return nil
 }
 
+// gemvVersion selects the float32 kernel for rows that allow 16-byte
+// loads: 1 is gemv.cu, 2 is gemv2.cu (scalar rows always use gemv.cu).
+const gemvVersion = 2
+
 // matMulGEMV is the float32 product (Strict, and Fast for small T).
 func (k *Kernels) matMulGEMV(t *Thread, s Stream, y, x Ptr, T int, w *Matrix) error {
+	return k.matMulGEMVVersion(t, s, y, x, T, w, gemvVersion)
+}
+
+func (k *Kernels) matMulGEMVVersion(t *Thread, s Stream, y, x Ptr, T int, w *Matrix, version int) error {
 	if err := checkMatMul(T, w); err != nil || T == 0 {
 		return err
 	}
@@ -144,17 +158,38 @@ func (k *Kernels) matMulGEMV(t *Thread, s Stream, y, x Ptr, T int, w *Matrix) er
 	case 2:
 		g = 1
 	}
+	a := t.Args().Ptr(y).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Int(w.Rows).Int(w.Cols).Int(T).
+		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols())
+	if version == 2 && w.vec() {
+		si, rowsPerBlock := gemv2Split(w.Rows, int(w.rowBytes()/16))
+		return k.launch(t, k.gemv2[w.DType][g][si], Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock}, Dim3{X: 256}, s, a)
+	}
 	v := 0
 	if w.vec() {
 		v = 1
 	}
-	a := t.Args().Ptr(y).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Int(w.Rows).Int(w.Cols).Int(T).
-		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols())
 	return k.launch(t, k.gemv[w.DType][g][v], Dim3{X: (w.Rows + gemvRows - 1) / gemvRows}, Dim3{X: 256}, s, a)
 }
 
 // gemvRows is the rows of W per block of the GEMV kernels (GEMV_ROWS).
 const gemvRows = 4
+
+// gemv2Split returns the index of the split (1, 2, 4, 8 warps per row
+// group) of gemv2.cu for a matrix of rows rows of nch 16-byte chunks, and
+// the rows a block then computes: the smallest split that makes 256
+// blocks, while every warp keeps two chunks of each row. It depends on
+// the shape alone, so that the reduction order does too.
+func gemv2Split(rows, nch int) (index, rowsPerBlock int) {
+	const warps, rowsPerWarp, targetBlocks = 8, 2, 256
+	for index < 3 {
+		groupRows := (warps >> index) * rowsPerWarp
+		if (rows+groupRows-1)/groupRows >= targetBlocks || 2*32*(2<<index) > nch {
+			break
+		}
+		index++
+	}
+	return index, (warps >> index) * rowsPerWarp
+}
 
 // matMulGEMM is the tensor-core product (bfloat16 activations).
 func (k *Kernels) matMulGEMM(t *Thread, s Stream, y, x Ptr, T int, w *Matrix) error {

@@ -174,6 +174,9 @@ var mmCases = []mmCase{
 	{compute.FP8, 11, 64, 7, 24}, // blocks of 24 columns: scalar
 	{compute.FP4, 3, 96, 0, 0},
 	{compute.FP4, 131, 800, 0, 0},
+	{compute.BF16, 40, 2048, 0, 0},     // gemv2 split 4
+	{compute.F32, 10, 4096, 0, 0},      // gemv2 split 8
+	{compute.FP8, 33, 2048, 128, 128},  // gemv2 split 2
 	{compute.FP8, 512, 4096, 128, 128}, // Flash widths
 	{compute.FP4, 256, 4096, 0, 0},
 }
@@ -239,25 +242,27 @@ func checkProduct(t *testing.T, got, want []float32, ref, mag []float64, tight, 
 func TestMatMulStrict(t *testing.T) {
 	device(t)
 	be := cpu.New(2)
-	for ci, c := range mmCases {
-		t.Run(c.String(), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(uint64(ci), 7))
-			m, dense := testMatrix(rng, c.dt, c.rows, c.cols, c.br, c.bc)
-			for _, T := range []int{1, 2, 3, 64, 300} {
-				if c.cols >= 4096 && T > 64 {
-					continue // the CPU reference would take long
+	for _, version := range []int{1, 2} {
+		for ci, c := range mmCases {
+			t.Run(fmt.Sprintf("v%d/%v", version, c), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(ci), 7))
+				m, dense := testMatrix(rng, c.dt, c.rows, c.cols, c.br, c.bc)
+				for _, T := range []int{1, 2, 3, 64, 300} {
+					if c.cols >= 4096 && T > 64 {
+						continue // the CPU reference would take long
+					}
+					x := randFloats(rng, T*c.cols)
+					got := runMatMul(t, m, x, T, func(th *Thread, y, x Ptr, w *Matrix) error {
+						return device(t).Kernels().matMulGEMVVersion(th, th.Stream(), y, x, T, w, version)
+					})
+					want := make([]float32, T*c.rows)
+					be.MatMul(want, x, T, m)
+					ref, mag := exactProducts(dense, x, c.rows, c.cols, T, nil)
+					tight := gamma(32 + (c.cols+255)/256 + 13)
+					checkProduct(t, got, want, ref, mag, tight, tight+gamma(c.cols))
 				}
-				x := randFloats(rng, T*c.cols)
-				got := runMatMul(t, m, x, T, func(th *Thread, y, x Ptr, w *Matrix) error {
-					return device(t).Kernels().MatMul(th, th.Stream(), y, x, T, w, Strict)
-				})
-				want := make([]float32, T*c.rows)
-				be.MatMul(want, x, T, m)
-				ref, mag := exactProducts(dense, x, c.rows, c.cols, T, nil)
-				tight := gamma(32 + (c.cols+255)/256 + 13)
-				checkProduct(t, got, want, ref, mag, tight, tight+gamma(c.cols))
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -265,62 +270,68 @@ func TestMatMulStrict(t *testing.T) {
 // is bit-identical whatever T and the other tokens are.
 func TestMatMulStrictBatchInvariant(t *testing.T) {
 	device(t)
-	for ci, c := range mmCases {
-		t.Run(c.String(), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(uint64(ci), 8))
-			m, _ := testMatrix(rng, c.dt, c.rows, c.cols, c.br, c.bc)
-			const T = 300
-			x := randFloats(rng, T*c.cols)
-			k := device(t).Kernels()
-			alone := make([]float32, T*c.rows)
-			batches := map[int][]float32{}
-			do(t, func(th *Thread) error {
-				w, err := th.UploadMatrix(m, th.Stream())
-				if err != nil {
+	for _, version := range []int{1, 2} {
+		for ci, c := range mmCases {
+			testStrictInvariant(t, version, ci, c)
+		}
+	}
+}
+
+func testStrictInvariant(t *testing.T, version, ci int, c mmCase) {
+	t.Run(fmt.Sprintf("v%d/%v", version, c), func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(uint64(ci), 8))
+		m, _ := testMatrix(rng, c.dt, c.rows, c.cols, c.br, c.bc)
+		const T = 300
+		x := randFloats(rng, T*c.cols)
+		k := device(t).Kernels()
+		alone := make([]float32, T*c.rows)
+		batches := map[int][]float32{}
+		do(t, func(th *Thread) error {
+			w, err := th.UploadMatrix(m, th.Stream())
+			if err != nil {
+				return err
+			}
+			defer th.FreeMatrix(w)
+			xs, err := upload(th, x)
+			if err != nil {
+				return err
+			}
+			defer th.Free(xs)
+			ys, err := allocPoisoned(th, T*c.rows)
+			if err != nil {
+				return err
+			}
+			defer th.Free(ys)
+			row := int64(4 * c.cols)
+			for tok := range T {
+				if err := k.matMulGEMVVersion(th, th.Stream(), ys.Add(int64(4*tok*c.rows)), xs.Add(int64(tok)*row), 1, w, version); err != nil {
 					return err
-				}
-				defer th.FreeMatrix(w)
-				xs, err := upload(th, x)
-				if err != nil {
-					return err
-				}
-				defer th.Free(xs)
-				ys, err := allocPoisoned(th, T*c.rows)
-				if err != nil {
-					return err
-				}
-				defer th.Free(ys)
-				row := int64(4 * c.cols)
-				for tok := range T {
-					if err := k.MatMul(th, th.Stream(), ys.Add(int64(4*tok*c.rows)), xs.Add(int64(tok)*row), 1, w, Strict); err != nil {
-						return err
-					}
-				}
-				if err := download(th, alone, ys); err != nil {
-					return err
-				}
-				for _, n := range []int{2, 3, 64, 300} {
-					// Tokens [off, off+n): each lands at another position.
-					off := (T - n) / 2
-					if err := k.MatMul(th, th.Stream(), ys, xs.Add(int64(off)*row), n, w, Strict); err != nil {
-						return err
-					}
-					b := make([]float32, n*c.rows)
-					if err := download(th, b, ys); err != nil {
-						return err
-					}
-					batches[n] = b
-				}
-				return nil
-			})
-			for n, b := range batches {
-				off := (T - n) / 2
-				if !slices.Equal(bitsOf(b), bitsOf(alone[off*c.rows:(off+n)*c.rows])) {
-					t.Errorf("T=%d: products differ from the same tokens alone", n)
 				}
 			}
+			if err := download(th, alone, ys); err != nil {
+				return err
+			}
+			for _, n := range []int{2, 3, 64, 300} {
+				// Tokens [off, off+n): each lands at another position.
+				off := (T - n) / 2
+				if err := k.matMulGEMVVersion(th, th.Stream(), ys, xs.Add(int64(off)*row), n, w, version); err != nil {
+					return err
+				}
+				b := make([]float32, n*c.rows)
+				if err := download(th, b, ys); err != nil {
+					return err
+				}
+				batches[n] = b
+			}
+			return nil
 		})
-	}
+		for n, b := range batches {
+			off := (T - n) / 2
+			if !slices.Equal(bitsOf(b), bitsOf(alone[off*c.rows:(off+n)*c.rows])) {
+				t.Errorf("T=%d: products differ from the same tokens alone", n)
+			}
+		}
+	})
 }
 
 // TestMatMulTensorCores checks the bfloat16 tensor-core product: against
@@ -367,7 +378,7 @@ func TestMatMulTensorCoresBatchInvariant(t *testing.T) {
 	if !device(t).Kernels().tensorCores {
 		t.Skip("cuda: no bfloat16 tensor cores on this device")
 	}
-	for ci, c := range mmCases[:12] {
+	for ci, c := range mmCases[:15] {
 		t.Run(c.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(ci), 10))
 			m, _ := testMatrix(rng, c.dt, c.rows, c.cols, c.br, c.bc)

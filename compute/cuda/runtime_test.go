@@ -290,3 +290,20 @@ func TestKernelCacheFile(t *testing.T) {
 	t.Logf("NVRTC %s compile of %d units %v (in parallel), cache load %v, cubins %d KiB", nv.path, len(b1),
 		compile.Round(time.Millisecond), load.Round(time.Microsecond), size>>10)
 }
+
+// BenchmarkCallC is the cost of one C call through purego (strlen of a
+// short string), the floor under every driver call.
+func BenchmarkCallC(b *testing.B) {
+	if !dynamicLoading {
+		b.Skip("cuda: no dynamic loading in this build")
+	}
+	h, err := dlopen("libc.so.6")
+	if err != nil {
+		b.Skip("cuda: no libc.so.6: " + err.Error())
+	}
+	strlen, _ := dlsym(h, "strlen")
+	s := cstr("strata")
+	for b.Loop() {
+		ccall(strlen, uintptr(unsafe.Pointer(&s[0])))
+	}
+}
