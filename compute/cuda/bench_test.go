@@ -132,6 +132,8 @@ func BenchmarkGEMV(b *testing.B) {
 	for _, c := range []benchMatrix{
 		{compute.FP8, 4096, 4096}, {compute.FP8, 1024, 4096}, {compute.FP4, 2048, 4096}, {compute.FP4, 4096, 2048},
 		{compute.BF16, 4096, 4096}, {compute.F32, 1024, 4096},
+		{compute.FP8, 32768, 1024},   // DeepSeek-V4-Flash wq_b: 64 heads of 512 from q_lora 1024
+		{compute.BF16, 129280, 4096}, // the output head
 	} {
 		for _, version := range []int{1, 2} {
 			for _, T := range []int{1, 4} {

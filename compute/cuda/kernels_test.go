@@ -415,13 +415,22 @@ func TestMatMulFP8NaN(t *testing.T) {
 		x := randFloats(rng, T*cols)
 		want := make([]float32, T*9)
 		be.MatMul(want, x, T, m)
-		for _, mode := range []Mode{Strict, Fast} {
-			got := runMatMul(t, m, x, T, func(th *Thread, y, x Ptr, w *Matrix) error {
-				return device(t).Kernels().MatMul(th, th.Stream(), y, x, T, w, mode)
-			})
+		paths := map[string]func(th *Thread, y, x Ptr, w *Matrix) error{
+			"gemv-v1": func(th *Thread, y, x Ptr, w *Matrix) error {
+				return device(t).Kernels().matMulGEMVVersion(th, th.Stream(), y, x, T, w, 1)
+			},
+			"gemv-v2": func(th *Thread, y, x Ptr, w *Matrix) error {
+				return device(t).Kernels().matMulGEMVVersion(th, th.Stream(), y, x, T, w, 2)
+			},
+			"gemm": func(th *Thread, y, x Ptr, w *Matrix) error {
+				return device(t).Kernels().matMulGEMM(th, th.Stream(), y, x, T, w)
+			},
+		}
+		for name, path := range paths {
+			got := runMatMul(t, m, x, T, path)
 			for i := range got {
 				if math.IsNaN(float64(got[i])) != math.IsNaN(float64(want[i])) || math.Float32bits(got[i]) == poison {
-					t.Errorf("cols %d mode %d: y[%d] = %v, CPU %v", cols, mode, i, got[i], want[i])
+					t.Errorf("cols %d %s: y[%d] = %v, CPU %v", cols, name, i, got[i], want[i])
 				}
 			}
 		}

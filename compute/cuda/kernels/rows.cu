@@ -83,8 +83,9 @@ extern "C" __global__ void __launch_bounds__(ROW_THREADS)
 
 // softmax replaces each row of width n by exp(x - max) / sum, the
 // exponentials and their sum in float64 as on the CPU; a row whose maximum
-// is +Inf, NaN or -Inf becomes NaN.
-extern "C" __global__ void __launch_bounds__(ROW_THREADS) softmax(float* x, int n) {
+// is +Inf, NaN or -Inf becomes NaN. Up to 1024 threads a row: the float64
+// exponentials are slow, and rows (a vocabulary) are few and long.
+extern "C" __global__ void __launch_bounds__(1024) softmax(float* x, int n) {
   __shared__ double dbuf[32];
   __shared__ float fbuf[32];
   float* row = x + (long long)blockIdx.x * n;

@@ -38,15 +38,35 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
       if ((key & mask) == prefix) atomicAdd(&hist[(u32)(key >> shift) & 255u], 1u);
     }
     __syncthreads();
-    if (tid == 0) {
-      u32 cum = 0;
-      int b = 255;
-      for (; b > 0; --b) {
-        if (cum + hist[b] >= need) break;
-        cum += hist[b];
+    if (tid < 32) {
+      // Find the bin where the count from the top reaches need: lane l
+      // holds bins 255-8l down to 248-8l; a scan over the lanes gives the
+      // count above each lane's bins.
+      u32 loc[8], sum = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        loc[j] = hist[255 - 8 * tid - j];
+        sum += loc[j];
       }
-      s_bin = (u32)b;
-      s_above = cum;
+      u32 inc = sum;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        u32 v = __shfl_up_sync(0xFFFFFFFFu, inc, o);
+        if (tid >= o) inc += v;
+      }
+      const unsigned ball = __ballot_sync(0xFFFFFFFFu, inc >= need);
+      if (tid == __ffs((int)ball) - 1) {
+        u32 cum = inc - sum;
+        int b = 255 - 8 * tid;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          b = 255 - 8 * tid - j;
+          if (cum + loc[j] >= need) break;
+          cum += loc[j];
+        }
+        s_bin = (u32)b;
+        s_above = cum;
+      }
     }
     __syncthreads();
     const u32 bin = s_bin, above = s_above, cnt = hist[bin];
