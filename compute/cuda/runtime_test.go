@@ -303,7 +303,12 @@ func BenchmarkCallC(b *testing.B) {
 	}
 	strlen, _ := dlsym(h, "strlen")
 	s := cstr("strata")
+	const n = 100000
 	for b.Loop() {
-		ccall(strlen, uintptr(unsafe.Pointer(&s[0])))
+		start := time.Now()
+		for range n {
+			ccall(strlen, uintptr(unsafe.Pointer(&s[0])))
+		}
+		b.ReportMetric(float64(time.Since(start).Nanoseconds())/n, "ns/call")
 	}
 }
