@@ -4,7 +4,9 @@
 // run time through purego, so `CGO_ENABLED=0 go build ./...` builds this
 // package on every OS and architecture; where no driver can be loaded,
 // [Open] fails with one error that says so (`cuda: no NVIDIA driver
-// (libcuda.so.1): ...`).
+// (libcuda.so.1): ...`). With cgo disabled, importing purego makes a
+// binary dynamically linked against the C library (it needs dlopen); the
+// build tag nocuda leaves purego out, for static binaries without GPUs.
 //
 // # Threading
 //
@@ -19,9 +21,10 @@
 // # Kernels
 //
 // The kernels are CUDA C++ sources embedded from kernels/ and compiled by
-// NVRTC at [Open] for the device's architecture (sm_90a on Hopper); the
-// cubin is cached under os.UserCacheDir()/strata/cuda, keyed by a hash of
-// the sources, the architecture, the NVRTC version and the options.
+// NVRTC at [Open] for the device's architecture (sm_90a on Hopper), one
+// module per .cu file, in parallel; the cubins are cached under
+// os.UserCacheDir()/strata/cuda, keyed by a hash of the source, the
+// headers, the architecture, the NVRTC version and the options.
 //
 // # Numerics
 //
@@ -33,8 +36,8 @@
 //     multiply-adds), in a reduction order per output that depends only on
 //     the matrix's shape, never on T or on the other tokens: they are
 //     batch-invariant.
-//   - [Fast] products use the same float32 kernel for small T (memory-bound
-//     there) and, for larger T, a tensor-core kernel that rounds the
+//   - [Fast] products use the same float32 kernel up to [FastGEMVMaxT]
+//     tokens (memory-bound there) and, above, a tensor-core kernel that rounds the
 //     activations to bfloat16 (round to nearest even) and accumulates the
 //     exact products in float32 (F32 and F16 weights are rounded to
 //     bfloat16 too). The tensor-core kernel is batch-invariant on its own,
