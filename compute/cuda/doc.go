@@ -1,0 +1,50 @@
+// Package cuda runs strata's kernels on NVIDIA GPUs without cgo.
+//
+// The CUDA driver API (libcuda.so.1) and NVRTC (libnvrtc.so) are loaded at
+// run time through purego, so `CGO_ENABLED=0 go build ./...` builds this
+// package on every OS and architecture; where no driver can be loaded,
+// [Open] fails with one error that says so (`cuda: no NVIDIA driver
+// (libcuda.so.1): ...`). With cgo disabled, importing purego makes a
+// binary dynamically linked against the C library (it needs dlopen); the
+// build tag nocuda leaves purego out, for static binaries without GPUs.
+//
+// # Threading
+//
+// A CUDA context is current per OS thread, and the driver's state is not
+// safe to touch from the goroutines Go moves between threads. A [Device]
+// therefore owns one goroutine locked to its OS thread, and every CUDA call
+// of the device is made there. [Device.Do] hands that goroutine a function
+// that receives a [*Thread]; the Thread's methods call the driver directly,
+// so a function that issues many launches pays the hop between goroutines
+// once. A Thread is valid only inside the function it was passed to.
+//
+// # Kernels
+//
+// The kernels are CUDA C++ sources embedded from kernels/ and compiled by
+// NVRTC at [Open] for the device's architecture (sm_90a on Hopper), one
+// module per .cu file, in parallel; the cubins are cached under
+// os.UserCacheDir()/strata/cuda, keyed by a hash of the source, the
+// headers, the architecture, the NVRTC version and the options.
+//
+// # Numerics
+//
+// Matrix products read weights in their stored formats (compute.Matrix):
+// every dequantized weight (stored value times its power-of-two scale) is
+// exact in float32, and exact in bfloat16 for BF16, FP8 e4m3 and FP4 e2m1.
+//
+//   - [Strict] products compute in float32 on the CUDA cores (fused
+//     multiply-adds), in a reduction order per output that depends only on
+//     the matrix's shape, never on T or on the other tokens: they are
+//     batch-invariant.
+//   - [Fast] products use the same float32 kernel up to [FastGEMVMaxT]
+//     tokens (memory-bound there) and, above, a tensor-core kernel that rounds the
+//     activations to bfloat16 (round to nearest even) and accumulates the
+//     exact products in float32 (F32 and F16 weights are rounded to
+//     bfloat16 too). The tensor-core kernel is batch-invariant on its own,
+//     but a token's result changes when T crosses the threshold between the
+//     two kernels.
+//
+// RMSNorm, RoPE, Softmax, TopK and Gather compute as the CPU backend does
+// (float32, with float64 where the CPU uses it), up to the order of their
+// float32 sums; TopK and Gather are exact.
+package cuda

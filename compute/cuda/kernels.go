@@ -1,0 +1,274 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/strata-inference/strata/compute"
+)
+
+// Mode selects the numerics of matrix products.
+type Mode int
+
+const (
+	// Strict computes in float32 on the CUDA cores, batch-invariant.
+	Strict Mode = iota
+	// Fast uses the float32 kernel up to FastGEMVMaxT tokens and the
+	// bfloat16 tensor-core kernel above (see the package documentation).
+	Fast
+)
+
+// FastGEMVMaxT is the largest T for which Fast products use the float32
+// kernel: on the H200 it is still the faster of the two at T=32 (NOTES.md).
+const FastGEMVMaxT = 32
+
+// Kernels are the compiled kernels of a device. Their methods queue work
+// on a stream and return without waiting for it; they take the Thread of
+// the Device.Do call they run in.
+type Kernels struct {
+	mods  []module
+	gemv  [5][3][2]Func // [dtype][token group 1, 2, 4][scalar, vector]
+	gemv2 [5][3][4]Func // [dtype][token group][split 1, 2, 4, 8]
+	gemm  [5]Func
+	// tensorCores: the device has bfloat16 mma.sync (sm_80 and later).
+	tensorCores bool
+	// unavailable says why kernels are missing (Open's keepGoing).
+	unavailable error
+
+	rmsnorm, rope, softmax, topk, gather, empty Func
+}
+
+var dtypeNames = [5]string{"f32", "bf16", "f16", "fp8", "fp4"}
+
+// loadKernels loads the built modules and finds every kernel. With
+// keepGoing, units that failed to build and kernels not found are left
+// out (their Func is 0) instead of failing.
+func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernels, error) {
+	k := &Kernels{tensorCores: tensorCores}
+	var missing []error
+	for _, u := range units {
+		if u.err != nil {
+			missing = append(missing, u.err)
+			continue
+		}
+		m, err := t.loadModule(u.cubin)
+		if err != nil {
+			err = fmt.Errorf("cuda: loading %s: %w", u.unit, err)
+			if !keepGoing {
+				k.unload(t)
+				return nil, err
+			}
+			missing = append(missing, err)
+			continue
+		}
+		k.mods = append(k.mods, m)
+	}
+	fn := func(dst *Func, name string) {
+		for _, m := range k.mods {
+			if f, err := t.function(m, name); err == nil {
+				*dst = f
+				return
+			}
+		}
+		missing = append(missing, fmt.Errorf("cuda: kernel %s not found", name))
+	}
+	for d, dn := range dtypeNames {
+		for g, tt := range []int{1, 2, 4} {
+			fn(&k.gemv[d][g][0], fmt.Sprintf("gemv_%s_t%d_s", dn, tt))
+			fn(&k.gemv[d][g][1], fmt.Sprintf("gemv_%s_t%d_v", dn, tt))
+		}
+		for g, tt := range []int{1, 2, 4} {
+			for si, sp := range []int{1, 2, 4, 8} {
+				fn(&k.gemv2[d][g][si], fmt.Sprintf("gemv2_%s_t%d_s%d", dn, tt, sp))
+			}
+		}
+		fn(&k.gemm[d], "gemm_"+dn)
+	}
+	fn(&k.rmsnorm, "rmsnorm")
+	fn(&k.rope, "rope")
+	fn(&k.softmax, "softmax")
+	fn(&k.topk, "topk")
+	fn(&k.gather, "gather")
+	fn(&k.empty, "empty")
+	if len(missing) > 0 {
+		k.unavailable = errors.Join(missing...)
+		if !keepGoing {
+			k.unload(t)
+			return nil, k.unavailable
+		}
+	}
+	return k, nil
+}
+
+func (k *Kernels) unload(t *Thread) error {
+	var first error
+	for _, m := range k.mods {
+		if err := t.unloadModule(m); err != nil && first == nil {
+			first = err
+		}
+	}
+	k.mods = nil
+	return first
+}
+
+// launch launches f, or says why it is missing.
+func (k *Kernels) launch(t *Thread, f Func, grid, block Dim3, s Stream, a *Args) error {
+	if f == 0 {
+		return fmt.Errorf("cuda: kernel unavailable: %v", k.unavailable)
+	}
+	return t.Launch(f, grid, block, 0, s, a)
+}
+
+// MatMul queues y[t] = W·x[t] for t in [0, T) on s: x is [T, W.Cols] and
+// y is [T, W.Rows], float32 row-major in device memory.
+func (k *Kernels) MatMul(t *Thread, s Stream, y, x Ptr, T int, w *Matrix, mode Mode) error {
+	if mode == Fast && T > FastGEMVMaxT && k.tensorCores {
+		return k.matMulGEMM(t, s, y, x, T, w)
+	}
+	return k.matMulGEMV(t, s, y, x, T, w)
+}
+
+func checkMatMul(T int, w *Matrix) error {
+	if T < 0 || w.Rows <= 0 || w.Cols <= 0 || int(w.DType) < 0 || int(w.DType) >= len(dtypeNames) {
+		return fmt.Errorf("cuda: MatMul of %v %dx%d with T=%d", w.DType, w.Rows, w.Cols, T)
+	}
+	if w.DType == compute.FP8 && (w.BlockRows <= 0 || w.BlockCols <= 0) {
+		return fmt.Errorf("cuda: MatMul: fp8 matrix with block %dx%d", w.BlockRows, w.BlockCols)
+	}
+	return nil
+}
+
+// gemvVersion selects the float32 kernel for rows that allow 16-byte
+// loads: 1 is gemv.cu, 2 is gemv2.cu (scalar rows always use gemv.cu).
+const gemvVersion = 2
+
+// matMulGEMV is the float32 product (Strict, and Fast for small T).
+func (k *Kernels) matMulGEMV(t *Thread, s Stream, y, x Ptr, T int, w *Matrix) error {
+	return k.matMulGEMVVersion(t, s, y, x, T, w, gemvVersion)
+}
+
+func (k *Kernels) matMulGEMVVersion(t *Thread, s Stream, y, x Ptr, T int, w *Matrix, version int) error {
+	if err := checkMatMul(T, w); err != nil || T == 0 {
+		return err
+	}
+	g := 2 // 4 tokens a pass
+	switch T {
+	case 1:
+		g = 0
+	case 2:
+		g = 1
+	}
+	a := t.Args().Ptr(y).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Int(w.Rows).Int(w.Cols).Int(T).
+		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols())
+	if version == 2 && w.vec() {
+		si, rowsPerBlock := gemv2Split(w.Rows, int(w.rowBytes()/16))
+		return k.launch(t, k.gemv2[w.DType][g][si], Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock}, Dim3{X: 256}, s, a)
+	}
+	v := 0
+	if w.vec() {
+		v = 1
+	}
+	return k.launch(t, k.gemv[w.DType][g][v], Dim3{X: (w.Rows + gemvRows - 1) / gemvRows}, Dim3{X: 256}, s, a)
+}
+
+// gemvRows is the rows of W per block of the GEMV kernels (GEMV_ROWS).
+const gemvRows = 4
+
+// gemv2Split returns the index of the split (1, 2, 4, 8 warps per row
+// group) of gemv2.cu for a matrix of rows rows of nch 16-byte chunks, and
+// the rows a block then computes: the smallest split that makes 256
+// blocks, while every warp keeps two chunks of each row. It depends on
+// the shape alone, so that the reduction order does too.
+func gemv2Split(rows, nch int) (index, rowsPerBlock int) {
+	const warps, rowsPerWarp, targetBlocks = 8, 2, 256
+	for index < 3 {
+		groupRows := (warps >> index) * rowsPerWarp
+		if (rows+groupRows-1)/groupRows >= targetBlocks || 2*32*(2<<index) > nch {
+			break
+		}
+		index++
+	}
+	return index, (warps >> index) * rowsPerWarp
+}
+
+// matMulGEMM is the tensor-core product (bfloat16 activations).
+func (k *Kernels) matMulGEMM(t *Thread, s Stream, y, x Ptr, T int, w *Matrix) error {
+	if err := checkMatMul(T, w); err != nil || T == 0 {
+		return err
+	}
+	wvec, xvec := 0, 0
+	if w.vec() {
+		wvec = 1
+	}
+	if w.Cols%4 == 0 {
+		xvec = 1
+	}
+	a := t.Args().Ptr(y).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Int(w.Rows).Int(w.Cols).Int(T).
+		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols()).Int(wvec).Int(xvec)
+	return k.launch(t, k.gemm[w.DType], Dim3{X: (w.Rows + 127) / 128, Y: (T + 127) / 128}, Dim3{X: 256}, s, a)
+}
+
+// RMSNorm queues y[t] = w ⊙ x[t] / sqrt(mean(x[t]²) + eps) for T rows of
+// width n; w == 0 means no weight; y may be x.
+func (k *Kernels) RMSNorm(t *Thread, s Stream, y, x, w Ptr, T, n int, eps float32) error {
+	if T <= 0 || n <= 0 {
+		return nil
+	}
+	a := t.Args().Ptr(y).Ptr(x).Ptr(w).Int(n).F32(eps)
+	return k.launch(t, k.rmsnorm, Dim3{X: T}, Dim3{X: 256}, s, a)
+}
+
+// RoPE queues the rotation, in each of the T rows of width n of x, of the
+// interleaved pairs of the last 2*nf channels by pos[t]*invFreq[i] (pos:
+// T int32s, invFreq: nf float32s), by the negative angle when inverse.
+func (k *Kernels) RoPE(t *Thread, s Stream, x Ptr, T, n int, pos, invFreq Ptr, nf int, inverse bool) error {
+	if 2*nf > n {
+		return fmt.Errorf("cuda: RoPE rotates %d channels of rows of width %d", 2*nf, n)
+	}
+	if T <= 0 || nf <= 0 {
+		return nil
+	}
+	inv := 0
+	if inverse {
+		inv = 1
+	}
+	a := t.Args().Ptr(x).Int(n).Ptr(pos).Ptr(invFreq).Int(nf).Int(inv)
+	return k.launch(t, k.rope, Dim3{X: T, Y: (nf + 255) / 256}, Dim3{X: 256}, s, a)
+}
+
+// Softmax queues the replacement of each of the T rows of width n of x by
+// its softmax.
+func (k *Kernels) Softmax(t *Thread, s Stream, x Ptr, T, n int) error {
+	if T <= 0 || n <= 0 {
+		return nil
+	}
+	threads := min(1024, max(32, (n+31)/32*32))
+	return k.launch(t, k.softmax, Dim3{X: T}, Dim3{X: threads}, s, t.Args().Ptr(x).Int(n))
+}
+
+// MaxTopK is the largest k TopK takes.
+const MaxTopK = 1024
+
+// TopK queues, for each of the rows of width n of x, the indices (int32)
+// of its k largest values into idx[row*k:], largest first, ties to the
+// lower index, NaN above every number.
+func (k *Kernels) TopK(t *Thread, s Stream, idx, x Ptr, rows, n, kk int) error {
+	if kk < 0 || kk > n || kk > MaxTopK {
+		return fmt.Errorf("cuda: TopK of %d from rows of %d (at most %d)", kk, n, MaxTopK)
+	}
+	if rows <= 0 || kk == 0 {
+		return nil
+	}
+	return k.launch(t, k.topk, Dim3{X: rows}, Dim3{X: 512}, s, t.Args().Ptr(idx).Ptr(x).Int(n).Int(kk))
+}
+
+// Gather queues y[i] = x[idx[i]] for the m int32 indices at idx, rows of
+// width n of x (which has rows rows); an index < 0 gives zeros, one >=
+// rows NaNs.
+func (k *Kernels) Gather(t *Thread, s Stream, y, x Ptr, rows, n int, idx Ptr, m int) error {
+	if m <= 0 || n <= 0 {
+		return nil
+	}
+	a := t.Args().Ptr(y).Ptr(x).Int(rows).Int(n).Ptr(idx)
+	return k.launch(t, k.gather, Dim3{X: m, Y: (n + 255) / 256}, Dim3{X: 256}, s, a)
+}

@@ -1,0 +1,234 @@
+// gemm.cu: y[t] = W·x[t] for many tokens on the tensor cores (the fast
+// product for large T).
+//
+// Numerics: the weights are dequantized exactly to bfloat16 (BF16, FP8
+// e4m3 times its UE8M0 scale and FP4 e2m1 times its scale are bfloat16
+// values; F32 and F16 weights are rounded to nearest even), the activations
+// are rounded to bfloat16 (nearest even), and mma.sync multiplies them
+// exactly and accumulates in float32. Each output is reduced over K in
+// 32-column tiles in order, whatever T: the kernel is batch-invariant.
+//
+// A block of 256 threads (8 warps, 2 along M by 4 along N) computes a
+// 128x128 tile of y^T (128 rows of W by 128 tokens), stepping over K in
+// tiles of 32: every thread loads 16 consecutive columns of one row of W
+// and of one token, converts them to bfloat16 in registers and stores them
+// to shared memory (double-buffered, so that the global loads of the next
+// tile overlap the products of this one); each warp multiplies 64x32 with
+// m16n8k16 products fed by ldmatrix.
+
+#define GM 128
+#define GN 128
+#define GK 32
+#define GS 40  // shared-memory row stride in bfloat16s: 32 + 8 against bank conflicts
+
+// bfloat16 mma.sync and ldmatrix need sm_80; on older devices the host
+// never launches this kernel, and its body traps.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define GEMM_TC 1
+#endif
+
+__device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) {
+#ifdef GEMM_TC
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void ldmatrix_x4(u32* r, const u16* p) {
+#ifdef GEMM_TC
+  u32 a = (u32)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+#else
+  r[0] = r[1] = r[2] = r[3] = 0;
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ u32 pack2(u32 lo, u32 hi) { return (lo & 0xFFFFu) | (hi << 16); }
+
+// load_w loads W[row][k .. k+16) as 8 pairs of bfloat16, zero outside the
+// matrix. vec: rows allow 16-byte loads (and FP8 blocks are 16-aligned).
+template <int FMT>
+__device__ __forceinline__ void load_w(u32* o, const u8* __restrict__ w, const u8* __restrict__ sc, int row, int k,
+                                       int M, int K, int blockRows, int blockCols, int scaleCols, bool vec) {
+  if (row < M && k + 16 <= K && vec) {
+    const long long r = row;
+    if (FMT == FMT_F32) {
+      const float4* p = (const float4*)(w + (r * K + k) * 4);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float4 f = __ldg(p + j);
+        o[2 * j] = pack2(bf16_rn(f.x), bf16_rn(f.y));
+        o[2 * j + 1] = pack2(bf16_rn(f.z), bf16_rn(f.w));
+      }
+      return;
+    }
+    if (FMT == FMT_BF16) {
+      const uint4* p = (const uint4*)(w + (r * K + k) * 2);
+      uint4 a = __ldg(p), b = __ldg(p + 1);
+      o[0] = a.x; o[1] = a.y; o[2] = a.z; o[3] = a.w; o[4] = b.x; o[5] = b.y; o[6] = b.z; o[7] = b.w;
+      return;
+    }
+    if (FMT == FMT_FP8) {
+      uint4 q = __ldg((const uint4*)(w + r * K + k));
+      float s = ue8m0(__ldg(sc + (r / blockRows) * scaleCols + k / blockCols));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        u32 v = word_of(q, j);
+        o[2 * j] = pack2(bf16_exact(__fmul_rn(e4m3(v & 0xFF), s)), bf16_exact(__fmul_rn(e4m3((v >> 8) & 0xFF), s)));
+        o[2 * j + 1] =
+            pack2(bf16_exact(__fmul_rn(e4m3((v >> 16) & 0xFF), s)), bf16_exact(__fmul_rn(e4m3(v >> 24), s)));
+      }
+      return;
+    }
+    if (FMT == FMT_FP4) {
+      uint2 q = __ldg((const uint2*)(w + r * (K / 2) + k / 2));
+      float s = ue8m0(__ldg(sc + r * (K / 32) + k / 32));
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        u32 v = j < 4 ? q.x >> (8 * j) : q.y >> (8 * (j - 4));
+        o[j] = pack2(bf16_exact(__fmul_rn(e2m1(v), s)), bf16_exact(__fmul_rn(e2m1(v >> 4), s)));
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    u32 h[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int kk = k + 2 * j + e;
+      if (row < M && kk < K) {
+        float v = elem<FMT>(w, sc, row, kk, K, blockRows, blockCols, scaleCols);
+        h[e] = (FMT == FMT_F32 || FMT == FMT_F16) ? bf16_rn(v) : bf16_exact(v);
+      } else {
+        h[e] = 0;
+      }
+    }
+    o[j] = pack2(h[0], h[1]);
+  }
+}
+
+// load_x loads x[tok][k .. k+16) rounded to bfloat16 pairs, zero outside.
+__device__ __forceinline__ void load_x(u32* o, const float* __restrict__ x, int tok, int k, int N, int K, bool vec) {
+  if (tok < N && k + 16 <= K && vec) {
+    const float4* p = (const float4*)(x + (long long)tok * K + k);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float4 f = __ldg(p + j);
+      o[2 * j] = pack2(bf16_rn(f.x), bf16_rn(f.y));
+      o[2 * j + 1] = pack2(bf16_rn(f.z), bf16_rn(f.w));
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    u32 h[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int kk = k + 2 * j + e;
+      h[e] = (tok < N && kk < K) ? bf16_rn(__ldg(x + (long long)tok * K + kk)) : 0u;
+    }
+    o[j] = pack2(h[0], h[1]);
+  }
+}
+
+__device__ __forceinline__ void store8(u16* dst, const u32* v) {
+  uint4* p = (uint4*)dst;
+  p[0] = make_uint4(v[0], v[1], v[2], v[3]);
+  p[1] = make_uint4(v[4], v[5], v[6], v[7]);
+}
+
+template <int FMT>
+__device__ __forceinline__ void gemm_body(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,
+                                          const u8* __restrict__ sc, int M, int K, int N, int blockRows,
+                                          int blockCols, int scaleCols, int wvec, int xvec) {
+  __shared__ __align__(16) u16 As[2][GM * GS];
+  __shared__ __align__(16) u16 Bs[2][GN * GS];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int m0 = blockIdx.x * GM, n0 = blockIdx.y * GN;
+  const int wm = (warp & 1) * 64, wn = (warp >> 1) * 32;
+  const int lr = tid >> 1, lk = (tid & 1) * 16;
+
+  float acc[4][4][4];
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int b = 0; b < 4; ++b)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[a][b][c] = 0.0f;
+
+  u32 ra[8], rb[8];
+  const int nk = (K + GK - 1) / GK;
+  load_w<FMT>(ra, w, sc, m0 + lr, lk, M, K, blockRows, blockCols, scaleCols, wvec != 0);
+  load_x(rb, x, n0 + lr, lk, N, K, xvec != 0);
+  store8(&As[0][lr * GS + lk], ra);
+  store8(&Bs[0][lr * GS + lk], rb);
+  __syncthreads();
+
+  for (int kt = 0; kt < nk; ++kt) {
+    const int cur = kt & 1;
+    if (kt + 1 < nk) {
+      load_w<FMT>(ra, w, sc, m0 + lr, (kt + 1) * GK + lk, M, K, blockRows, blockCols, scaleCols, wvec != 0);
+      load_x(rb, x, n0 + lr, (kt + 1) * GK + lk, N, K, xvec != 0);
+    }
+#pragma unroll
+    for (int ks = 0; ks < GK; ks += 16) {
+      u32 af[4][4], bfr[4][2];
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt)
+        ldmatrix_x4(af[mt], &As[cur][(wm + mt * 16 + (lane & 15)) * GS + ks + (lane >> 4) * 8]);
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        u32 t[4];
+        ldmatrix_x4(t, &Bs[cur][(wn + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * GS + ks + ((lane >> 3) & 1) * 8]);
+        bfr[2 * np][0] = t[0];
+        bfr[2 * np][1] = t[1];
+        bfr[2 * np + 1][0] = t[2];
+        bfr[2 * np + 1][1] = t[3];
+      }
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) mma_bf16(acc[mt][nt], af[mt], bfr[nt]);
+    }
+    if (kt + 1 < nk) {
+      store8(&As[cur ^ 1][lr * GS + lk], ra);
+      store8(&Bs[cur ^ 1][lr * GS + lk], rb);
+    }
+    __syncthreads();
+  }
+
+  const int g = lane >> 2, c2 = (lane & 3) * 2;
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = m0 + wm + mt * 16 + g + (e >> 1) * 8;
+        const int tok = n0 + wn + nt * 8 + c2 + (e & 1);
+        if (row < M && tok < N) y[(long long)tok * M + row] = acc[mt][nt][e];
+      }
+}
+
+#define GEMM_ENTRY(NAME, FMT)                                                                                  \
+  extern "C" __global__ void __launch_bounds__(256)                                                           \
+      NAME(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,                       \
+           const u8* __restrict__ sc, int M, int K, int N, int blockRows, int blockCols, int scaleCols, int wvec, \
+           int xvec) {                                                                                          \
+    gemm_body<FMT>(y, x, w, sc, M, K, N, blockRows, blockCols, scaleCols, wvec, xvec);                         \
+  }
+
+GEMM_ENTRY(gemm_f32, FMT_F32)
+GEMM_ENTRY(gemm_bf16, FMT_BF16)
+GEMM_ENTRY(gemm_f16, FMT_F16)
+GEMM_ENTRY(gemm_fp8, FMT_FP8)
+GEMM_ENTRY(gemm_fp4, FMT_FP4)

@@ -1,0 +1,126 @@
+// rows.cu: row-wise operations, one block per row, computed as the CPU
+// backend computes them (float32, float64 where the CPU uses float64), up
+// to the order of the float32 sum in RMSNorm. Each row's reduction order
+// depends only on its width: batch-invariant.
+
+#define ROW_THREADS 256
+
+// block_sum returns, on every thread, the sum of v over the block in a
+// fixed order (butterfly in each warp, then the warps in order).
+__device__ __forceinline__ float block_sum(float v, float* buf) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) buf[warp] = v;
+  __syncthreads();
+  float s = buf[0];
+  for (int j = 1; j < (int)(blockDim.x >> 5); ++j) s = __fadd_rn(s, buf[j]);
+  return s;
+}
+
+__device__ __forceinline__ double block_sum_f64(double v, double* buf) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum_f64(v);
+  __syncthreads();
+  if (lane == 0) buf[warp] = v;
+  __syncthreads();
+  double s = buf[0];
+  for (int j = 1; j < (int)(blockDim.x >> 5); ++j) s = __dadd_rn(s, buf[j]);
+  return s;
+}
+
+__device__ __forceinline__ float block_nanmax(float v, float* buf) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = nanmax(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+  __syncthreads();
+  if (lane == 0) buf[warp] = v;
+  __syncthreads();
+  float m = buf[0];
+  for (int j = 1; j < (int)(blockDim.x >> 5); ++j) m = nanmax(m, buf[j]);
+  return m;
+}
+
+// rmsnorm: y[t] = w ⊙ (x[t] · r), r = float32(1/sqrt(float64(ss/n + eps))),
+// ss the float32 sum of squares; w may be null; y may be x.
+extern "C" __global__ void __launch_bounds__(ROW_THREADS)
+    rmsnorm(float* y, const float* x, const float* __restrict__ w, int n, float eps) {
+  __shared__ float buf[32];
+  const long long base = (long long)blockIdx.x * n;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = x[base + i];
+    ss = __fmaf_rn(v, v, ss);
+  }
+  ss = block_sum(ss, buf);
+  const float mean = __fdiv_rn(ss, (float)n);
+  const float r = (float)(1.0 / sqrt((double)__fadd_rn(mean, eps)));
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = __fmul_rn(x[base + i], r);
+    y[base + i] = w ? __fmul_rn(w[i], v) : v;
+  }
+}
+
+// rope rotates the interleaved pairs of the last 2*nf channels of each of
+// the T rows of width n by pos[t]*invFreq[i] (a float32 product, its cosine
+// and sine in float64 rounded to float32), by the negative angle if inverse.
+// One thread per pair; grid (T, ceil(nf/256)).
+extern "C" __global__ void __launch_bounds__(ROW_THREADS)
+    rope(float* x, int n, const int* __restrict__ pos, const float* __restrict__ invFreq, int nf, int inverse) {
+  const int i = blockIdx.y * blockDim.x + threadIdx.x;
+  if (i >= nf) return;
+  const int t = blockIdx.x;
+  const float ang = __fmul_rn((float)pos[t], invFreq[i]);
+  double sd, cd;
+  sincos((double)ang, &sd, &cd);
+  const float c = (float)cd;
+  const float s = inverse ? -(float)sd : (float)sd;
+  float* p = x + (long long)t * n + (n - 2 * nf) + 2 * i;
+  const float a = p[0], b = p[1];
+  p[0] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+  p[1] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+}
+
+// softmax replaces each row of width n by exp(x - max) / sum, the
+// exponentials and their sum in float64 as on the CPU; a row whose maximum
+// is +Inf, NaN or -Inf becomes NaN. Up to 1024 threads a row: the float64
+// exponentials are slow, and rows (a vocabulary) are few and long.
+extern "C" __global__ void __launch_bounds__(1024) softmax(float* x, int n) {
+  __shared__ double dbuf[32];
+  __shared__ float fbuf[32];
+  float* row = x + (long long)blockIdx.x * n;
+  float m = __int_as_float(0xFF800000);  // -Inf
+  for (int i = threadIdx.x; i < n; i += blockDim.x) m = nanmax(m, row[i]);
+  m = block_nanmax(m, fbuf);
+  if (m == __int_as_float(0xFF800000)) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) row[i] = __uint_as_float(QNAN_BITS);
+    return;
+  }
+  double sum = 0.0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    double e = exp((double)row[i] - (double)m);
+    row[i] = (float)e;
+    sum += e;
+  }
+  sum = block_sum_f64(sum, dbuf);
+  const double inv = 1.0 / sum;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) row[i] = (float)((double)row[i] * inv);
+}
+
+// gather copies rows: y[i] = x[idx[i]] for rows of width n; an index < 0
+// gives a row of zeros (padding), one >= rows a row of NaN (a caller's bug
+// made visible). Grid (m, ceil(n/256)).
+extern "C" __global__ void __launch_bounds__(ROW_THREADS)
+    gather(float* __restrict__ y, const float* __restrict__ x, int rows, int n, const int* __restrict__ idx) {
+  const int j = blockIdx.y * blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  const int i = blockIdx.x;
+  const int r = idx[i];
+  float v = 0.0f;
+  if (r >= rows) v = __uint_as_float(QNAN_BITS);
+  else if (r >= 0) v = x[(long long)r * n + j];
+  y[(long long)i * n + j] = v;
+}
+
+// empty does nothing: the launch-overhead benchmark's kernel.
+extern "C" __global__ void empty(int) {}

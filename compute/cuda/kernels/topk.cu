@@ -1,0 +1,114 @@
+// topk.cu: the indices of the k largest values of each row, largest first,
+// ties to the lower index, NaN above every number (as the CPU TopK).
+//
+// Every element gets a unique 64-bit key that orders as the result must:
+// the float mapped to an unsigned integer that orders as the floats do
+// (-0 as +0, every NaN above +Inf) in the high half, the complement of the
+// index in the low half. A radix select over the keys, 8 bits a pass from
+// the top, finds the prefix the k-th largest key shares with the keys
+// above it; the keys at or above it are collected (exactly k of them) and
+// sorted by a bitonic sort in shared memory. One block per row.
+
+#define TOPK_THREADS 512
+#define TOPK_MAX 1024
+
+__device__ __forceinline__ u64 topk_key(float v, int i) {
+  u32 b = __float_as_uint(v);
+  if (v != v) b = 0xFFFFFFFFu;
+  else if (v == 0.0f) b = 0x80000000u;  // -0 ranks as +0
+  else b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return ((u64)b << 32) | (u64)(~(u32)i);
+}
+
+extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
+    topk(int* __restrict__ idx, const float* __restrict__ x, int n, int k) {
+  __shared__ u32 hist[256];
+  __shared__ u64 sel[TOPK_MAX];
+  __shared__ u32 s_bin, s_above, s_count;
+  const float* row = x + (long long)blockIdx.x * n;
+  const int tid = threadIdx.x;
+
+  u64 prefix = 0, mask = 0;
+  u32 need = (u32)k;
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int b = tid; b < 256; b += blockDim.x) hist[b] = 0;
+    __syncthreads();
+    for (int i = tid; i < n; i += blockDim.x) {
+      u64 key = topk_key(row[i], i);
+      if ((key & mask) == prefix) atomicAdd(&hist[(u32)(key >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    if (tid < 32) {
+      // Find the bin where the count from the top reaches need: lane l
+      // holds bins 255-8l down to 248-8l; a scan over the lanes gives the
+      // count above each lane's bins.
+      u32 loc[8], sum = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        loc[j] = hist[255 - 8 * tid - j];
+        sum += loc[j];
+      }
+      u32 inc = sum;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        u32 v = __shfl_up_sync(0xFFFFFFFFu, inc, o);
+        if (tid >= o) inc += v;
+      }
+      const unsigned ball = __ballot_sync(0xFFFFFFFFu, inc >= need);
+      if (tid == __ffs((int)ball) - 1) {
+        u32 cum = inc - sum;
+        int b = 255 - 8 * tid;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          b = 255 - 8 * tid - j;
+          if (cum + loc[j] >= need) break;
+          cum += loc[j];
+        }
+        s_bin = (u32)b;
+        s_above = cum;
+      }
+    }
+    __syncthreads();
+    const u32 bin = s_bin, above = s_above, cnt = hist[bin];
+    need -= above;
+    prefix |= (u64)bin << shift;
+    mask |= (u64)255 << shift;
+    __syncthreads();  // everyone has read hist before the next pass clears it
+    if (cnt == need) break;
+  }
+
+  // Collect the keys whose masked value is >= prefix: exactly k.
+  if (tid == 0) s_count = 0;
+  int P = 1;
+  while (P < k) P <<= 1;
+  for (int i = tid; i < P; i += blockDim.x) sel[i] = 0;
+  __syncthreads();
+  for (int i = tid; i < n; i += blockDim.x) {
+    u64 key = topk_key(row[i], i);
+    if ((key & mask) >= prefix) {
+      u32 p = atomicAdd(&s_count, 1u);
+      if (p < (u32)k) sel[p] = key;
+    }
+  }
+  __syncthreads();
+
+  // Bitonic sort of sel[0, P), descending (padding 0 sorts last).
+  for (int size = 2; size <= P; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int i = tid; i < P; i += blockDim.x) {
+        const int j = i ^ stride;
+        if (j > i) {
+          u64 a = sel[i], b = sel[j];
+          const bool desc = (i & size) == 0;
+          if (desc ? (a < b) : (a > b)) {
+            sel[i] = b;
+            sel[j] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+  int* out = idx + (long long)blockIdx.x * k;
+  for (int i = tid; i < k; i += blockDim.x) out[i] = (int)(~(u32)sel[i]);
+}

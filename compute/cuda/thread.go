@@ -1,0 +1,431 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// Ptr is a device address (CUdeviceptr); 0 is no buffer.
+type Ptr uint64
+
+// Add returns p advanced by n bytes.
+func (p Ptr) Add(n int64) Ptr { return p + Ptr(n) }
+
+// Stream is a CUDA stream; 0 is the legacy default stream.
+type Stream uintptr
+
+// Event is a CUDA event.
+type Event uintptr
+
+// Graph is a captured CUDA graph; GraphExec its instantiation.
+type (
+	Graph     uintptr
+	GraphExec uintptr
+)
+
+// Func is a kernel of a loaded module.
+type Func uintptr
+
+// Dim3 is a grid or block shape.
+type Dim3 struct{ X, Y, Z int }
+
+// Thread makes CUDA calls on the device's locked OS thread. It is handed
+// to the functions given to Device.Do and valid only until they return;
+// its methods must not be called from other goroutines.
+type Thread struct {
+	drv  *driver
+	dev  int32
+	ctx  uintptr
+	live bool
+
+	stream Stream // the thread's default stream, non-blocking
+	params uintptr
+	args   Args
+}
+
+// maxArgs bounds the parameters of one kernel launch.
+const maxArgs = 32
+
+// Args are the parameters of one launch, written into C memory (pinned
+// host memory of the thread) so that no Go pointer reaches the driver.
+type Args struct {
+	vals []uint64  // one 8-byte slot per parameter
+	ptrs []uintptr // kernelParams: the slots' addresses
+	n    int
+}
+
+// init allocates the thread's default stream and launch parameter block.
+func (t *Thread) init() error {
+	if err := t.drv.check(ccall(t.drv.cuStreamCreate, uintptr(unsafe.Pointer(&t.stream)), streamNonBlocking), "cuStreamCreate"); err != nil {
+		return err
+	}
+	size := maxArgs * 16
+	if err := t.drv.check(ccall(t.drv.cuMemAllocHost, uintptr(unsafe.Pointer(&t.params)), uintptr(size)), "cuMemAllocHost_v2(launch parameters)"); err != nil {
+		return err
+	}
+	b := cBytes(t.params, size)
+	t.args.vals = unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), maxArgs)
+	t.args.ptrs = unsafe.Slice((*uintptr)(unsafe.Pointer(&b[maxArgs*8])), maxArgs)
+	for i := range maxArgs {
+		t.args.ptrs[i] = t.params + uintptr(8*i)
+	}
+	return nil
+}
+
+// release frees what init allocated and the primary context.
+func (t *Thread) release() error {
+	var first error
+	keep := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	if t.stream != 0 {
+		keep(t.drv.check(ccall(t.drv.cuStreamDestroy, uintptr(t.stream)), "cuStreamDestroy_v2"))
+	}
+	if t.params != 0 {
+		keep(t.drv.check(ccall(t.drv.cuMemFreeHost, t.params), "cuMemFreeHost"))
+	}
+	keep(t.drv.check(ccall(t.drv.cuDevicePrimaryCtxRelease, uintptr(t.dev)), "cuDevicePrimaryCtxRelease_v2"))
+	return first
+}
+
+func (t *Thread) ok() error {
+	if !t.live {
+		return errNotOnThread
+	}
+	return nil
+}
+
+// Stream returns the thread's default stream (non-blocking, created with
+// the device).
+func (t *Thread) Stream() Stream { return t.stream }
+
+// Alloc allocates n bytes of device memory (256-byte aligned, not zeroed).
+func (t *Thread) Alloc(n int64) (Ptr, error) {
+	if err := t.ok(); err != nil {
+		return 0, err
+	}
+	var p Ptr
+	if n <= 0 {
+		return 0, fmt.Errorf("cuda: Alloc(%d): size must be positive", n)
+	}
+	err := t.drv.check(ccall(t.drv.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(n)), fmt.Sprintf("cuMemAlloc_v2(%d bytes)", n))
+	return p, err
+}
+
+// Free frees device memory from Alloc; Free(0) does nothing.
+func (t *Thread) Free(p Ptr) error {
+	if err := t.ok(); err != nil || p == 0 {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuMemFree, uintptr(p)), "cuMemFree_v2")
+}
+
+// MemInfo returns the device's free and total memory in bytes.
+func (t *Thread) MemInfo() (free, total int64, err error) {
+	if err := t.ok(); err != nil {
+		return 0, 0, err
+	}
+	var f, tot uintptr
+	err = t.drv.check(ccall(t.drv.cuMemGetInfo, uintptr(unsafe.Pointer(&f)), uintptr(unsafe.Pointer(&tot))), "cuMemGetInfo_v2")
+	return int64(f), int64(tot), err
+}
+
+// HostBuf is pinned (page-locked) host memory: copies from and to it are
+// asynchronous, so it must not be reused before the copy's stream is
+// synchronized.
+type HostBuf struct {
+	p uintptr
+	n int
+}
+
+// Bytes returns the buffer's memory.
+func (h HostBuf) Bytes() []byte { return cBytes(h.p, h.n) }
+
+// AllocHost allocates n bytes of pinned host memory.
+func (t *Thread) AllocHost(n int) (HostBuf, error) {
+	if err := t.ok(); err != nil {
+		return HostBuf{}, err
+	}
+	var p uintptr
+	err := t.drv.check(ccall(t.drv.cuMemAllocHost, uintptr(unsafe.Pointer(&p)), uintptr(n)), fmt.Sprintf("cuMemAllocHost_v2(%d bytes)", n))
+	return HostBuf{p: p, n: n}, err
+}
+
+// FreeHost frees pinned host memory.
+func (t *Thread) FreeHost(h HostBuf) error {
+	if err := t.ok(); err != nil || h.p == 0 {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuMemFreeHost, h.p), "cuMemFreeHost")
+}
+
+// CopyToDevice copies len(src) bytes to dst on stream s. From Go (pageable)
+// memory the call returns once src has been staged, so src may be reused
+// at once; from a HostBuf it is asynchronous.
+func (t *Thread) CopyToDevice(dst Ptr, src []byte, s Stream) error {
+	if err := t.ok(); err != nil || len(src) == 0 {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuMemcpyHtoDAsync, uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), uintptr(s)),
+		fmt.Sprintf("cuMemcpyHtoDAsync_v2(%d bytes)", len(src)))
+}
+
+// CopyFromDevice copies len(dst) bytes from src on stream s. Into Go
+// (pageable) memory the call returns when the copy is complete; into a
+// HostBuf it is asynchronous.
+func (t *Thread) CopyFromDevice(dst []byte, src Ptr, s Stream) error {
+	if err := t.ok(); err != nil || len(dst) == 0 {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(&dst[0])), uintptr(src), uintptr(len(dst)), uintptr(s)),
+		fmt.Sprintf("cuMemcpyDtoHAsync_v2(%d bytes)", len(dst)))
+}
+
+// Copy copies n bytes between device buffers on stream s.
+func (t *Thread) Copy(dst, src Ptr, n int64, s Stream) error {
+	if err := t.ok(); err != nil || n == 0 {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuMemcpyDtoDAsync, uintptr(dst), uintptr(src), uintptr(n), uintptr(s)),
+		fmt.Sprintf("cuMemcpyDtoDAsync_v2(%d bytes)", n))
+}
+
+// Memset8 sets n bytes at p to b on stream s.
+func (t *Thread) Memset8(p Ptr, b byte, n int64, s Stream) error {
+	if err := t.ok(); err != nil || n == 0 {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuMemsetD8Async, uintptr(p), uintptr(b), uintptr(n), uintptr(s)), "cuMemsetD8Async")
+}
+
+// Memset32 sets n 32-bit words at p (4-byte aligned) to v on stream s.
+func (t *Thread) Memset32(p Ptr, v uint32, n int64, s Stream) error {
+	if err := t.ok(); err != nil || n == 0 {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuMemsetD32Async, uintptr(p), uintptr(v), uintptr(n), uintptr(s)), "cuMemsetD32Async")
+}
+
+// Bytes returns the memory of a slice of plain values (numbers), for the
+// copies.
+func Bytes[T any](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(z)))
+}
+
+// CUstream and CUevent flags, capture modes.
+const (
+	streamNonBlocking    = 1
+	eventDisableTiming   = 2
+	captureModeThreadLoc = 1
+	funcAttrMaxDynShared = 8
+)
+
+// NewStream creates a non-blocking stream.
+func (t *Thread) NewStream() (Stream, error) {
+	if err := t.ok(); err != nil {
+		return 0, err
+	}
+	var s Stream
+	err := t.drv.check(ccall(t.drv.cuStreamCreate, uintptr(unsafe.Pointer(&s)), streamNonBlocking), "cuStreamCreate")
+	return s, err
+}
+
+// DestroyStream destroys s once its work is done.
+func (t *Thread) DestroyStream(s Stream) error {
+	if err := t.ok(); err != nil {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuStreamDestroy, uintptr(s)), "cuStreamDestroy_v2")
+}
+
+// Sync waits for the work queued on s.
+func (t *Thread) Sync(s Stream) error {
+	if err := t.ok(); err != nil {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuStreamSynchronize, uintptr(s)), "cuStreamSynchronize")
+}
+
+// SyncAll waits for all work of the context.
+func (t *Thread) SyncAll() error {
+	if err := t.ok(); err != nil {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuCtxSynchronize), "cuCtxSynchronize")
+}
+
+// NewEvent creates an event; timing events can be measured with Elapsed.
+func (t *Thread) NewEvent(timing bool) (Event, error) {
+	if err := t.ok(); err != nil {
+		return 0, err
+	}
+	var flags uintptr
+	if !timing {
+		flags = eventDisableTiming
+	}
+	var e Event
+	err := t.drv.check(ccall(t.drv.cuEventCreate, uintptr(unsafe.Pointer(&e)), flags), "cuEventCreate")
+	return e, err
+}
+
+// DestroyEvent destroys e.
+func (t *Thread) DestroyEvent(e Event) error {
+	if err := t.ok(); err != nil {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuEventDestroy, uintptr(e)), "cuEventDestroy_v2")
+}
+
+// Record records e on s.
+func (t *Thread) Record(e Event, s Stream) error {
+	if err := t.ok(); err != nil {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuEventRecord, uintptr(e), uintptr(s)), "cuEventRecord")
+}
+
+// Wait makes later work on s wait for e.
+func (t *Thread) Wait(s Stream, e Event) error {
+	if err := t.ok(); err != nil {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuStreamWaitEvent, uintptr(s), uintptr(e), 0), "cuStreamWaitEvent")
+}
+
+// EventSync waits for e.
+func (t *Thread) EventSync(e Event) error {
+	if err := t.ok(); err != nil {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuEventSynchronize, uintptr(e)), "cuEventSynchronize")
+}
+
+// Elapsed returns the milliseconds between two completed timing events.
+func (t *Thread) Elapsed(start, end Event) (float64, error) {
+	if err := t.ok(); err != nil {
+		return 0, err
+	}
+	var ms float32
+	err := t.drv.check(ccall(t.drv.cuEventElapsedTime, uintptr(unsafe.Pointer(&ms)), uintptr(start), uintptr(end)), "cuEventElapsedTime")
+	return float64(ms), err
+}
+
+// BeginCapture starts capturing the work queued on s (not the legacy
+// default stream) into a graph instead of running it.
+func (t *Thread) BeginCapture(s Stream) error {
+	if err := t.ok(); err != nil {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuStreamBeginCapture, uintptr(s), captureModeThreadLoc), "cuStreamBeginCapture_v2")
+}
+
+// EndCapture ends the capture on s and returns the graph.
+func (t *Thread) EndCapture(s Stream) (Graph, error) {
+	if err := t.ok(); err != nil {
+		return 0, err
+	}
+	var g Graph
+	err := t.drv.check(ccall(t.drv.cuStreamEndCapture, uintptr(s), uintptr(unsafe.Pointer(&g))), "cuStreamEndCapture")
+	return g, err
+}
+
+// Instantiate makes an executable graph of g.
+func (t *Thread) Instantiate(g Graph) (GraphExec, error) {
+	if err := t.ok(); err != nil {
+		return 0, err
+	}
+	var ge GraphExec
+	err := t.drv.check(ccall(t.drv.cuGraphInstantiateWithFlags, uintptr(unsafe.Pointer(&ge)), uintptr(g), 0), "cuGraphInstantiateWithFlags")
+	return ge, err
+}
+
+// LaunchGraph queues the graph's work on s.
+func (t *Thread) LaunchGraph(ge GraphExec, s Stream) error {
+	if err := t.ok(); err != nil {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuGraphLaunch, uintptr(ge), uintptr(s)), "cuGraphLaunch")
+}
+
+// DestroyGraph destroys a graph; DestroyGraphExec an instantiation.
+func (t *Thread) DestroyGraph(g Graph) error {
+	if err := t.ok(); err != nil {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuGraphDestroy, uintptr(g)), "cuGraphDestroy")
+}
+
+// DestroyGraphExec destroys an executable graph.
+func (t *Thread) DestroyGraphExec(ge GraphExec) error {
+	if err := t.ok(); err != nil {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuGraphExecDestroy, uintptr(ge)), "cuGraphExecDestroy")
+}
+
+// Args returns the thread's parameter block, emptied, for the next Launch.
+func (t *Thread) Args() *Args {
+	t.args.n = 0
+	return &t.args
+}
+
+func (a *Args) slot() *uint64 {
+	if a.n == maxArgs {
+		panic("cuda: more than 32 kernel parameters")
+	}
+	a.n++
+	return &a.vals[a.n-1]
+}
+
+// Ptr appends a device pointer parameter.
+func (a *Args) Ptr(p Ptr) *Args { *a.slot() = uint64(p); return a }
+
+// Int appends an int (32-bit) parameter.
+func (a *Args) Int(v int) *Args {
+	if v != int(int32(v)) {
+		panic(fmt.Sprintf("cuda: kernel parameter %d overflows int32", v))
+	}
+	*a.slot() = uint64(uint32(int32(v)))
+	return a
+}
+
+// F32 appends a float parameter.
+func (a *Args) F32(v float32) *Args { *a.slot() = uint64(math.Float32bits(v)); return a }
+
+// Launch queues kernel f on s with the parameters in a (from t.Args()).
+func (t *Thread) Launch(f Func, grid, block Dim3, shared int, s Stream, a *Args) error {
+	if err := t.ok(); err != nil {
+		return err
+	}
+	g, b := grid.norm(), block.norm()
+	var params uintptr
+	if a != nil && a.n > 0 {
+		params = t.params + maxArgs*8
+	}
+	r := ccall(t.drv.cuLaunchKernel, uintptr(f), uintptr(g.X), uintptr(g.Y), uintptr(g.Z),
+		uintptr(b.X), uintptr(b.Y), uintptr(b.Z), uintptr(shared), uintptr(s), params, 0)
+	if r != 0 {
+		return t.drv.check(r, fmt.Sprintf("cuLaunchKernel(grid %v, block %v, shared %d)", g, b, shared))
+	}
+	return nil
+}
+
+func (d Dim3) norm() Dim3 {
+	return Dim3{max(d.X, 1), max(d.Y, 1), max(d.Z, 1)}
+}
+
+// SetMaxDynamicShared lets f use up to n bytes of dynamic shared memory
+// (needed above 48 KiB).
+func (t *Thread) SetMaxDynamicShared(f Func, n int) error {
+	if err := t.ok(); err != nil {
+		return err
+	}
+	return t.drv.check(ccall(t.drv.cuFuncSetAttribute, uintptr(f), funcAttrMaxDynShared, uintptr(n)), "cuFuncSetAttribute")
+}
