@@ -256,7 +256,7 @@ func TestMatMulStrict(t *testing.T) {
 						return device(t).Kernels().matMulGEMVVersion(th, th.Stream(), y, x, T, w, version)
 					})
 					want := make([]float32, T*c.rows)
-					be.MatMul(want, x, T, m)
+					be.MatMulF32(want, x, T, m)
 					ref, mag := exactProducts(dense, x, c.rows, c.cols, T, nil)
 					tight := gamma(32 + (c.cols+255)/256 + 13)
 					checkProduct(t, got, want, ref, mag, tight, tight+gamma(c.cols))
@@ -358,7 +358,7 @@ func TestMatMulTensorCores(t *testing.T) {
 					return device(t).Kernels().matMulGEMM(th, th.Stream(), y, x, T, w)
 				})
 				want := make([]float32, T*c.rows)
-				be.MatMul(want, x, T, m)
+				be.MatMulF32(want, x, T, m)
 				ref, mag := exactProducts(dense, x, c.rows, c.cols, T, bf16Round)
 				tight := float64((c.cols+15)/16+16) * 0x1p-22
 				loose := 0x1p-8 + tight + gamma(c.cols)
@@ -414,7 +414,7 @@ func TestMatMulFP8NaN(t *testing.T) {
 		const T = 20
 		x := randFloats(rng, T*cols)
 		want := make([]float32, T*9)
-		be.MatMul(want, x, T, m)
+		be.MatMulF32(want, x, T, m)
 		paths := map[string]func(th *Thread, y, x Ptr, w *Matrix) error{
 			"gemv-v1": func(th *Thread, y, x Ptr, w *Matrix) error {
 				return device(t).Kernels().matMulGEMVVersion(th, th.Stream(), y, x, T, w, 1)

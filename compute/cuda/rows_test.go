@@ -64,7 +64,7 @@ func TestRMSNorm(t *testing.T) {
 					return th.Sync(th.Stream())
 				})
 				want := make([]float32, T*n)
-				be.RMSNorm(want, x, w, T, n, 1e-6)
+				be.RMSNormF32(want, x, w, T, n, 1e-6)
 				// Both sums of squares are within gamma(n) of the exact one;
 				// the rest is a few roundings: a relative bound per element.
 				bound := gamma(n) + 0x1p-20
@@ -110,7 +110,7 @@ func TestRoPE(t *testing.T) {
 				return th.Sync(th.Stream())
 			})
 			want := slices.Clone(x)
-			be.RoPE(want, c.T, c.n, pos, inv, inverse)
+			be.RoPEF32(want, c.T, c.n, pos, inv, inverse)
 			// The same float32 operations; the float64 sine and cosine may
 			// round differently once in a while: 8 ulps of |a|+|b|.
 			for r := range c.T {
@@ -155,7 +155,7 @@ func TestSoftmax(t *testing.T) {
 			return th.Sync(th.Stream())
 		})
 		want := slices.Clone(x)
-		be.Softmax(want, T, n)
+		be.SoftmaxF32(want, T, n)
 		for i := range got {
 			g, w := float64(got[i]), float64(want[i])
 			if math.IsNaN(g) != math.IsNaN(w) || !math.IsNaN(w) && math.Abs(g-w) > 0x1p-22*w+1e-44 {
