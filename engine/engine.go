@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,6 +49,10 @@ type Request struct {
 	// is emitted).
 	Stop      []int32
 	IgnoreEOS bool
+	// MinTokens keeps EOS and the Stop tokens from being generated until
+	// this many tokens have been (their logits are -Inf until then); at
+	// most MaxTokens.
+	MinTokens int
 	// Logprobs > 0 attaches the log-probability of each token and the
 	// Logprobs most likely alternatives; 0 attaches just the token's.
 	Logprobs int
@@ -95,6 +100,11 @@ type Event struct {
 	Err     error
 	// Tokens counts prompt and output tokens when the event was made.
 	PromptTokens, OutputTokens int
+	// CachedTokens is how many prompt tokens the request's first admission
+	// restored from the prefix cache instead of computing them (0 before
+	// admission and without a hit); recomputation after a preemption does
+	// not change it.
+	CachedTokens int
 	// State is the serialized request of a FinishHandoff event.
 	State []byte
 }
@@ -217,6 +227,19 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 			return nil, fmt.Errorf("engine: prompt token %d at %d is outside the vocabulary of %d", t, i, V)
 		}
 	}
+	for _, t := range r.Stop {
+		if t < 0 || int(t) >= V {
+			return nil, fmt.Errorf("engine: stop token %d is outside the vocabulary of %d", t, V)
+		}
+	}
+	for t := range r.Sampling.LogitBias {
+		if t < 0 || int(t) >= V {
+			return nil, fmt.Errorf("engine: logit bias token %d is outside the vocabulary of %d", t, V)
+		}
+	}
+	if r.MinTokens < 0 || r.MinTokens > r.MaxTokens {
+		return nil, fmt.Errorf("engine: min tokens %d must be in [0, max tokens %d]", r.MinTokens, r.MaxTokens)
+	}
 	total := len(r.Prompt) + r.MaxTokens
 	if e.cfg.MaxContext > 0 && total > e.cfg.MaxContext {
 		return nil, fmt.Errorf("engine: prompt of %d tokens plus %d to generate exceeds the context of %d", len(r.Prompt), r.MaxTokens, e.cfg.MaxContext)
@@ -247,11 +270,25 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 		stream:  newStream(e.nextID),
 		spec:    spec,
 	}
+	e.holdStops(s.sampler, &r)
 	e.waiting = append(e.waiting, s)
 	e.mu.Unlock()
 	context.AfterFunc(ctx, e.poke)
 	e.poke()
 	return s.stream, nil
+}
+
+// holdStops makes smp keep the tokens that would end r (EOS, unless
+// ignored, and r.Stop) from being drawn before r.MinTokens are generated.
+func (e *Engine) holdStops(smp *sampler, r *Request) {
+	if r.MinTokens == 0 {
+		return
+	}
+	ids := slices.Clone(r.Stop)
+	if e.cfg.EOS >= 0 && !r.IgnoreEOS {
+		ids = append(ids, e.cfg.EOS)
+	}
+	smp.hold(r.MinTokens, ids)
 }
 
 // poke wakes Run.

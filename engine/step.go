@@ -26,6 +26,9 @@ type seq struct {
 	snapAt     []int
 	decodeSnap *snapshot
 	spec       *specState // nil: no speculative decoding
+	// cached is the prefix-hit tokens of the first admission (Event.CachedTokens).
+	cached   int
+	admitted bool
 }
 
 // chunk caps n tokens starting at from so the chunk ends at the next
@@ -249,7 +252,7 @@ func (e *Engine) commit(s *seq, tok int32, logits []float32) bool {
 	s.sampler.observe(tok)
 	s.tokens = append(s.tokens, tok)
 	e.stats.OutTokens++
-	ev := Event{Token: tok, Logprob: lp, Top: top, PromptTokens: s.prompt, OutputTokens: out + 1}
+	ev := Event{Token: tok, Logprob: lp, Top: top, PromptTokens: s.prompt, OutputTokens: out + 1, CachedTokens: s.cached}
 	switch {
 	case (tok == e.cfg.EOS && !s.req.IgnoreEOS) || slices.Contains(s.req.Stop, tok):
 		ev.Finish = FinishStop
@@ -385,6 +388,9 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 	}
 	s.cs = cs
 	e.stats.PrefixHitTokens += int64(from)
+	if !s.admitted {
+		s.admitted, s.cached = true, min(from, s.prompt)
+	}
 	return n, true
 }
 
