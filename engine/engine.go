@@ -130,6 +130,7 @@ type Engine struct {
 	prefix   *prefixCache // nil when off or the model cannot restore state
 	maxRing  int          // longest feed a sequence can roll back (0: none)
 	cost     costModel    // step times, for choosing draft lengths
+	stepped  chan struct{} // closed after Run's next step (nil: nobody waits)
 }
 
 // Stats are the engine's counters.
@@ -191,6 +192,9 @@ func (e *Engine) SetMaxQueue(n int) {
 	e.maxQueue = n
 	e.mu.Unlock()
 }
+
+// EOS is the token that ends a request unless it ignores EOS (negative: none).
+func (e *Engine) EOS() int32 { return e.cfg.EOS }
 
 // Pool is the engine's cache pool.
 func (e *Engine) Pool() *cache.Pool { return e.pool }
@@ -309,8 +313,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			e.cancelAll(ctx.Err())
+			e.signalStep()
 			return ctx.Err()
 		}
+		e.signalStep()
 		if !worked {
 			select {
 			case <-ctx.Done():
@@ -318,6 +324,29 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// Stepped returns a channel that is closed when Run has finished its next
+// step, whether or not the step had work (a step with none still drops
+// cancelled requests), and when Run returns. Callers that wait for the
+// engine to reach a state check it, then wait on the channel they got
+// before checking, and check again.
+func (e *Engine) Stepped() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stepped == nil {
+		e.stepped = make(chan struct{})
+	}
+	return e.stepped
+}
+
+func (e *Engine) signalStep() {
+	e.mu.Lock()
+	if e.stepped != nil {
+		close(e.stepped)
+		e.stepped = nil
+	}
+	e.mu.Unlock()
 }
 
 // Idle reports whether no request is queued or running.

@@ -97,6 +97,7 @@ func (s *Server) continueRemote(ctx context.Context, state []byte) (*engine.Stre
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
+	s.authorize(req)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("handing off to %s: %w", s.opt.DecodeURL, err)
