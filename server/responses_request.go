@@ -107,6 +107,7 @@ type (
 		Type   string          `json:"type"`
 		ID     string          `json:"id"`
 		CallID string          `json:"call_id"`
+		Name   string          `json:"name"` // the call_id names the call already
 		Output json.RawMessage `json:"output"`
 		Status string          `json:"status"`
 	}
