@@ -517,6 +517,13 @@ func inputContent(raw json.RawMessage, param string) (string, *apiError) {
 	texts := make([]string, len(parts))
 	for i, raw := range parts {
 		pp := fmt.Sprintf("%s[%d]", param, i)
+		typ, err := blockType(raw, pp)
+		if err != nil {
+			return "", err
+		}
+		if typ != "input_text" && typ != "output_text" && typ != "refusal" {
+			return "", unsupported(pp+".type", "%s: content parts of type %q are not supported; only text.", pp, typ)
+		}
 		var p inputPartJSON
 		if err := strictUnmarshal(raw, &p, pp); err != nil {
 			return "", err
