@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,6 +49,10 @@ type Request struct {
 	// is emitted).
 	Stop      []int32
 	IgnoreEOS bool
+	// MinTokens keeps EOS and the Stop tokens from being generated until
+	// this many tokens have been (their logits are -Inf until then); at
+	// most MaxTokens.
+	MinTokens int
 	// WantLogprobs attaches the log-probability of each token, and with
 	// Logprobs > 0 the Logprobs most likely alternatives.
 	WantLogprobs bool
@@ -96,6 +101,11 @@ type Event struct {
 	Err     error
 	// Tokens counts prompt and output tokens when the event was made.
 	PromptTokens, OutputTokens int
+	// CachedTokens is how many prompt tokens the request's first admission
+	// restored from the prefix cache instead of computing them (0 before
+	// admission and without a hit); recomputation after a preemption does
+	// not change it.
+	CachedTokens int
 	// State is the serialized request of a FinishHandoff event.
 	State []byte
 }
@@ -124,6 +134,7 @@ type Engine struct {
 	drafter model.Drafter // nil: no draft head
 	fp      string        // the model's fingerprint ("" when it has none)
 	cost    costModel     // step times, for choosing draft lengths
+	stepped chan struct{} // closed after Run's next step (nil: nobody waits)
 }
 
 // Stats are the engine's counters.
@@ -192,6 +203,9 @@ func (e *Engine) SetMaxQueue(n int) {
 	e.mu.Unlock()
 }
 
+// EOS is the token that ends a request unless it ignores EOS (negative: none).
+func (e *Engine) EOS() int32 { return e.cfg.EOS }
+
 // Pool is the engine's cache pool.
 func (e *Engine) Pool() *cache.Pool { return e.pool }
 
@@ -227,6 +241,19 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 			return nil, fmt.Errorf("engine: prompt token %d at %d is outside the vocabulary of %d", t, i, V)
 		}
 	}
+	for _, t := range r.Stop {
+		if t < 0 || int(t) >= V {
+			return nil, fmt.Errorf("engine: stop token %d is outside the vocabulary of %d", t, V)
+		}
+	}
+	for t := range r.Sampling.LogitBias {
+		if t < 0 || int(t) >= V {
+			return nil, fmt.Errorf("engine: logit bias token %d is outside the vocabulary of %d", t, V)
+		}
+	}
+	if r.MinTokens < 0 || r.MinTokens > r.MaxTokens {
+		return nil, fmt.Errorf("engine: min tokens %d must be in [0, max tokens %d]", r.MinTokens, r.MaxTokens)
+	}
 	total := len(r.Prompt) + r.MaxTokens
 	if e.cfg.MaxContext > 0 && total > e.cfg.MaxContext {
 		return nil, fmt.Errorf("engine: prompt of %d tokens plus %d to generate exceeds the context of %d", len(r.Prompt), r.MaxTokens, e.cfg.MaxContext)
@@ -257,11 +284,25 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 		stream:  newStream(e.nextID),
 		spec:    spec,
 	}
+	e.holdStops(s.sampler, &r)
 	e.waiting = append(e.waiting, s)
 	e.mu.Unlock()
 	context.AfterFunc(ctx, e.poke)
 	e.poke()
 	return s.stream, nil
+}
+
+// holdStops makes smp keep the tokens that would end r (EOS, unless
+// ignored, and r.Stop) from being drawn before r.MinTokens are generated.
+func (e *Engine) holdStops(smp *sampler, r *Request) {
+	if r.MinTokens == 0 {
+		return
+	}
+	ids := slices.Clone(r.Stop)
+	if e.cfg.EOS >= 0 && !r.IgnoreEOS {
+		ids = append(ids, e.cfg.EOS)
+	}
+	smp.hold(r.MinTokens, ids)
 }
 
 // poke wakes Run.
@@ -282,8 +323,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			e.cancelAll(ctx.Err())
+			e.signalStep()
 			return ctx.Err()
 		}
+		e.signalStep()
 		if !worked {
 			select {
 			case <-ctx.Done():
@@ -291,6 +334,29 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// Stepped returns a channel that is closed when Run has finished its next
+// step, whether or not the step had work (a step with none still drops
+// cancelled requests), and when Run returns. Callers that wait for the
+// engine to reach a state check it, then wait on the channel they got
+// before checking, and check again.
+func (e *Engine) Stepped() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stepped == nil {
+		e.stepped = make(chan struct{})
+	}
+	return e.stepped
+}
+
+func (e *Engine) signalStep() {
+	e.mu.Lock()
+	if e.stepped != nil {
+		close(e.stepped)
+		e.stepped = nil
+	}
+	e.mu.Unlock()
 }
 
 // Idle reports whether no request is queued or running.

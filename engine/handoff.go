@@ -45,6 +45,8 @@ type handoffHeader struct {
 	Sampling     Sampling    `json:"sampling"`
 	Stop         []int32     `json:"stop,omitempty"`
 	IgnoreEOS    bool        `json:"ignore_eos,omitempty"`
+	MinTokens    int         `json:"min_tokens,omitempty"`
+	Cached       int         `json:"cached_tokens,omitempty"`
 	Logprobs     int         `json:"logprobs,omitempty"`
 	WantLogprobs bool        `json:"want_logprobs,omitempty"`
 	Spec         Speculation `json:"speculation"`
@@ -64,7 +66,8 @@ func (e *Engine) marshalHandoff(s *seq) ([]byte, error) {
 	}
 	h := handoffHeader{
 		Model: e.fingerprint(), Prompt: s.prompt, Tokens: s.tokens, MaxTokens: s.req.MaxTokens,
-		Sampling: s.req.Sampling, Stop: s.req.Stop, IgnoreEOS: s.req.IgnoreEOS, WantLogprobs: s.req.WantLogprobs, Logprobs: s.req.Logprobs, RNG: rng,
+		Sampling: s.req.Sampling, Stop: s.req.Stop, IgnoreEOS: s.req.IgnoreEOS, MinTokens: s.req.MinTokens, Cached: s.cached,
+		WantLogprobs: s.req.WantLogprobs, Logprobs: s.req.Logprobs, RNG: rng,
 	}
 	if s.spec != nil {
 		h.Spec = Speculation{Method: s.spec.method, MaxDraft: s.spec.maxDraft, Fixed: s.spec.fixed}
@@ -106,7 +109,8 @@ func (e *Engine) Resume(ctx context.Context, state []byte) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := Request{Prompt: h.Tokens[:h.Prompt], MaxTokens: h.MaxTokens, Sampling: h.Sampling, Stop: h.Stop, IgnoreEOS: h.IgnoreEOS, WantLogprobs: h.WantLogprobs, Logprobs: h.Logprobs}
+	r := Request{Prompt: h.Tokens[:h.Prompt], MaxTokens: h.MaxTokens, Sampling: h.Sampling, Stop: h.Stop, IgnoreEOS: h.IgnoreEOS,
+		MinTokens: h.MinTokens, WantLogprobs: h.WantLogprobs, Logprobs: h.Logprobs}
 	if h.Spec.Method != "" {
 		sp := h.Spec
 		r.Speculation = &sp
@@ -125,6 +129,8 @@ func (e *Engine) Resume(ctx context.Context, state []byte) (*Stream, error) {
 	for _, c := range h.Counts {
 		smp.counts[c[0]] = int(c[1])
 	}
+	smp.out = len(h.Tokens) - h.Prompt
+	e.holdStops(smp, &r)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	cs, err := e.m.NewSeq(e.pool)
@@ -140,7 +146,8 @@ func (e *Engine) Resume(ctx context.Context, state []byte) (*Stream, error) {
 		return nil, fmt.Errorf("%w: the cache holds %d tokens, the request %d", ErrHandoff, cs.Len(), len(h.Tokens))
 	}
 	e.nextID++
-	s := &seq{id: e.nextID, ctx: ctx, req: r, tokens: h.Tokens, prompt: h.Prompt, cs: cs, sampler: smp, stream: newStream(e.nextID), spec: spec}
+	s := &seq{id: e.nextID, ctx: ctx, req: r, tokens: h.Tokens, prompt: h.Prompt, cs: cs, sampler: smp, stream: newStream(e.nextID), spec: spec,
+		cached: h.Cached, admitted: true}
 	e.running = append(e.running, s)
 	context.AfterFunc(ctx, e.poke)
 	e.poke()
@@ -187,6 +194,19 @@ func (e *Engine) parseHandoff(b []byte) (*handoffHeader, []byte, error) {
 	}
 	if err := h.Sampling.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrHandoff, err)
+	}
+	for t := range h.Sampling.LogitBias {
+		if t < 0 || int(t) >= V {
+			return nil, nil, fmt.Errorf("%w: logit bias token %d outside the vocabulary of %d", ErrHandoff, t, V)
+		}
+	}
+	for _, t := range h.Stop {
+		if t < 0 || int(t) >= V {
+			return nil, nil, fmt.Errorf("%w: stop token %d outside the vocabulary of %d", ErrHandoff, t, V)
+		}
+	}
+	if h.MinTokens < 0 || h.MinTokens > h.MaxTokens || h.Cached < 0 || h.Cached > h.Prompt {
+		return nil, nil, fmt.Errorf("%w: min tokens %d, cached tokens %d (max tokens %d, prompt %d)", ErrHandoff, h.MinTokens, h.Cached, h.MaxTokens, h.Prompt)
 	}
 	return &h, b[16+n : len(b)-4], nil
 }

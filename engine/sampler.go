@@ -24,10 +24,18 @@ type Sampling struct {
 	// PresencePenalty is subtracted once from the logit of every token the
 	// output contains; FrequencyPenalty once per occurrence.
 	PresencePenalty, FrequencyPenalty float64
+	// LogitBias is added to the logits of the tokens it names (after the
+	// penalties, before the temperature), as OpenAI's logit_bias: values in
+	// [-100, 100], where -100 all but bans a token and 100 all but forces
+	// it. Log-probabilities stay those of the model's raw distribution.
+	LogitBias map[int32]float32 `json:",omitempty"`
 	// Seed makes sampling reproducible: the same request with the same seed
 	// gives the same tokens whatever else is in the batch. Zero picks one.
 	Seed uint64
 }
+
+// MaxLogitBias bounds the magnitude of a LogitBias value.
+const MaxLogitBias = 100
 
 // Validate checks the parameters' ranges.
 func (s *Sampling) Validate() error {
@@ -47,6 +55,11 @@ func (s *Sampling) Validate() error {
 	case math.IsNaN(s.FrequencyPenalty) || math.IsInf(s.FrequencyPenalty, 0) || math.Abs(s.FrequencyPenalty) > 2:
 		return fmt.Errorf("frequency_penalty %g must be in [-2, 2]", s.FrequencyPenalty)
 	}
+	for t, b := range s.LogitBias {
+		if !(math.Abs(float64(b)) <= MaxLogitBias) {
+			return fmt.Errorf("logit_bias of token %d is %g; it must be in [-%d, %d]", t, b, MaxLogitBias, MaxLogitBias)
+		}
+	}
 	return nil
 }
 
@@ -59,8 +72,12 @@ type sampler struct {
 	src    *rand.PCG      // rng's source, whose state hand-off carries
 	seen   map[int32]bool // prompt and output tokens (repetition penalty)
 	counts map[int32]int  // output tokens (presence and frequency penalties)
-	buf    []float32      // scratch: processed logits
-	idx    []int32        // scratch: candidate order
+	// out counts generated tokens; until it reaches minOut the held tokens
+	// (EOS and stop tokens, under Request.MinTokens) cannot be drawn.
+	out, minOut int
+	held        []int32
+	buf         []float32 // scratch: processed logits
+	idx         []int32   // scratch: candidate order
 }
 
 func newSampler(p Sampling, prompt []int32) *sampler {
@@ -76,6 +93,13 @@ func newSampler(p Sampling, prompt []int32) *sampler {
 func (s *sampler) observe(t int32) {
 	s.seen[t] = true
 	s.counts[t]++
+	s.out++
+}
+
+// hold keeps the tokens ids from being drawn until n tokens have been
+// generated (Request.MinTokens).
+func (s *sampler) hold(n int, ids []int32) {
+	s.minOut, s.held = n, ids
 }
 
 // dist is a sampling distribution over candidate tokens, most likely first.
@@ -94,7 +118,8 @@ func (d dist) prob(t int32) float64 {
 	return 0
 }
 
-// penalized returns the logits with the request's penalties applied.
+// penalized returns the logits with the request's penalties and logit
+// biases applied, and the held tokens at -Inf while they are held.
 func (s *sampler) penalized(logits []float32) []float32 {
 	p := &s.p
 	x := append(s.buf[:0], logits...)
@@ -111,6 +136,14 @@ func (s *sampler) penalized(logits []float32) []float32 {
 	if p.PresencePenalty != 0 || p.FrequencyPenalty != 0 {
 		for t, c := range s.counts {
 			x[t] -= float32(p.PresencePenalty) + float32(p.FrequencyPenalty)*float32(c)
+		}
+	}
+	for t, b := range p.LogitBias {
+		x[t] += b
+	}
+	if s.out < s.minOut {
+		for _, t := range s.held {
+			x[t] = float32(math.Inf(-1))
 		}
 	}
 	return x
@@ -197,13 +230,17 @@ func (s *sampler) draw(d dist) int32 {
 		return d.idx[0]
 	}
 	u := s.rng.Float64()
+	last := 0 // the last candidate that can be drawn, for rounding at the end
 	for i, q := range d.p {
 		u -= q
 		if u < 0 {
 			return d.idx[i]
 		}
+		if q > 0 {
+			last = i
+		}
 	}
-	return d.idx[len(d.idx)-1]
+	return d.idx[last]
 }
 
 // sample picks the next token from one row of logits. It draws exactly one

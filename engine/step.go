@@ -26,6 +26,9 @@ type seq struct {
 	snapAt     []int
 	decodeSnap *snapshot
 	spec       *specState // nil: no speculative decoding
+	// cached is the prefix-hit tokens of the first admission (Event.CachedTokens).
+	cached   int
+	admitted bool
 }
 
 // chunk caps n tokens starting at from so the chunk ends at the next
@@ -313,7 +316,7 @@ func (e *Engine) emit(s *seq, logits []float32, t *tally) (Event, bool) {
 // request's pages are released).
 func (e *Engine) commit(s *seq, tok int32, logits []float32, t *tally) (Event, bool) {
 	out := len(s.tokens) - s.prompt
-	ev := Event{Token: tok, PromptTokens: s.prompt, OutputTokens: out + 1}
+	ev := Event{Token: tok, PromptTokens: s.prompt, OutputTokens: out + 1, CachedTokens: s.cached}
 	if s.req.WantLogprobs {
 		ev.Logprob, ev.Top = logprobs(logits, tok, s.req.Logprobs)
 	}
@@ -451,6 +454,9 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 	}
 	s.cs = cs
 	e.stats.PrefixHitTokens += int64(from)
+	if !s.admitted {
+		s.admitted, s.cached = true, min(from, s.prompt)
+	}
 	return n, true
 }
 

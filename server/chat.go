@@ -2,10 +2,10 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,9 +16,19 @@ import (
 // Response shapes of /v1/chat/completions, as OpenAI's API has them.
 type (
 	usageJSON struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-		TotalTokens      int `json:"total_tokens"`
+		PromptTokens            int                     `json:"prompt_tokens"`
+		CompletionTokens        int                     `json:"completion_tokens"`
+		TotalTokens             int                     `json:"total_tokens"`
+		PromptTokensDetails     promptTokensDetailsJSON `json:"prompt_tokens_details"`
+		CompletionTokensDetails *completionDetailsJSON  `json:"completion_tokens_details,omitempty"`
+	}
+
+	promptTokensDetailsJSON struct {
+		CachedTokens int `json:"cached_tokens"`
+	}
+
+	completionDetailsJSON struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
 	}
 
 	chatCompletionJSON struct {
@@ -40,6 +50,7 @@ type (
 	chatMessageJSON struct {
 		Role             string         `json:"role"`
 		Content          *string        `json:"content"`
+		Refusal          *string        `json:"refusal"` // always null: the server never refuses
 		ReasoningContent *string        `json:"reasoning_content,omitempty"`
 		ToolCalls        []toolCallJSON `json:"tool_calls,omitempty"`
 	}
@@ -80,7 +91,9 @@ type (
 		Created int64                 `json:"created"`
 		Model   string                `json:"model"`
 		Choices []chatChunkChoiceJSON `json:"choices"`
-		Usage   *usageJSON            `json:"usage,omitempty"`
+		// Usage is absent, or with include_usage null on every chunk but
+		// the last, which has the usage and no choices.
+		Usage any `json:"usage,omitempty"`
 	}
 
 	chatChunkChoiceJSON struct {
@@ -125,6 +138,21 @@ func toolCalls(calls []chat.ToolCall, withIndex bool) []toolCallJSON {
 	return out
 }
 
+// jsonNull is an explicit null where a field would otherwise be omitted.
+var jsonNull = json.RawMessage("null")
+
+// chatUsage is the usage of a chat or completions response: each prompt's
+// tokens once (cached those the prefix cache supplied), every generated
+// token, and with thinking the tokens whose text was reasoning.
+func chatUsage(prompt, completion, cached int, reasoning *int) usageJSON {
+	u := usageJSON{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion,
+		PromptTokensDetails: promptTokensDetailsJSON{CachedTokens: cached}}
+	if reasoning != nil {
+		u.CompletionTokensDetails = &completionDetailsJSON{ReasoningTokens: *reasoning}
+	}
+	return u
+}
+
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	info := infoOf(r.Context())
@@ -133,7 +161,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	req, aerr := decodeChatRequest(body)
+	req, aerr := decodeChatRequest(body, s.eng.Model().VocabSize())
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -153,17 +181,22 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	promptToks := s.tok.Encode(text, true)
 	maxTokens, aerr := s.budget(len(promptToks), req.MaxTokens, s.opt.DefaultMaxTokens, "messages")
+	if aerr == nil {
+		aerr = checkMinTokens(req.MinTokens, maxTokens)
+	}
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	gctx, stop := s.genContext(r)
+	defer stop()
+	ctx, cancel := context.WithCancel(gctx)
 	defer cancel()
 	reqs := make([]engine.Request, req.N)
 	for i := range reqs {
 		reqs[i] = engineRequest(&req.genParams, promptToks, maxTokens, i)
 	}
-	choices, aerr := s.submit(ctx, reqs)
+	choices, aerr := s.submit(ctx, reqs, req.N)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -171,16 +204,32 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	s.metrics.promptTokens.Add(float64(len(promptToks)))
 	info.attrs = append(info.attrs, slog.String("model", req.Model), slog.Bool("stream", req.Stream),
 		slog.Int("n", req.N), slog.Bool("thinking", req.Chat.Thinking), slog.Int("prompt_tokens", len(promptToks)))
+	if req.User != "" {
+		info.attrs = append(info.attrs, slog.String("user", req.User))
+	}
 
 	g := chatGen{
 		s: s, req: req, id: newID("chatcmpl-"), created: time.Now().Unix(), promptTokens: len(promptToks),
-		opt: genOptions{skipSpecial: req.SkipSpecial, stops: req.Stop, start: start},
+		opt: genOptionsFor(&req.genParams, start),
+	}
+	g.states = make([]*chatChoiceState, len(choices))
+	for i := range g.states {
+		g.states[i] = &chatChoiceState{reply: newReply(s.format, req.Chat)}
+		g.states[i].single = req.SingleToolCall
 	}
 	if req.Stream {
 		g.stream(ctx, cancel, w, info, choices)
 	} else {
 		g.complete(ctx, cancel, w, info, choices)
 	}
+}
+
+// checkMinTokens checks min_tokens against the tokens a choice may make.
+func checkMinTokens(minTokens, maxTokens int) *apiError {
+	if minTokens > maxTokens {
+		return invalidf("min_tokens", "invalid_value", "min_tokens %d is more than the %d tokens a choice may generate.", minTokens, maxTokens)
+	}
+	return nil
 }
 
 // chatGen is one chat completion request being generated.
@@ -191,39 +240,14 @@ type chatGen struct {
 	created      int64
 	promptTokens int
 	opt          genOptions
+	states       []*chatChoiceState
 }
 
-// chatChoiceState follows one choice: its parser and what it produced.
+// chatChoiceState follows one choice: its reply and, in a stream, the
+// log-probabilities not sent yet.
 type chatChoiceState struct {
-	parser    ReplyParser
-	reasoning strings.Builder
-	content   strings.Builder
-	calls     []chat.ToolCall
-	logprobs  []tokenLogprobJSON
-	finish    string
-	tokens    int
-}
-
-// feed passes a delta through the reply parser and returns the reasoning
-// and content now certain; on the last delta it also finishes the parser
-// and settles the finish reason.
-func (g *chatGen) feed(st *chatChoiceState, d delta) (reasoning, content string) {
-	reasoning, content = st.parser.Add(d.text)
-	if d.finish == "" {
-		return reasoning, content
-	}
-	r, c, calls, err := st.parser.Finish()
-	reasoning += r
-	content += c
-	if err != nil {
-		g.s.log.Debug("reply has malformed tool calls; returned as content", "id", g.id, "err", err)
-	}
-	st.calls = calls
-	st.finish = d.finish
-	if len(calls) > 0 {
-		st.finish = "tool_calls"
-	}
-	return reasoning, content
+	*reply
+	logprobs []tokenLogprobJSON
 }
 
 // runChoices runs every choice in its own goroutine and waits for all. The
@@ -253,16 +277,24 @@ func (s *Server) runChoices(ctx context.Context, cancel context.CancelFunc, choi
 	return counts, first
 }
 
-func (g *chatGen) complete(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, info *requestInfo, choices []*choice) {
-	states := make([]*chatChoiceState, len(choices))
-	for i := range states {
-		states[i] = &chatChoiceState{parser: g.s.format.NewReplyParser(g.req.Chat)}
+// usage is the response's usage: the prompt once, cached tokens as the
+// first choice's prompt hit, reasoning tokens in thinking mode.
+func (g *chatGen) usage(completion int) usageJSON {
+	var reasoning *int
+	if g.req.Chat.Thinking {
+		n := 0
+		for _, st := range g.states {
+			n += st.reasoningTokens
+		}
+		reasoning = &n
 	}
+	return chatUsage(g.promptTokens, completion, g.states[0].cached, reasoning)
+}
+
+func (g *chatGen) complete(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, info *requestInfo, choices []*choice) {
 	counts, err := g.s.runChoices(ctx, cancel, choices, g.opt, func(c *choice, d delta) error {
-		st := states[c.index]
-		r, t := g.feed(st, d)
-		st.reasoning.WriteString(r)
-		st.content.WriteString(t)
+		st := g.states[c.index]
+		st.feed(d, g.s.log)
 		if g.req.Logprobs >= 0 {
 			st.logprobs = append(st.logprobs, g.s.chatLogprobs(d.tokens)...)
 		}
@@ -271,16 +303,18 @@ func (g *chatGen) complete(ctx context.Context, cancel context.CancelFunc, w htt
 	completion := sum(counts)
 	info.attrs = append(info.attrs, slog.Int("completion_tokens", completion))
 	if err != nil {
-		fail(w, info, err)
+		fail(ctx, w, info, err)
 		return
 	}
 	resp := chatCompletionJSON{
 		ID: g.id, Object: "chat.completion", Created: g.created, Model: g.req.Model,
-		Usage: usageJSON{PromptTokens: g.promptTokens, CompletionTokens: completion, TotalTokens: g.promptTokens + completion},
+		Usage: g.usage(completion),
 	}
-	for i, st := range states {
+	for i, st := range g.states {
 		msg := chatMessageJSON{Role: "assistant"}
-		if content := st.content.String(); content != "" || len(st.calls) == 0 {
+		// content is null when the reply has none but made tool calls or
+		// only reasoned (a reply cut by length inside its reasoning).
+		if content := st.content.String(); content != "" || (len(st.calls) == 0 && st.reasoning.Len() == 0) {
 			msg.Content = &content
 		}
 		if st.reasoning.Len() > 0 || g.req.Chat.Thinking {
@@ -304,35 +338,47 @@ func isCancel(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// fail reports a generation error before anything was sent, unless the
-// client is gone.
-func fail(w http.ResponseWriter, info *requestInfo, err error) {
+// failure is what a generation error before anything was sent tells the
+// client, or nil when the client is gone.
+func failure(ctx context.Context, info *requestInfo, err error) *apiError {
+	if shuttingDown(ctx) {
+		info.attrs = append(info.attrs, slog.Bool("shutdown", true))
+		return shutdownError()
+	}
 	if isCancel(err) {
 		info.clientGone = true
-		return
+		return nil
 	}
-	aerr := apiErrorFor(err)
 	info.attrs = append(info.attrs, slog.String("err", err.Error()))
-	writeError(w, aerr)
+	return apiErrorFor(err)
+}
+
+// fail reports a generation error before anything was sent, unless the
+// client is gone.
+func fail(ctx context.Context, w http.ResponseWriter, info *requestInfo, err error) {
+	if aerr := failure(ctx, info, err); aerr != nil {
+		writeError(w, aerr)
+	}
 }
 
 func (g *chatGen) chunk(choices ...chatChunkChoiceJSON) chatChunkJSON {
-	return chatChunkJSON{ID: g.id, Object: "chat.completion.chunk", Created: g.created, Model: g.req.Model, Choices: choices}
+	c := chatChunkJSON{ID: g.id, Object: "chat.completion.chunk", Created: g.created, Model: g.req.Model, Choices: choices}
+	if g.req.IncludeUsage {
+		c.Usage = jsonNull
+	}
+	return c
 }
 
 func (g *chatGen) stream(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, info *requestInfo, choices []*choice) {
-	sse := startSSE(w)
+	sse := g.s.startSSE(w, "")
+	defer sse.close()
 	empty := ""
 	for _, c := range choices {
 		sse.send(g.chunk(chatChunkChoiceJSON{Index: c.index, Delta: chatDeltaJSON{Role: "assistant", Content: &empty}}))
 	}
-	states := make([]*chatChoiceState, len(choices))
-	for i := range states {
-		states[i] = &chatChoiceState{parser: g.s.format.NewReplyParser(g.req.Chat)}
-	}
 	counts, err := g.s.runChoices(ctx, cancel, choices, g.opt, func(c *choice, d delta) error {
-		st := states[c.index]
-		r, t := g.feed(st, d)
+		st := g.states[c.index]
+		r, t := st.feed(d, g.s.log)
 		if g.req.Logprobs >= 0 {
 			st.logprobs = append(st.logprobs, g.s.chatLogprobs(d.tokens)...)
 		}
@@ -366,31 +412,44 @@ func (g *chatGen) stream(ctx context.Context, cancel context.CancelFunc, w http.
 	completion := sum(counts)
 	info.attrs = append(info.attrs, slog.Int("completion_tokens", completion))
 	if err != nil {
-		streamFail(sse, info, err)
+		if shuttingDown(ctx) {
+			// Every choice cut short ends with a finish reason, then the error.
+			abort := "abort"
+			for i, st := range g.states {
+				if st.finish == "" {
+					sse.send(g.chunk(chatChunkChoiceJSON{Index: i, FinishReason: &abort}))
+				}
+			}
+		}
+		streamFail(ctx, sse, info, err)
 		return
 	}
-	for _, st := range states {
+	for _, st := range g.states {
 		info.attrs = append(info.attrs, slog.String("finish", st.finish))
 	}
 	if g.req.IncludeUsage {
 		c := g.chunk()
 		c.Choices = []chatChunkChoiceJSON{}
-		c.Usage = &usageJSON{PromptTokens: g.promptTokens, CompletionTokens: completion, TotalTokens: g.promptTokens + completion}
+		c.Usage = g.usage(completion)
 		sse.send(c)
 	}
 	sse.done()
 }
 
-// streamFail ends an event stream with an error event, unless the client
-// is gone.
-func streamFail(sse *sseWriter, info *requestInfo, err error) {
-	if isCancel(err) || sse.failed() {
+// streamFail ends an OpenAI event stream with an error event, unless the
+// client is gone.
+func streamFail(ctx context.Context, sse *sseWriter, info *requestInfo, err error) {
+	if sse.failed() {
 		info.clientGone = true
 		info.attrs = append(info.attrs, slog.Bool("client_gone", true))
 		return
 	}
-	info.attrs = append(info.attrs, slog.String("err", err.Error()))
-	sse.send(apiErrorFor(err).body())
+	aerr := failure(ctx, info, err)
+	if aerr == nil {
+		info.attrs = append(info.attrs, slog.Bool("client_gone", true))
+		return
+	}
+	sse.send(aerr.body())
 	sse.done()
 }
 

@@ -19,7 +19,8 @@ type (
 		Created int64                  `json:"created"`
 		Model   string                 `json:"model"`
 		Choices []completionChoiceJSON `json:"choices"`
-		Usage   *usageJSON             `json:"usage,omitempty"`
+		// Usage: as chatChunkJSON's in a stream; always set otherwise.
+		Usage any `json:"usage,omitempty"`
 	}
 
 	completionChoiceJSON struct {
@@ -109,13 +110,18 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		if len(req.Prompts) > 1 {
 			param = "prompt[" + strconv.Itoa(i) + "]"
 		}
-		if maxTokens[i], aerr = s.budget(len(toks[i]), req.MaxTokens, 0, param); aerr != nil {
+		if maxTokens[i], aerr = s.budget(len(toks[i]), req.MaxTokens, 0, param); aerr == nil {
+			aerr = checkMinTokens(req.MinTokens, maxTokens[i])
+		}
+		if aerr != nil {
 			writeError(w, aerr)
 			return
 		}
 		promptTokens += len(toks[i])
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	gctx, stop := s.genContext(r)
+	defer stop()
+	ctx, cancel := context.WithCancel(gctx)
 	defer cancel()
 	var reqs []engine.Request
 	for i := range req.Prompts {
@@ -123,7 +129,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			reqs = append(reqs, engineRequest(&req.genParams, toks[i], maxTokens[i], k))
 		}
 	}
-	choices, aerr := s.submit(ctx, reqs)
+	choices, aerr := s.submit(ctx, reqs, req.N)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -134,13 +140,16 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 
 	g := completionGen{
 		s: s, req: req, id: newID("cmpl-"), created: time.Now().Unix(), promptTokens: promptTokens,
-		opt: genOptions{skipSpecial: req.SkipSpecial, stops: req.Stop, start: start},
+		opt: genOptionsFor(&req.genParams, start),
 	}
 	if req.Echo {
 		g.echo = make([]string, len(choices))
 		for i := range choices {
 			g.echo[i] = echo[i/req.N]
 		}
+	}
+	if req.User != "" {
+		info.attrs = append(info.attrs, slog.String("user", req.User))
 	}
 	if req.Stream {
 		g.stream(ctx, cancel, w, info, choices)
@@ -166,6 +175,7 @@ type completionChoiceState struct {
 	logprobs *legacyLogprobsJSON
 	offset   int
 	finish   string
+	cached   int
 }
 
 func (g *completionGen) complete(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, info *requestInfo, choices []*choice) {
@@ -190,18 +200,24 @@ func (g *completionGen) complete(ctx context.Context, cancel context.CancelFunc,
 			st.logprobs.TopLogprobs = append(st.logprobs.TopLogprobs, lp.TopLogprobs...)
 			st.logprobs.TextOffset = append(st.logprobs.TextOffset, lp.TextOffset...)
 		}
-		st.finish = d.finish
+		st.finish, st.cached = d.finish, d.cached
 		return nil
 	})
 	completion := sum(counts)
 	info.attrs = append(info.attrs, slog.Int("completion_tokens", completion))
 	if err != nil {
-		fail(w, info, err)
+		fail(ctx, w, info, err)
 		return
+	}
+	cached := 0
+	for i, c := range choices {
+		if c.firstOfPrompt {
+			cached += states[i].cached
+		}
 	}
 	resp := completionJSON{
 		ID: g.id, Object: "text_completion", Created: g.created, Model: g.req.Model,
-		Usage: &usageJSON{PromptTokens: g.promptTokens, CompletionTokens: completion, TotalTokens: g.promptTokens + completion},
+		Usage: chatUsage(g.promptTokens, completion, cached, nil),
 	}
 	for i, st := range states {
 		resp.Choices = append(resp.Choices, completionChoiceJSON{Index: i, Text: st.text.String(), Logprobs: st.logprobs, FinishReason: &st.finish})
@@ -211,11 +227,16 @@ func (g *completionGen) complete(ctx context.Context, cancel context.CancelFunc,
 }
 
 func (g *completionGen) chunk(choices ...completionChoiceJSON) completionJSON {
-	return completionJSON{ID: g.id, Object: "text_completion", Created: g.created, Model: g.req.Model, Choices: choices}
+	c := completionJSON{ID: g.id, Object: "text_completion", Created: g.created, Model: g.req.Model, Choices: choices}
+	if g.req.IncludeUsage {
+		c.Usage = jsonNull
+	}
+	return c
 }
 
 func (g *completionGen) stream(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, info *requestInfo, choices []*choice) {
-	sse := startSSE(w)
+	sse := g.s.startSSE(w, "")
+	defer sse.close()
 	for i := range g.echo {
 		sse.send(g.chunk(completionChoiceJSON{Index: i, Text: g.echo[i]}))
 	}
@@ -223,6 +244,8 @@ func (g *completionGen) stream(ctx context.Context, cancel context.CancelFunc, w
 	for i := range g.echo {
 		offsets[i] = len(g.echo[i])
 	}
+	finished := make([]bool, len(choices))
+	cached := make([]int, len(choices))
 	counts, err := g.s.runChoices(ctx, cancel, choices, g.opt, func(c *choice, d delta) error {
 		ch := completionChoiceJSON{Index: c.index, Text: d.text}
 		if g.req.Logprobs >= 0 {
@@ -230,19 +253,35 @@ func (g *completionGen) stream(ctx context.Context, cancel context.CancelFunc, w
 		}
 		if d.finish != "" {
 			ch.FinishReason = &d.finish
+			finished[c.index] = true
 		}
+		cached[c.index] = d.cached
 		return sse.send(g.chunk(ch))
 	})
 	completion := sum(counts)
 	info.attrs = append(info.attrs, slog.Int("completion_tokens", completion))
 	if err != nil {
-		streamFail(sse, info, err)
+		if shuttingDown(ctx) {
+			abort := "abort"
+			for i, done := range finished {
+				if !done {
+					sse.send(g.chunk(completionChoiceJSON{Index: i, FinishReason: &abort}))
+				}
+			}
+		}
+		streamFail(ctx, sse, info, err)
 		return
 	}
 	if g.req.IncludeUsage {
 		c := g.chunk()
 		c.Choices = []completionChoiceJSON{}
-		c.Usage = &usageJSON{PromptTokens: g.promptTokens, CompletionTokens: completion, TotalTokens: g.promptTokens + completion}
+		total := 0
+		for i, ch := range choices {
+			if ch.firstOfPrompt {
+				total += cached[i]
+			}
+		}
+		c.Usage = chatUsage(g.promptTokens, completion, total, nil)
 		sse.send(c)
 	}
 	sse.done()

@@ -90,7 +90,7 @@ func TestCompletions(t *testing.T) {
 func TestCompletionsPrompts(t *testing.T) {
 	h := newHarness(t)
 	ids := h.tok.Encode("Let there be light", false)
-	ask := func(body map[string]any) completionJSON {
+	ask := func(body map[string]any) completionResult {
 		t.Helper()
 		body["model"] = "strata-test"
 		body["max_tokens"] = 5
@@ -100,7 +100,7 @@ func TestCompletionsPrompts(t *testing.T) {
 		if status != 200 {
 			t.Fatalf("status %d: %s", status, data)
 		}
-		var r completionJSON
+		var r completionResult
 		if err := json.Unmarshal(data, &r); err != nil {
 			t.Fatal(err)
 		}
@@ -130,4 +130,10 @@ func TestCompletionsPrompts(t *testing.T) {
 	if !strings.HasPrefix(toks.Choices[0].Text, "Let there be light") || toks.Usage.PromptTokens != len(ids) {
 		t.Errorf("token prompt with echo: %q, %d prompt tokens (want %d)", toks.Choices[0].Text, toks.Usage.PromptTokens, len(ids))
 	}
+}
+
+// completionResult is a /v1/completions response as a client reads it.
+type completionResult struct {
+	Choices []completionChoiceJSON
+	Usage   usageJSON
 }

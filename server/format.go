@@ -13,6 +13,11 @@ type ChatOptions struct {
 	// TemplateKwargs are the request's chat_template_kwargs other than the
 	// thinking switches; Jinja templates see them as variables.
 	TemplateKwargs map[string]any
+	// KeepReasoning renders earlier assistant turns with their reasoning
+	// even where the format would drop it (DeepSeek-V4 in thinking mode
+	// without tools): a continued stored response is shown as it was
+	// generated.
+	KeepReasoning bool
 }
 
 // ChatFormat turns a conversation into prompt text and the model's reply
@@ -51,7 +56,7 @@ type deepSeekV4 struct{}
 func (deepSeekV4) Name() string { return "deepseek-v4" }
 
 func (deepSeekV4) Render(msgs []chat.Message, tools []chat.Tool, opt ChatOptions) (string, error) {
-	return chat.EncodeDeepSeekV4(msgs, tools, chat.Options{Thinking: opt.Thinking, ReasoningEffort: opt.ReasoningEffort})
+	return chat.EncodeDeepSeekV4(msgs, tools, chat.Options{Thinking: opt.Thinking, ReasoningEffort: opt.ReasoningEffort, KeepReasoning: opt.KeepReasoning})
 }
 
 func (deepSeekV4) NewReplyParser(opt ChatOptions) ReplyParser {

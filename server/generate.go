@@ -17,6 +17,9 @@ type choice struct {
 	index  int
 	stream *engine.Stream
 	cancel context.CancelFunc // ends the engine request
+	// firstOfPrompt marks the choice whose prompt tokens usage counts
+	// (the first choice of each prompt).
+	firstOfPrompt bool
 }
 
 // engineSeed maps a request's seed to the engine's; the engine reads 0 as
@@ -34,7 +37,9 @@ func engineRequest(p *genParams, promptToks []int32, maxTokens, i int) engine.Re
 		Prompt:    promptToks,
 		MaxTokens: maxTokens,
 		Sampling:  p.Sampling,
+		Stop:      p.StopTokens,
 		IgnoreEOS: p.IgnoreEOS,
+		MinTokens: min(p.MinTokens, maxTokens),
 		Logprobs:  max(p.Logprobs, 0),
 		// Log-softmax over the vocabulary costs a pass per token: only
 		// when the client asks.
@@ -69,8 +74,9 @@ func (s *Server) budget(n, asked, def int, param string) (int, *apiError) {
 }
 
 // submit starts the engine requests, all or none: if one cannot start, the
-// ones already started are cancelled. They end when ctx ends.
-func (s *Server) submit(ctx context.Context, reqs []engine.Request) ([]*choice, *apiError) {
+// ones already started are cancelled. They end when ctx ends. Each prompt
+// has perPrompt consecutive requests.
+func (s *Server) submit(ctx context.Context, reqs []engine.Request, perPrompt int) ([]*choice, *apiError) {
 	out := make([]*choice, 0, len(reqs))
 	for i, r := range reqs {
 		if s.opt.DecodeURL != "" && r.MaxTokens > 1 {
@@ -91,7 +97,7 @@ func (s *Server) submit(ctx context.Context, reqs []engine.Request) ([]*choice, 
 			}
 			return nil, invalidf("", "invalid_request", "The engine refused the request: %v.", err)
 		}
-		out = append(out, &choice{index: i, stream: st, cancel: cancel})
+		out = append(out, &choice{index: i, stream: st, cancel: cancel, firstOfPrompt: i%max(perPrompt, 1) == 0})
 	}
 	return out, nil
 }
@@ -110,13 +116,25 @@ type delta struct {
 	text   string
 	tokens []tokenOut
 	finish string // "", "stop" or "length"
+	// stop is the stop string that ended the choice, on the last delta.
+	stop string
+	// cached is the prompt tokens the engine restored from its prefix cache.
+	cached int
 }
 
 // genOptions say how to turn a choice's tokens into text.
 type genOptions struct {
 	skipSpecial bool
 	stops       []string
+	// includeStop keeps the stop string, or the text of the stop token,
+	// that ends a choice (the engine's EOS never has text).
+	includeStop bool
 	start       time.Time // when the request arrived, for time to first token
+}
+
+// genOptionsFor are the options of p's choices.
+func genOptionsFor(p *genParams, start time.Time) genOptions {
+	return genOptions{skipSpecial: p.SkipSpecial, stops: p.Stop, includeStop: p.IncludeStop, start: start}
 }
 
 // errGeneration wraps an engine failure (as opposed to the request's
@@ -152,7 +170,7 @@ func (s *Server) run(ctx context.Context, c *choice, o genOptions, emit func(del
 	dec := s.tok.NewDecoder(o.skipSpecial)
 	stop := stopMatcher{stops: o.stops}
 	var pending []tokenOut
-	n := 0
+	n, cached := 0, 0
 	last := o.start
 	for {
 		ev, err := c.stream.Recv(ctx)
@@ -177,6 +195,10 @@ func (s *Server) run(ctx context.Context, c *choice, o genOptions, emit func(del
 		now := time.Now()
 		if n == 0 {
 			s.metrics.ttft.Observe(now.Sub(o.start).Seconds())
+			cached = ev.CachedTokens
+			if c.firstOfPrompt {
+				s.metrics.cachedTokens.Add(float64(cached))
+			}
 		} else {
 			s.metrics.itl.Observe(now.Sub(last).Seconds())
 		}
@@ -185,7 +207,9 @@ func (s *Server) run(ctx context.Context, c *choice, o genOptions, emit func(del
 		s.metrics.genTokens.Inc()
 		pending = append(pending, tokenOut{ev.Token, ev.Logprob, ev.Top})
 		var piece string
-		if ev.Finish != engine.FinishStop { // FinishStop: the token is the engine's EOS
+		// FinishStop: the token is the engine's EOS, whose text is never
+		// shown, or a stop token, shown only with includeStop.
+		if ev.Finish != engine.FinishStop || (o.includeStop && ev.Token != s.eos) {
 			piece = dec.Add(ev.Token)
 		}
 		text, found := stop.Add(piece)
@@ -206,7 +230,14 @@ func (s *Server) run(ctx context.Context, c *choice, o genOptions, emit func(del
 		if text == "" && finish == "" {
 			continue
 		}
-		if err := emit(delta{text: text, tokens: pending, finish: finish}); err != nil {
+		d := delta{text: text, tokens: pending, finish: finish, cached: cached}
+		if finish == "stop" && stop.matched != "" {
+			d.stop = stop.matched
+			if o.includeStop {
+				d.text += stop.matched
+			}
+		}
+		if err := emit(d); err != nil {
 			return n, err
 		}
 		pending = nil

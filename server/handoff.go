@@ -62,7 +62,9 @@ func (s *Server) handleHandoff(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
+	// Through the response's wrappers (the server's recorder), each event
+	// is flushed as it is made.
+	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
 	for {
 		ev, err := st.Recv(r.Context())
@@ -78,8 +80,8 @@ func (s *Server) handleHandoff(w http.ResponseWriter, r *http.Request) {
 		if enc.Encode(we) != nil {
 			return
 		}
-		if fl != nil {
-			fl.Flush()
+		if rc.Flush() != nil {
+			return
 		}
 		if ev.Finish != "" {
 			return
@@ -97,6 +99,7 @@ func (s *Server) continueRemote(ctx context.Context, state []byte) (*engine.Stre
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
+	s.authorize(req)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("handing off to %s: %w", s.opt.DecodeURL, err)

@@ -89,7 +89,7 @@ func TestDisaggregatedDisconnect(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if decode.eng.Stats().Running != 1 {
-		t.Fatal("the decode worker is not running the request")
+		t.Fatalf("the decode worker is not running the request: %+v", decode.eng.Stats())
 	}
 	cancel()
 	resp.Body.Close()

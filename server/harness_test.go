@@ -23,6 +23,7 @@ import (
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/engine"
+	"github.com/strata-inference/strata/model"
 	"github.com/strata-inference/strata/model/deepseekv4"
 	"github.com/strata-inference/strata/server/servertest"
 	"github.com/strata-inference/strata/tokenizer"
@@ -68,7 +69,11 @@ type harnessConfig struct {
 	noRun    bool // leave the engine stopped; startEngine starts it
 	opt      Options
 	log      io.Writer // access and error log (default: discarded)
-	modelDir string    // default testModelDir
+	modelDir string    // default testModelDir (its tokenizer is used in any case)
+	// model, when set, is served instead of the model in modelDir (a
+	// scripted model); eos is then its EOS.
+	model model.Model
+	eos   int32
 }
 
 // harness is a live server on a loopback listener (httptest), with its
@@ -77,7 +82,8 @@ type harness struct {
 	t      *testing.T
 	srv    *Server
 	eng    *engine.Engine
-	model  *deepseekv4.Model
+	model  *deepseekv4.Model // nil when a scripted model is served
+	eos    int32
 	tok    *tokenizer.Tokenizer
 	http   *httptest.Server
 	url    string
@@ -91,13 +97,19 @@ type harness struct {
 
 func newHarness(t *testing.T, mods ...func(*harnessConfig)) *harness {
 	t.Helper()
-	cfg := harnessConfig{maxSeqs: 16, opt: Options{ModelName: "strata-test"}, modelDir: testModelDir}
+	cfg := harnessConfig{maxSeqs: 16, opt: Options{ModelName: "strata-test", KeepAlive: -1}, modelDir: testModelDir}
 	for _, m := range mods {
 		m(&cfg)
 	}
-	m, err := deepseekv4.Load(cfg.modelDir, cpu.New(0))
-	if err != nil {
-		t.Fatal(err)
+	var m model.Model = cfg.model
+	var dsv4 *deepseekv4.Model
+	maxPos, eos := 1<<20, cfg.eos
+	if m == nil {
+		var err error
+		if dsv4, err = deepseekv4.Load(cfg.modelDir, cpu.New(0)); err != nil {
+			t.Fatal(err)
+		}
+		m, maxPos, eos = dsv4, dsv4.Cfg.MaxPosition, int32(dsv4.Cfg.EOS)
 	}
 	tok, err := tokenizer.LoadDir(cfg.modelDir)
 	if err != nil {
@@ -114,7 +126,7 @@ func newHarness(t *testing.T, mods ...func(*harnessConfig)) *harness {
 	}
 	logger := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	eng, err := engine.New(m, engine.Config{MaxBatchTokens: 256, MaxSeqs: cfg.maxSeqs, Pages: cfg.pages,
-		MaxContext: m.Cfg.MaxPosition, EOS: int32(m.Cfg.EOS), Logger: logger})
+		MaxContext: maxPos, EOS: eos, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,13 +136,13 @@ func newHarness(t *testing.T, mods ...func(*harnessConfig)) *harness {
 	opt := cfg.opt
 	opt.Logger = logger
 	if opt.MaxContext == 0 {
-		opt.MaxContext = m.Cfg.MaxPosition
+		opt.MaxContext = maxPos
 	}
 	srv, err := New(eng, tok, DeepSeekV4(), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, srv: srv, eng: eng, model: m, tok: tok, done: make(chan struct{})}
+	h := &harness{t: t, srv: srv, eng: eng, model: dsv4, eos: eos, tok: tok, done: make(chan struct{})}
 	h.http = httptest.NewServer(srv)
 	h.url = h.http.URL
 	h.client = openai.NewClient(option.WithBaseURL(h.url+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
@@ -174,7 +186,7 @@ func (h *harness) promptTokens(msgs []chat.Message, tools []chat.Tool, opt ChatO
 // the tests that need a known reply use this. It proves the path from
 // generated tokens to the response, not the model's behaviour.
 func (h *harness) force(text string) {
-	toks := append(h.tok.Encode(text, true), int32(h.model.Cfg.EOS))
+	toks := append(h.tok.Encode(text, true), h.eos)
 	h.srv.submitHook = func(r *engine.Request) { r.Forced = toks }
 }
 
@@ -184,21 +196,37 @@ func (h *harness) force(text string) {
 func prefixPages(st engine.Stats) int { return st.PrefixPages }
 
 // waitIdle waits until the engine holds no request and the pool no page
-// of any request (only prefix-cache snapshots, if any), failing the test
-// after a deadline.
+// of any request (only prefix-cache snapshots, if any).
 func (h *harness) waitIdle() {
 	h.t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
+	h.waitFor("the engine idle with every request's pages free", func() bool {
 		st := h.eng.Stats()
-		if st.Waiting == 0 && st.Running == 0 && h.eng.Pool().FreePages()+prefixPages(st) == h.eng.Pool().NumPages() {
+		return st.Waiting == 0 && st.Running == 0 && h.eng.Pool().FreePages()+prefixPages(st) == h.eng.Pool().NumPages()
+	})
+}
+
+// hangGuard bounds a wait for an engine event: it only turns a hang (a
+// bug) into a failure with a message, and never decides a test that works.
+const hangGuard = 2 * time.Minute
+
+// waitFor waits until cond holds, checking it after every engine step
+// (the events that change what cond reads), not on a timer.
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	guard := time.NewTimer(hangGuard)
+	defer guard.Stop()
+	for {
+		stepped := h.eng.Stepped()
+		if cond() {
 			return
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("engine not idle after 3s: %d waiting, %d running, %d of %d pages free, used %v (engine %+v)",
-				st.Waiting, st.Running, h.eng.Pool().FreePages(), h.eng.Pool().NumPages(), h.eng.Pool().UsedPages(), st)
+		select {
+		case <-stepped:
+		case <-guard.C:
+			st := h.eng.Stats()
+			h.t.Fatalf("waited %s for %s: %d waiting, %d running, %d of %d pages free, used %v (engine %+v)",
+				hangGuard, what, st.Waiting, st.Running, h.eng.Pool().FreePages(), h.eng.Pool().NumPages(), h.eng.Pool().UsedPages(), st)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -236,7 +264,7 @@ func sseEvents(t *testing.T, r io.Reader) []string {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		if line := sc.Text(); line != "" {
+		if line := sc.Text(); line != "" && !strings.HasPrefix(line, ":") && !strings.HasPrefix(line, "event: ") {
 			data, ok := strings.CutPrefix(line, "data: ")
 			if !ok {
 				t.Fatalf("event stream line %q does not start with \"data: \"", line)

@@ -9,11 +9,23 @@ import (
 	"time"
 )
 
+// Aborter is a handler that can end its requests in flight with a proper
+// error response (Server is one).
+type Aborter interface {
+	Abort()
+}
+
+// abortGrace bounds how long aborted handlers have to write their last
+// bytes before their connections are closed.
+const abortGrace = 10 * time.Second
+
 // Serve serves h on ln until ctx ends, then shuts down gracefully: it stops
-// accepting connections, lets the requests in flight (streams included)
-// finish for up to drain (0: as long as they take), and then closes the
-// connections that remain, which cancels their requests. It returns nil
-// after a shutdown, or the error that stopped serving before ctx ended.
+// accepting connections and lets the requests in flight (streams included)
+// finish for up to drain (0: as long as they take). Then, if h is an
+// Aborter, it aborts the requests that remain, which end their responses
+// with an error (up to abortGrace), and closes the connections still open,
+// which cancels their requests. It returns nil after a shutdown, or the
+// error that stopped serving before ctx ended.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, drain time.Duration, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
@@ -40,8 +52,20 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, drain time.Dura
 	}
 	start := time.Now()
 	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("drain timed out; closing the remaining connections", "after", time.Since(start).Round(time.Millisecond), "err", err)
-		srv.Close()
+		if a, ok := h.(Aborter); ok {
+			// Let the handlers end their responses properly first: a
+			// stream gets its finish reason and an error event, a
+			// non-streaming request a 503 body.
+			log.Warn("drain timed out; ending the generations in flight", "after", time.Since(start).Round(time.Millisecond))
+			a.Abort()
+			gctx, cancel := context.WithTimeout(context.Background(), abortGrace)
+			err = srv.Shutdown(gctx)
+			cancel()
+		}
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			log.Warn("closing the remaining connections", "after", time.Since(start).Round(time.Millisecond), "err", err)
+			srv.Close()
+		}
 	} else {
 		log.Info("drained", "after", time.Since(start).Round(time.Millisecond))
 	}

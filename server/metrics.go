@@ -21,6 +21,7 @@ type metrics struct {
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
 	promptTokens prometheus.Counter
+	cachedTokens prometheus.Counter
 	genTokens    prometheus.Counter
 	ttft         prometheus.Histogram
 	itl          prometheus.Histogram
@@ -42,6 +43,10 @@ func newMetrics(eng *engine.Engine) *metrics {
 			Name: "strata_prompt_tokens_total",
 			Help: "Prompt tokens of accepted generation requests (each prompt once, as usage.prompt_tokens counts them).",
 		}),
+		cachedTokens: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_prompt_cached_tokens_total",
+			Help: "Prompt tokens the prefix cache supplied instead of computing them (as usage.prompt_tokens_details.cached_tokens counts them).",
+		}),
 		genTokens: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_generation_tokens_total",
 			Help: "Tokens generated and delivered to requests (as usage.completion_tokens counts them).",
@@ -57,7 +62,7 @@ func newMetrics(eng *engine.Engine) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.promptTokens, m.genTokens, m.ttft, m.itl,
+	m.reg.MustRegister(m.requests, m.duration, m.promptTokens, m.cachedTokens, m.genTokens, m.ttft, m.itl,
 		newEngineCollector(eng),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/tokenizer/chat"
@@ -22,6 +24,8 @@ const (
 	maxTopLogprobs  = 20  // top_logprobs, and logprobs of /v1/completions
 	maxPrompts      = 128 // prompts of one /v1/completions request
 	maxToolNameSize = 64
+	maxStopTokens   = 64   // stop_token_ids
+	maxLogitBias    = 1024 // logit_bias entries
 )
 
 // genParams are the generation parameters both endpoints share.
@@ -40,11 +44,21 @@ type genParams struct {
 	HasSeed bool
 	Seed    int64
 	Stop    []string
+	// StopTokens end a choice when generated (stop_token_ids); IncludeStop
+	// keeps the stop string or stop token's text in the output.
+	StopTokens  []int32
+	IncludeStop bool
+	// MinTokens is the fewest tokens a choice generates before EOS or a
+	// stop token may end it.
+	MinTokens int
 	// Logprobs is how many top alternatives to return with each token's
 	// log-probability, or -1 for no log-probabilities.
 	Logprobs    int
 	IgnoreEOS   bool
 	SkipSpecial bool
+	// User identifies the end user (user, safety_identifier); it goes to
+	// the access log.
+	User string
 }
 
 // chatRequest is a validated POST /v1/chat/completions request.
@@ -53,7 +67,10 @@ type chatRequest struct {
 	Messages []chat.Message
 	// Tools are rendered into the prompt; none when tool_choice is "none".
 	Tools []chat.Tool
-	Chat  ChatOptions
+	// SingleToolCall keeps only a reply's first tool call
+	// (parallel_tool_calls false).
+	SingleToolCall bool
+	Chat           ChatOptions
 }
 
 // prompt is one prompt of a /v1/completions request: text, or token ids.
@@ -89,10 +106,15 @@ type paramsJSON struct {
 	LogitBias         map[string]float64 `json:"logit_bias"`
 	IgnoreEOS         *bool              `json:"ignore_eos"`
 	SkipSpecialTokens *bool              `json:"skip_special_tokens"`
+	StopTokenIDs      []int64            `json:"stop_token_ids"`
+	IncludeStopStr    *bool              `json:"include_stop_str_in_output"`
+	MinTokens         *int               `json:"min_tokens"`
+	User              *string            `json:"user"`
 }
 
 type streamOptionsJSON struct {
-	IncludeUsage *bool `json:"include_usage"`
+	IncludeUsage       *bool `json:"include_usage"`
+	IncludeObfuscation *bool `json:"include_obfuscation"`
 }
 
 type chatRequestJSON struct {
@@ -108,6 +130,12 @@ type chatRequestJSON struct {
 	ReasoningEffort     *string                    `json:"reasoning_effort"`
 	Thinking            *thinkingJSON              `json:"thinking"`
 	ChatTemplateKwargs  map[string]json.RawMessage `json:"chat_template_kwargs"`
+	ParallelToolCalls   *bool                      `json:"parallel_tool_calls"`
+	Store               *bool                      `json:"store"`
+	ServiceTier         *string                    `json:"service_tier"`
+	Modalities          []string                   `json:"modalities"`
+	PromptCacheKey      *string                    `json:"prompt_cache_key"`
+	SafetyIdentifier    *string                    `json:"safety_identifier"`
 }
 
 type thinkingJSON struct {
@@ -121,6 +149,12 @@ type messageJSON struct {
 	ToolCalls        []chat.ToolCall `json:"tool_calls"`
 	ToolCallID       string          `json:"tool_call_id"`
 	Name             string          `json:"name"`
+	// What the SDKs send back with an assistant message they received:
+	// accepted when empty.
+	Refusal      *string         `json:"refusal"`
+	Annotations  json.RawMessage `json:"annotations"`
+	Audio        json.RawMessage `json:"audio"`
+	FunctionCall json.RawMessage `json:"function_call"`
 }
 
 type completionRequestJSON struct {
@@ -133,12 +167,30 @@ type completionRequestJSON struct {
 	BestOf    *int            `json:"best_of"`
 }
 
-// decodeJSON decodes data, which must hold exactly one JSON object, into v.
+// utf8BOM is the byte order mark some clients put before a JSON body.
+const utf8BOM = "\xef\xbb\xbf"
+
+// decodeJSON decodes data, which must hold exactly one JSON object in
+// valid UTF-8 (a leading byte order mark is allowed), into v. A field v
+// does not know is an error: the server never ignores what it was asked.
 func decodeJSON(data []byte, v any) *apiError {
+	data = bytes.TrimPrefix(data, []byte(utf8BOM))
 	if len(bytes.TrimSpace(data)) == 0 {
 		return invalidf("", "invalid_json", "The request body is empty; want a JSON object.")
 	}
+	if !utf8.Valid(data) {
+		off := 0
+		for off < len(data) {
+			r, n := utf8.DecodeRune(data[off:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			off += n
+		}
+		return invalidf("", "invalid_json", "The request body is not valid UTF-8 (at byte %d).", off)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var syn *json.SyntaxError
 		var typ *json.UnmarshalTypeError
@@ -152,6 +204,9 @@ func decodeJSON(data []byte, v any) *apiError {
 			return invalidf(field, "invalid_type", "%s must be %s, not %s.", field, jsonKind(typ.Type.Kind().String()), typ.Value)
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			return invalidf("", "invalid_json", "The request body is not valid JSON: it ends early.")
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return invalidf(field, "unsupported_parameter", "The request has the field %q, which this server does not support (it rejects fields it would otherwise ignore).", field)
 		default:
 			return invalidf("", "invalid_json", "The request body could not be decoded: %v.", err)
 		}
@@ -181,9 +236,9 @@ func jsonKind(kind string) string {
 	return "of another type"
 }
 
-// decodeParams validates the shared fields. defaultTemperature applies
-// when the request gives none.
-func decodeParams(p *paramsJSON, out *genParams) *apiError {
+// decodeParams validates the shared fields; token ids (logit_bias,
+// stop_token_ids) must be below vocab.
+func decodeParams(p *paramsJSON, out *genParams, vocab int) *apiError {
 	if p.Model == nil || *p.Model == "" {
 		return invalidf("model", "missing_required_parameter", "model is required.")
 	}
@@ -194,6 +249,9 @@ func decodeParams(p *paramsJSON, out *genParams) *apiError {
 			return invalidf("stream_options", "invalid_value", "stream_options is only allowed when stream is true.")
 		}
 		out.IncludeUsage = p.StreamOptions.IncludeUsage != nil && *p.StreamOptions.IncludeUsage
+		if v := p.StreamOptions.IncludeObfuscation; v != nil && *v {
+			return unsupported("stream_options.include_obfuscation", "stream_options.include_obfuscation is not supported: this server does not pad stream events.")
+		}
 	}
 	s := &out.Sampling
 	s.Temperature = 1 // OpenAI's default
@@ -254,13 +312,56 @@ func decodeParams(p *paramsJSON, out *genParams) *apiError {
 		return err
 	}
 	out.Stop = stops
-	if len(p.LogitBias) > 0 {
-		return unsupported("logit_bias", "logit_bias is not supported.")
+	if err := decodeLogitBias(p.LogitBias, vocab, s); err != nil {
+		return err
+	}
+	if len(p.StopTokenIDs) > maxStopTokens {
+		return invalidf("stop_token_ids", "invalid_value", "stop_token_ids has %d ids; at most %d are allowed.", len(p.StopTokenIDs), maxStopTokens)
+	}
+	if len(p.StopTokenIDs) > 0 {
+		ids, err := tokenIDs(p.StopTokenIDs, vocab, "stop_token_ids")
+		if err != nil {
+			return err
+		}
+		out.StopTokens = ids
+	}
+	out.IncludeStop = p.IncludeStopStr != nil && *p.IncludeStopStr
+	if v := p.MinTokens; v != nil {
+		if *v < 0 {
+			return invalidf("min_tokens", "invalid_value", "min_tokens must be at least 0, not %d.", *v)
+		}
+		out.MinTokens = *v
+	}
+	if p.User != nil {
+		out.User = *p.User
 	}
 	out.IgnoreEOS = p.IgnoreEOS != nil && *p.IgnoreEOS
 	out.SkipSpecial = true
 	if p.SkipSpecialTokens != nil {
 		out.SkipSpecial = *p.SkipSpecialTokens
+	}
+	return nil
+}
+
+// decodeLogitBias reads logit_bias: token ids (as JSON object keys) to
+// biases in [-100, 100].
+func decodeLogitBias(m map[string]float64, vocab int, s *engine.Sampling) *apiError {
+	if len(m) == 0 {
+		return nil
+	}
+	if len(m) > maxLogitBias {
+		return invalidf("logit_bias", "invalid_value", "logit_bias has %d entries; at most %d are allowed.", len(m), maxLogitBias)
+	}
+	s.LogitBias = make(map[int32]float32, len(m))
+	for k, b := range m {
+		id, err := strconv.ParseInt(k, 10, 32)
+		if err != nil || id < 0 || id >= int64(vocab) {
+			return invalidf("logit_bias", "invalid_value", "logit_bias keys must be token ids below %d, not %q.", vocab, k)
+		}
+		if !(b >= -engine.MaxLogitBias && b <= engine.MaxLogitBias) {
+			return invalidf("logit_bias", "invalid_value", "logit_bias of token %d must be between -%d and %d, not %g.", id, engine.MaxLogitBias, engine.MaxLogitBias, b)
+		}
+		s.LogitBias[int32(id)] = float32(b)
 	}
 	return nil
 }
@@ -302,13 +403,13 @@ func maxTokensParam(name string, v *int) (int, *apiError) {
 
 // decodeChatRequest decodes and validates a chat completions request body.
 // It does not check the model name or the context length.
-func decodeChatRequest(data []byte) (*chatRequest, *apiError) {
+func decodeChatRequest(data []byte, vocab int) (*chatRequest, *apiError) {
 	var j chatRequestJSON
 	if err := decodeJSON(data, &j); err != nil {
 		return nil, err
 	}
 	req := &chatRequest{}
-	if err := decodeParams(&j.paramsJSON, &req.genParams); err != nil {
+	if err := decodeParams(&j.paramsJSON, &req.genParams, vocab); err != nil {
 		return nil, err
 	}
 	var err *apiError
@@ -334,48 +435,98 @@ func decodeChatRequest(data []byte) (*chatRequest, *apiError) {
 			req.Logprobs = *v
 		}
 	}
-	if len(j.Messages) == 0 {
-		return nil, invalidf("messages", "missing_required_parameter", "messages must hold at least one message.")
+	if req.Messages, req.Tools, err = decodeConversation(j.Messages, j.Tools); err != nil {
+		return nil, err
 	}
-	req.Messages = make([]chat.Message, len(j.Messages))
-	for i := range j.Messages {
-		if err := decodeMessage(&j.Messages[i], i, &req.Messages[i]); err != nil {
-			return nil, err
-		}
-	}
-	for i := range j.Tools {
-		if err := checkTool(&j.Tools[i], i); err != nil {
-			return nil, err
-		}
-	}
-	req.Tools = j.Tools
 	if choice := bytes.TrimSpace(j.ToolChoice); len(choice) > 0 && string(choice) != "null" {
 		var s string
 		if json.Unmarshal(choice, &s) != nil {
-			return nil, unsupported("tool_choice", "tool_choice naming a function is not supported; use \"auto\" or \"none\".")
+			var named struct {
+				Type     string `json:"type"`
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			}
+			if json.Unmarshal(choice, &named) != nil || named.Type != "function" || named.Function.Name == "" {
+				return nil, invalidf("tool_choice", "invalid_value", "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}.")
+			}
+			return nil, checkConstraint("tool_choice", constraint{Kind: constrainTool, Tool: named.Function.Name})
 		}
 		switch s {
 		case "auto":
 		case "none":
 			req.Tools = nil
 		case "required":
-			return nil, unsupported("tool_choice", "tool_choice \"required\" is not supported; use \"auto\" or \"none\".")
+			return nil, checkConstraint("tool_choice", constraint{Kind: constrainAnyTool})
 		default:
-			return nil, invalidf("tool_choice", "invalid_value", "tool_choice must be \"auto\" or \"none\", not %q.", s)
+			return nil, invalidf("tool_choice", "invalid_value", "tool_choice must be \"auto\", \"none\" or \"required\", not %q.", s)
 		}
 	}
 	if rf := bytes.TrimSpace(j.ResponseFormat); len(rf) > 0 && string(rf) != "null" {
 		var f struct {
-			Type string `json:"type"`
+			Type       string `json:"type"`
+			JSONSchema *struct {
+				Schema json.RawMessage `json:"schema"`
+			} `json:"json_schema"`
 		}
-		if json.Unmarshal(rf, &f) != nil || f.Type != "text" {
-			return nil, unsupported("response_format", "only response_format {\"type\": \"text\"} is supported.")
+		if json.Unmarshal(rf, &f) != nil {
+			return nil, invalidf("response_format", "invalid_type", "response_format must be an object with a type.")
+		}
+		switch f.Type {
+		case "text":
+		case "json_object":
+			return nil, checkConstraint("response_format", constraint{Kind: constrainJSON})
+		case "json_schema":
+			if f.JSONSchema == nil {
+				return nil, invalidf("response_format.json_schema", "missing_required_parameter", "response_format of type json_schema needs json_schema.")
+			}
+			return nil, checkConstraint("response_format", constraint{Kind: constrainSchema, Schema: f.JSONSchema.Schema})
+		default:
+			return nil, invalidf("response_format.type", "invalid_value", "response_format.type must be text, json_object or json_schema, not %q.", f.Type)
 		}
 	}
+	if v := j.ParallelToolCalls; v != nil {
+		req.SingleToolCall = !*v
+	}
+	if v := j.Store; v != nil && *v {
+		return nil, unsupported("store", "store true is not supported: this server does not store chat completions.")
+	}
+	if v := j.ServiceTier; v != nil && *v != "auto" && *v != "default" {
+		return nil, unsupported("service_tier", "service_tier must be \"auto\" or \"default\" (this server has one tier), not %q.", *v)
+	}
+	for i, m := range j.Modalities {
+		if m != "text" {
+			return nil, unsupported(fmt.Sprintf("modalities[%d]", i), "only the text modality is supported, not %q.", m)
+		}
+	}
+	if v := j.SafetyIdentifier; v != nil && req.User == "" {
+		req.User = *v
+	}
+	// prompt_cache_key needs nothing: the prefix cache finds shared
+	// prefixes by their tokens.
 	if req.Chat, err = decodeThinking(&j); err != nil {
 		return nil, err
 	}
 	return req, nil
+}
+
+// decodeConversation checks a chat request's messages and tools.
+func decodeConversation(in []messageJSON, tools []chat.Tool) ([]chat.Message, []chat.Tool, *apiError) {
+	if len(in) == 0 {
+		return nil, nil, invalidf("messages", "missing_required_parameter", "messages must hold at least one message.")
+	}
+	msgs := make([]chat.Message, len(in))
+	for i := range in {
+		if err := decodeMessage(&in[i], i, &msgs[i]); err != nil {
+			return nil, nil, err
+		}
+	}
+	for i := range tools {
+		if err := checkTool(&tools[i], i); err != nil {
+			return nil, nil, err
+		}
+	}
+	return msgs, tools, nil
 }
 
 // decodeThinking reads the ways a request may ask for thinking mode:
@@ -477,6 +628,19 @@ func decodeMessage(m *messageJSON, i int, out *chat.Message) *apiError {
 		return err
 	}
 	*out = chat.Message{Role: m.Role, Content: content, ToolCallID: m.ToolCallID, Name: m.Name}
+	if m.Refusal != nil && *m.Refusal != "" {
+		return unsupported(param+".refusal", "%s.refusal: refusals cannot be sent back; give the text as content.", param)
+	}
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"audio", m.Audio}, {"function_call", m.FunctionCall}} {
+		if v := bytes.TrimSpace(f.raw); len(v) > 0 && string(v) != "null" {
+			return unsupported(param+"."+f.name, "%s.%s is not supported.", param, f.name)
+		}
+	}
+	// annotations (url citations) describe a received message; they have
+	// no place in a prompt.
 	if m.ReasoningContent != nil {
 		if m.Role != chat.RoleAssistant {
 			return invalidf(param+".reasoning_content", "invalid_value", "only assistant messages may have reasoning_content.")
@@ -565,7 +729,7 @@ func decodeCompletionRequest(data []byte, vocab int) (*completionRequest, *apiEr
 		return nil, err
 	}
 	req := &completionRequest{}
-	if err := decodeParams(&j.paramsJSON, &req.genParams); err != nil {
+	if err := decodeParams(&j.paramsJSON, &req.genParams, vocab); err != nil {
 		return nil, err
 	}
 	var err *apiError

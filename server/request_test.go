@@ -71,7 +71,7 @@ func TestDecodeThinking(t *testing.T) {
 		{`,"chat_template_kwargs":{"thinking":false},"thinking":{"type":"enabled"}`, false, "", true},
 		{`,"reasoning_effort":"xhigh","thinking":{"type":"enabled"}`, true, "max", false},
 	} {
-		req, err := decodeChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"x"}]` + tc.extra + `}`))
+		req, err := decodeChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"x"}]`+tc.extra+`}`), 320)
 		if tc.bad {
 			if err == nil {
 				t.Errorf("%s: accepted", tc.extra)
@@ -125,7 +125,7 @@ func FuzzDecodeChatRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		req, aerr := decodeChatRequest(data)
+		req, aerr := decodeChatRequest(data, 320)
 		if aerr != nil {
 			if req != nil || aerr.Status != 400 || aerr.Message == "" || aerr.Type == "" {
 				t.Fatalf("rejection %+v with request %v", aerr, req)

@@ -45,6 +45,22 @@ type Options struct {
 	// AcceptHandoff makes this server a decode worker: it serves POST
 	// /internal/handoff, resuming states prefill workers send.
 	AcceptHandoff bool
+	// APIKey, when set, is required of every request (but those to
+	// PublicPaths): as "Authorization: Bearer <key>" or, as Anthropic's
+	// clients send it, "x-api-key: <key>". Others get 401. A prefill worker
+	// sends it to its decode worker.
+	APIKey string
+	// PublicPaths are served without the API key (strata serve: /health
+	// and /metrics unless told otherwise).
+	PublicPaths []string
+	// KeepAlive is how long an event stream may stay quiet (a long prefill)
+	// before the server sends a keep-alive: an SSE comment, or Anthropic's
+	// ping event. 0: 15 s; negative: never.
+	KeepAlive time.Duration
+	// MaxStoredResponses bounds the Responses API's store (responses kept
+	// for GET /v1/responses/{id} and previous_response_id), oldest evicted
+	// first. 0: 1024; negative: nothing is stored.
+	MaxStoredResponses int
 }
 
 // Server is the OpenAI-compatible HTTP API in front of an engine. It is an
@@ -65,6 +81,13 @@ type Server struct {
 	// before it is submitted.
 	submitHook func(*engine.Request)
 	client     *http.Client // to the decode worker
+	eos        int32        // the engine's EOS
+	// aborted ends when Abort is called; every generation's context
+	// follows it, with cause errShuttingDown.
+	aborted context.Context
+	abort   context.CancelFunc
+	store   *responseStore
+	health  decodeHealth // a prefill worker's view of its decode worker
 }
 
 // New returns a server for eng, whose model tok tokenizes and format
@@ -88,6 +111,12 @@ func New(eng *engine.Engine, tok *tokenizer.Tokenizer, format ChatFormat, opt Op
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
+	if opt.KeepAlive == 0 {
+		opt.KeepAlive = 15 * time.Second
+	}
+	if opt.MaxStoredResponses == 0 {
+		opt.MaxStoredResponses = 1024
+	}
 	s := &Server{
 		eng:     eng,
 		tok:     tok,
@@ -98,7 +127,10 @@ func New(eng *engine.Engine, tok *tokenizer.Tokenizer, format ChatFormat, opt Op
 		metrics: newMetrics(eng),
 		created: time.Now().Unix(),
 		client:  &http.Client{},
+		eos:     eng.EOS(),
+		store:   newResponseStore(opt.MaxStoredResponses),
 	}
+	s.aborted, s.abort = context.WithCancel(context.Background())
 	s.maxContext = contextFor(eng, opt.MaxContext)
 	if s.maxContext < 2 {
 		return nil, fmt.Errorf("server: the cache pool of %d pages cannot hold even a one-token prompt and one generated token", eng.Pool().NumPages())
@@ -135,32 +167,64 @@ func contextFor(eng *engine.Engine, limit int) int {
 func (s *Server) MaxContext() int { return s.maxContext }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
-	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
-	s.mux.HandleFunc("GET /v1/models", s.handleModels)
-	s.mux.HandleFunc("GET /v1/models/{model...}", s.handleModel)
-	s.mux.HandleFunc("GET /health", s.handleHealth)
-	if s.opt.AcceptHandoff {
-		s.mux.HandleFunc("POST "+handoffPath, s.handleHandoff)
+	routes := []struct {
+		method, path string
+		h            http.HandlerFunc
+	}{
+		{"POST", "/v1/chat/completions", s.handleChat},
+		{"POST", "/v1/completions", s.handleCompletions},
+		{"POST", "/v1/messages", s.handleMessages},
+		{"POST", "/v1/messages/count_tokens", s.handleCountTokens},
+		{"POST", "/v1/responses", s.handleResponses},
+		{"GET", "/v1/responses/{id}", s.handleGetResponse},
+		{"DELETE", "/v1/responses/{id}", s.handleDeleteResponse},
+		{"POST", "/tokenize", s.handleTokenize},
+		{"POST", "/detokenize", s.handleDetokenize},
+		{"GET", "/v1/models", s.handleModels},
+		{"GET", "/v1/models/{model...}", s.handleModel},
+		{"GET", "/health", s.handleHealth},
+		{"GET", "/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)}).ServeHTTP},
 	}
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)}))
-	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"} {
-		s.mux.HandleFunc(path, s.methodNotAllowed)
+	if s.opt.AcceptHandoff {
+		routes = append(routes, struct {
+			method, path string
+			h            http.HandlerFunc
+		}{"POST", handoffPath, s.handleHandoff})
+	}
+	allow := map[string][]string{}
+	for _, rt := range routes {
+		s.mux.HandleFunc(rt.method+" "+rt.path, rt.h)
+		if rt.method == "GET" {
+			allow[rt.path] = append(allow[rt.path], "GET", "HEAD")
+		} else {
+			allow[rt.path] = append(allow[rt.path], rt.method)
+		}
+	}
+	for path, methods := range allow {
+		s.mux.HandleFunc(path, s.methodNotAllowed(strings.Join(methods, ", ")))
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{Status: http.StatusNotFound, Type: typeNotFound, Code: "unknown_url",
-			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)})
+		e := &apiError{Status: http.StatusNotFound, Type: typeNotFound, Code: "unknown_url",
+			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)}
+		if isAnthropicPath(r.URL.Path) {
+			writeAnthropicError(w, e)
+			return
+		}
+		writeError(w, e)
 	})
 }
 
-func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	allow := "POST"
-	if !strings.Contains(r.URL.Path, "completions") {
-		allow = "GET, HEAD"
+func (s *Server) methodNotAllowed(allow string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		e := &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: "method_not_allowed",
+			Message: fmt.Sprintf("%s %s is not allowed; use %s.", r.Method, r.URL.Path, allow)}
+		if isAnthropicPath(r.URL.Path) {
+			writeAnthropicError(w, e)
+			return
+		}
+		writeError(w, e)
 	}
-	w.Header().Set("Allow", allow)
-	writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: "method_not_allowed",
-		Message: fmt.Sprintf("%s %s is not allowed; use %s.", r.Method, r.URL.Path, allow)})
 }
 
 // ServeHTTP serves the API, counting every request in the metrics and
@@ -175,7 +239,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := &requestInfo{}
 	rec := &recorder{ResponseWriter: w}
 	r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
-	s.mux.ServeHTTP(rec, r)
+	if s.authorized(r) {
+		s.mux.ServeHTTP(rec, r)
+	} else {
+		s.unauthorized(rec, r)
+	}
 
 	status := rec.status
 	if status == 0 {
@@ -297,10 +365,6 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.model())
-}
-
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // newID returns prefix followed by 26 random characters.

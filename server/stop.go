@@ -9,6 +9,8 @@ import "strings"
 type stopMatcher struct {
 	stops []string
 	held  string
+	// matched is the stop string found, once Add reports one.
+	matched string
 }
 
 // Add appends text and returns what is now certain to come before any stop
@@ -22,7 +24,7 @@ func (m *stopMatcher) Add(text string) (out string, found bool) {
 	first := -1
 	for _, s := range m.stops {
 		if i := strings.Index(buf, s); i >= 0 && (first < 0 || i < first) {
-			first = i
+			first, m.matched = i, s
 		}
 	}
 	if first >= 0 {

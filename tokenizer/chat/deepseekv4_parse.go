@@ -30,7 +30,12 @@ type Parsed struct {
 //   - It ends at the first EOS token "<｜end▁of▁sentence｜>", if any;
 //     whatever follows is ignored, and the EOS may be absent.
 //   - In thinking mode, the reasoning runs up to the first "</think>". If
-//     there is none (the output was cut short), all of it is reasoning.
+//     there is none (the output was cut short), all of it is reasoning. A
+//     tool-call block "<｜DSML｜tool_calls>" that begins before any
+//     "</think>" ends the reasoning too: the model called a tool without
+//     closing its thinking, and the call is read as a call (with one "\n\n"
+//     before it as its separator), the content being empty. The reference
+//     parser leaves such a call inside the reasoning, unread.
 //   - The content runs from there up to the first "<｜DSML｜", where the
 //     tool-call block begins; one "\n\n" just before the block is the
 //     block's separator, not content.
@@ -54,6 +59,16 @@ func ParseDeepSeekV4(completion string, thinking bool) (Parsed, error) {
 	var p Parsed
 	if thinking {
 		i := strings.Index(text, tokThinkEnd)
+		if j := strings.Index(text, dsmlToolCalls); j >= 0 && (i < 0 || j < i) {
+			p.Reasoning = strings.TrimSuffix(text[:j], "\n\n")
+			calls, err := parseDSMLToolCalls(text[j:])
+			if err != nil {
+				p.Content = text[len(p.Reasoning):]
+				return p, err
+			}
+			p.ToolCalls = calls
+			return p, nil
+		}
 		if i < 0 {
 			p.Reasoning = text
 			return p, nil
@@ -207,9 +222,10 @@ func isJSON(s string) bool {
 // streaming replies: reasoning deltas first, then content deltas, then the
 // tool calls when the stream ends.
 //
-// It never emits part of a marker ("</think>", "<｜DSML｜", the EOS token, or
-// the "\n\n" before a tool-call block): text that could begin one is held
-// back until it is decided. Nor does it split a UTF-8 sequence: an
+// It never emits part of a marker ("</think>", "<｜DSML｜" (in reasoning, the
+// whole "<｜DSML｜tool_calls>"), the EOS token, or the "\n\n" before a
+// tool-call block): text that could begin one is held back until it is
+// decided. Nor does it split a UTF-8 sequence: an
 // incomplete one at the end of the input is held back too.
 //
 // The concatenation of all the deltas returned by Add and Finish equals the
@@ -261,9 +277,15 @@ func (p *StreamParser) Add(text string) (reasoningDelta, contentDelta string) {
 	p.buf += text
 	if p.phase == phaseReasoning {
 		i, eos := firstMarker(p.buf, tokThinkEnd)
+		if j := strings.Index(p.buf, dsmlToolCalls); j >= 0 && (i < 0 || j < i) {
+			// A tool call without </think>: the reasoning ends at the block.
+			reasoningDelta = p.startBlock(j)
+			p.result.Reasoning += reasoningDelta
+			return reasoningDelta, ""
+		}
 		switch {
 		case i < 0:
-			reasoningDelta = p.emit(safeEnd(p.buf, tokThinkEnd, tokEOS))
+			reasoningDelta = p.emit(safeEnd(p.buf, tokThinkEnd, tokEOS, dsmlToolCalls, "\n\n"+dsmlToolCalls))
 		case eos:
 			reasoningDelta = p.emit(i)
 			p.buf, p.ended = "", true
@@ -284,18 +306,25 @@ func (p *StreamParser) Add(text string) (reasoningDelta, contentDelta string) {
 		contentDelta = p.emit(i)
 		p.buf, p.ended = "", true
 	default:
-		end := i
-		if strings.HasSuffix(p.buf[:i], "\n\n") {
-			end = i - 2
-		}
-		contentDelta = p.emit(end)
-		p.gap = p.buf[:i-end]
-		p.block.WriteString(p.buf[i-end:])
-		p.phase, p.buf = phaseToolCalls, ""
-		p.cutAtEOS(0)
+		contentDelta = p.startBlock(i)
 	}
 	p.result.Content += contentDelta
 	return reasoningDelta, contentDelta
+}
+
+// startBlock ends the current phase at the tool-call block that begins at
+// buf[i] and returns the text before it, less the "\n\n" separator.
+func (p *StreamParser) startBlock(i int) string {
+	end := i
+	if strings.HasSuffix(p.buf[:i], "\n\n") {
+		end = i - 2
+	}
+	d := p.emit(end)
+	p.gap = p.buf[:i-end]
+	p.block.WriteString(p.buf[i-end:])
+	p.phase, p.buf = phaseToolCalls, ""
+	p.cutAtEOS(0)
+	return d
 }
 
 // Finish ends the completion. It returns the text Add held back, as final

@@ -302,6 +302,14 @@ func TestParseDeepSeekV4(t *testing.T) {
 			Parsed{Reasoning: "r", Content: "<｜DSML｜function_calls>"}, true},
 		{"text after the block", "r</think>" + call + "\nmore", true,
 			Parsed{Reasoning: "r", Content: call + "\nmore"}, true},
+		{"tool call without </think> ends the reasoning", "I will look it up.\n\n" + call + tokEOS, true,
+			Parsed{Reasoning: "I will look it up.", ToolCalls: []ToolCall{{Name: "f", Arguments: callArgs}}}, false},
+		{"tool call without </think>, </think> later", "r" + call + "</think>x", true,
+			Parsed{Reasoning: "r", Content: call + "</think>x"}, true},
+		{"malformed tool call without </think>", "r\n\n" + dsmlToolCalls + "\n" + dsmlCall("f"), true,
+			Parsed{Reasoning: "r", Content: "\n\n" + dsmlToolCalls + "\n" + dsmlCall("f")}, true},
+		{"a DSML tag other than the block opener stays in the reasoning", "r <｜DSML｜invoke x</think>c", true,
+			Parsed{Reasoning: "r <｜DSML｜invoke x", Content: "c"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseDeepSeekV4(tc.completion, tc.thinking)

@@ -77,6 +77,9 @@ func streamCorpus(t testing.TB) []struct {
 		{"c\n\n" + dsmlToolCalls + "\n" + dsmlCall("f") + "\ntrailing", false},
 		{"c<｜DSML｜bogus>" + tokEOS, false},
 		{"世界</think>\n\n" + call, true},
+		{"reasoning, then a call without </think>\n\n" + call + tokEOS, true},
+		{"r\n\n\n" + call + "</think>after", true},
+		{"r <｜DSML｜tool_call not quite\n\n" + dsmlToolCalls + "\n" + dsmlCall("f"), true},
 	}
 }
 
