@@ -1,0 +1,93 @@
+package qwen35
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// DeltaShape gives the sizes of a gated delta rule over one sequence: T
+// tokens, Hk query/key heads of width Dk, Hv value heads of width Dv (a
+// multiple of Hk: value head h reads key head h/(Hv/Hk)).
+type DeltaShape struct {
+	T, Hk, Hv, Dk, Dv int
+}
+
+func (s DeltaShape) check(name string, o, S, q, k, v, g, beta []float32) {
+	if s.T < 0 || s.Hk <= 0 || s.Hv%s.Hk != 0 || s.Dk <= 0 || s.Dv <= 0 ||
+		len(q) < s.T*s.Hk*s.Dk || len(k) < s.T*s.Hk*s.Dk || len(v) < s.T*s.Hv*s.Dv ||
+		len(g) < s.T*s.Hv || len(beta) < s.T*s.Hv || len(o) < s.T*s.Hv*s.Dv || len(S) != s.Hv*s.Dk*s.Dv {
+		panic(fmt.Sprintf("qwen35: %s: shape %+v with q %d, k %d, v %d, g %d, beta %d, o %d, S %d",
+			name, s, len(q), len(k), len(v), len(g), len(beta), len(o), len(S)))
+	}
+}
+
+// GatedDeltaRule is the gated delta rule of spec §4 computed token by
+// token (the reference's recurrent form), continuing from the state S.
+//
+// q and k are [T, Hk, Dk], already L2-normalised (q also scaled by
+// Dk^-1/2); v is [T, Hv, Dv]; g (log decay, ≤ 0) and beta are [T, Hv]; S is
+// [Hv, Dk, Dv]; the output o is [T, Hv, Dv]. For each token and value head,
+// in float32:
+//
+//	S ← exp(g)·S;  S ← S + k ⊗ β(v − Sᵀk);  o = Sᵀq
+//
+// Heads run in parallel.
+func GatedDeltaRule(o, S, q, k, v, g, beta []float32, sh DeltaShape) {
+	sh.check("GatedDeltaRule", o, S, q, k, v, g, beta)
+	T, Hk, Hv, dk, dv := sh.T, sh.Hk, sh.Hv, sh.Dk, sh.Dv
+	group := Hv / Hk
+	forHeads(Hv, func(h0, h1 int) {
+		mem := make([]float32, dv)
+		for h := h0; h < h1; h++ {
+			Sh := S[h*dk*dv : (h+1)*dk*dv]
+			kh := h / group
+			for t := range T {
+				qt := q[(t*Hk+kh)*dk : (t*Hk+kh+1)*dk]
+				kt := k[(t*Hk+kh)*dk : (t*Hk+kh+1)*dk]
+				vt := v[(t*Hv+h)*dv : (t*Hv+h+1)*dv]
+				ot := o[(t*Hv+h)*dv : (t*Hv+h+1)*dv]
+				deltaStep(ot, Sh, qt, kt, vt, mem, expf(g[t*Hv+h]), beta[t*Hv+h])
+			}
+		}
+	})
+}
+
+// deltaStep advances one head's state S [dk, dv] by one token of decay d =
+// exp(g) and writes its output o [dv]; mem is [dv] scratch.
+func deltaStep(o, S, q, k, v, mem []float32, d, beta float32) {
+	dv := len(v)
+	// S ← d·S, and mem = Sᵀk of the decayed state.
+	clear(mem)
+	for i, ki := range k {
+		Si := S[i*dv : (i+1)*dv]
+		scale(Si, d)
+		axpy(mem, ki, Si)
+	}
+	// mem ← β(v − Sᵀk), the correction written into the state.
+	for j := range mem {
+		mem[j] = (v[j] - mem[j]) * beta
+	}
+	// S ← S + k ⊗ mem, and o = Sᵀq of the updated state.
+	clear(o)
+	for i, ki := range k {
+		Si := S[i*dv : (i+1)*dv]
+		axpy(Si, ki, mem)
+		axpy(o, q[i], Si)
+	}
+}
+
+// forHeads runs fn over [0, n) split into contiguous ranges, one per CPU.
+func forHeads(n int, fn func(lo, hi int)) {
+	w := min(runtime.GOMAXPROCS(0), n)
+	if w <= 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range w {
+		lo, hi := i*n/w, (i+1)*n/w
+		wg.Go(func() { fn(lo, hi) })
+	}
+	wg.Wait()
+}
