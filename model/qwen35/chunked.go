@@ -12,9 +12,8 @@ const DeltaChunk = 64
 // GatedDeltaRuleChunked computes what GatedDeltaRule computes (same
 // arguments, same state and output layouts) in the reference's chunked
 // form, used for prompts and multi-token feeds (spec §4): the T tokens are
-// cut into chunks of chunk tokens from the first one (the last chunk may be
-// shorter; the reference zero-pads it, which changes nothing), and for each
-// chunk and value head, with Γ the in-chunk cumulative sum of g:
+// cut into chunks of chunk tokens, and for each chunk and value head, with
+// Γ the in-chunk cumulative sum of g:
 //
 //	A_ij = β_i (k_i·k_j) e^{Γ_i−Γ_j} for j < i;   T = (I + A)⁻¹ (forward substitution)
 //	U = T(β v);   W = T(β k e^Γ);   v' = U − W S
@@ -29,6 +28,14 @@ const DeltaChunk = 64
 // differenced in float64 and each exponential rounded to float32 once. The
 // result equals the recurrence up to float32 rounding, not bit for bit.
 // Heads run in parallel.
+//
+// Chunks are aligned to sequence positions: they end at multiples of chunk
+// counted from position 0, sh.Pos being the first token's position. A feed
+// from position 0 is chunked exactly as the reference chunks it (which
+// zero-pads the last chunk; that changes nothing). A later feed's first
+// chunk is shorter than the reference's (which counts chunks from the
+// feed's first token), so that any split of a sequence into feeds at
+// multiples of chunk gives the same bits as one feed.
 func GatedDeltaRuleChunked(o, S, q, k, v, g, beta []float32, sh DeltaShape, chunk int) {
 	sh.check("GatedDeltaRuleChunked", o, S, q, k, v, g, beta)
 	if chunk <= 0 {
@@ -37,15 +44,16 @@ func GatedDeltaRuleChunked(o, S, q, k, v, g, beta []float32, sh DeltaShape, chun
 	T, Hk, Hv, dk, dv := sh.T, sh.Hk, sh.Hv, sh.Dk, sh.Dv
 	group := Hv / Hk
 	C := min(chunk, max(T, 1))
+	first := min(chunk-sh.Pos%chunk, T) // the first chunk ends at a multiple of chunk
 	forHeads(Hv, func(h0, h1 int) {
 		w := newChunkWork(C, dk, dv)
 		for h := h0; h < h1; h++ {
 			Sh := S[h*dk*dv : (h+1)*dk*dv]
 			kh := h / group
-			for c0 := 0; c0 < T; c0 += C {
+			for c0, n := 0, first; c0 < T; c0, n = c0+n, min(chunk, T-c0-n) {
 				// Each operand starts at the chunk's first token of this
 				// head; rows of one operand are a token apart.
-				w.chunk(min(C, T-c0), Sh, chunkRows{
+				w.chunk(n, Sh, chunkRows{
 					q: q[(c0*Hk+kh)*dk:], k: k[(c0*Hk+kh)*dk:], qk: Hk * dk,
 					v: v[(c0*Hv+h)*dv:], o: o[(c0*Hv+h)*dv:], vo: Hv * dv,
 					g: g[c0*Hv+h:], beta: beta[c0*Hv+h:], gb: Hv,

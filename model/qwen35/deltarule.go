@@ -7,14 +7,14 @@ import (
 )
 
 // DeltaShape gives the sizes of a gated delta rule over one sequence: T
-// tokens, Hk query/key heads of width Dk, Hv value heads of width Dv (a
-// multiple of Hk: value head h reads key head h/(Hv/Hk)).
+// tokens from position Pos, Hk query/key heads of width Dk, Hv value heads
+// of width Dv (a multiple of Hk: value head h reads key head h/(Hv/Hk)).
 type DeltaShape struct {
-	T, Hk, Hv, Dk, Dv int
+	T, Pos, Hk, Hv, Dk, Dv int
 }
 
 func (s DeltaShape) check(name string, o, S, q, k, v, g, beta []float32) {
-	if s.T < 0 || s.Hk <= 0 || s.Hv%s.Hk != 0 || s.Dk <= 0 || s.Dv <= 0 ||
+	if s.T < 0 || s.Pos < 0 || s.Hk <= 0 || s.Hv%s.Hk != 0 || s.Dk <= 0 || s.Dv <= 0 ||
 		len(q) < s.T*s.Hk*s.Dk || len(k) < s.T*s.Hk*s.Dk || len(v) < s.T*s.Hv*s.Dv ||
 		len(g) < s.T*s.Hv || len(beta) < s.T*s.Hv || len(o) < s.T*s.Hv*s.Dv || len(S) != s.Hv*s.Dk*s.Dv {
 		panic(fmt.Sprintf("qwen35: %s: shape %+v with q %d, k %d, v %d, g %d, beta %d, o %d, S %d",

@@ -28,8 +28,8 @@ type Batch struct {
 // once over all tokens; the convolution, the delta rule and attention run
 // per span against its sequence's state, which they update in place. A
 // span of one token takes the delta rule's recurrent form, a longer span
-// its chunked form (64-token chunks from the span's first token), as the
-// reference does. It returns the logits the spans ask for, in span order,
+// its chunked form (64-token chunks, aligned to sequence positions: see
+// GatedDeltaRuleChunked), as the reference does. It returns the logits the spans ask for, in span order,
 // VocabSize each, and advances every State.Len by its span's length.
 //
 // Forward checks the batch before touching any state. If ctx is cancelled
@@ -166,7 +166,7 @@ func (m *Model) deltaNet(w *DeltaNet, l int, h []float32, b *Batch) []float32 {
 	o := make([]float32, T*vd)
 	for _, s := range b.Spans {
 		t0, n := s.Start, s.Len
-		sh := DeltaShape{T: n, Hk: Hk, Hv: Hv, Dk: dk, Dv: dv}
+		sh := DeltaShape{T: n, Pos: s.State.Len, Hk: Hk, Hv: Hv, Dk: dk, Dv: dv}
 		rows := func(x []float32, w int) []float32 { return x[t0*w : (t0+n)*w] }
 		S := s.State.Layers[l].S
 		if n == 1 {
