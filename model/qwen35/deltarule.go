@@ -38,7 +38,7 @@ func GatedDeltaRule(o, S, q, k, v, g, beta []float32, sh DeltaShape) {
 	T, Hk, Hv, dk, dv := sh.T, sh.Hk, sh.Hv, sh.Dk, sh.Dv
 	group := Hv / Hk
 	forHeads(Hv, func(h0, h1 int) {
-		mem := make([]float32, dv)
+		mem := make([]float32, 2*dv)
 		for h := h0; h < h1; h++ {
 			Sh := S[h*dk*dv : (h+1)*dk*dv]
 			kh := h / group
@@ -54,26 +54,65 @@ func GatedDeltaRule(o, S, q, k, v, g, beta []float32, sh DeltaShape) {
 }
 
 // deltaStep advances one head's state S [dk, dv] by one token of decay d =
-// exp(g) and writes its output o [dv]; mem is [dv] scratch.
+// exp(g) and writes its output o [dv]; mem is [2·dv] scratch.
+//
+// It reads S twice and writes it once. The first pass reads the old state
+// for p = Sᵀk and r = Sᵀq; then, with the decayed state dS,
+//
+//	δ = β(v − d·p);   S ← dS + k ⊗ δ;   o = (dS + k ⊗ δ)ᵀ q = d·r + (k·q) δ
+//
+// the same quantities as the reference's order (decay, read, update,
+// read), up to float32 rounding.
 func deltaStep(o, S, q, k, v, mem []float32, d, beta float32) {
 	dv := len(v)
-	// S ← d·S, and mem = Sᵀk of the decayed state.
-	clear(mem)
-	for i, ki := range k {
-		Si := S[i*dv : (i+1)*dv]
-		scale(Si, d)
-		axpy(mem, ki, Si)
+	p, r := mem[:dv], mem[dv:2*dv]
+	clear(p)
+	clear(r)
+	for i := range k {
+		readRow(p, r, S[i*dv:(i+1)*dv], k[i], q[i])
 	}
-	// mem ← β(v − Sᵀk), the correction written into the state.
-	for j := range mem {
-		mem[j] = (v[j] - mem[j]) * beta
+	kq := dot(k, q)
+	for j := range p {
+		delta := (v[j] - d*p[j]) * beta
+		p[j] = delta
+		o[j] = d*r[j] + kq*delta
 	}
-	// S ← S + k ⊗ mem, and o = Sᵀq of the updated state.
-	clear(o)
 	for i, ki := range k {
-		Si := S[i*dv : (i+1)*dv]
-		axpy(Si, ki, mem)
-		axpy(o, q[i], Si)
+		updateRow(S[i*dv:(i+1)*dv], d, ki, p)
+	}
+}
+
+// readRow accumulates p += a·s and r += b·s (p and r as long as s).
+func readRow(p, r, s []float32, a, b float32) {
+	for len(s) >= 4 && len(p) >= 4 && len(r) >= 4 {
+		s0, s1, s2, s3 := s[0], s[1], s[2], s[3]
+		p[0] += a * s0
+		p[1] += a * s1
+		p[2] += a * s2
+		p[3] += a * s3
+		r[0] += b * s0
+		r[1] += b * s1
+		r[2] += b * s2
+		r[3] += b * s3
+		s, p, r = s[4:], p[4:], r[4:]
+	}
+	for j := range s {
+		p[j] += a * s[j]
+		r[j] += b * s[j]
+	}
+}
+
+// updateRow computes s = d·s + a·x (x as long as s).
+func updateRow(s []float32, d, a float32, x []float32) {
+	for len(s) >= 4 && len(x) >= 4 {
+		s[0] = d*s[0] + a*x[0]
+		s[1] = d*s[1] + a*x[1]
+		s[2] = d*s[2] + a*x[2]
+		s[3] = d*s[3] + a*x[3]
+		s, x = s[4:], x[4:]
+	}
+	for j := range s {
+		s[j] = d*s[j] + a*x[j]
 	}
 }
 
