@@ -21,7 +21,7 @@ const bench08BLayers = 18
 func chunkFlops(n, dk, dv int) float64 {
 	N, K, V := float64(n), float64(dk), float64(dv)
 	tri := N * (N - 1) / 2 // strictly lower pairs
-	return N*(2*K+V) + // βk, βk e^Γ, βv
+	return N*(2*K+V) +     // βk, βk e^Γ, βv
 		tri*2*K + (tri+N)*2*K + // A and M
 		tri*2*(K+V) + // forward substitution of U and W
 		N*2*K*V + // v' = U − W S
