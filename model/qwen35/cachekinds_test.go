@@ -109,3 +109,29 @@ func TestCacheKindsMatchState(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheKinds35BA3B: the MoE Hub config (text under text_config, layer
+// types from full_attention_interval) sizes as derived by hand: 10
+// full-attention layers × 2 × 2 KV heads × 256 × 2 B = 20480 B per token;
+// 30 DeltaNet layers × (32 heads × 128 × 128 × 4 B + 3 × (2·16·128 +
+// 32·128 = 8192) × 2 B) fixed.
+func TestCacheKinds35BA3B(t *testing.T) {
+	c, err := LoadConfig(filepath.Join("testdata", "hub-35b-a3b-config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.MoE || !c.Multimodal || len(c.Layers) != 40 || c.Experts != 256 || c.ExpertsPerTok != 8 || c.ConvDim() != 8192 {
+		t.Fatalf("config %+v", *c)
+	}
+	kinds, err := c.CacheKinds(cache.BF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := Specs(kinds)
+	if got := cache.TotalBytes(specs, 1) - cache.TotalBytes(specs, 0); got != 20480 {
+		t.Errorf("bytes per token %d, want 20480", got)
+	}
+	if got, want := cache.TotalBytes(specs, 0), int64(30*(32*128*128*4+3*8192*2)); got != want {
+		t.Errorf("fixed bytes %d, want %d", got, want)
+	}
+}
