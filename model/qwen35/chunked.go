@@ -72,66 +72,79 @@ type chunkRows struct {
 
 // chunkWork is one worker's scratch for the chunked delta rule.
 type chunkWork struct {
-	gam     []float64 // [C] cumulative log decay
-	A, M    []float32 // [C, C]
-	U       []float32 // [C, dv]: T(βv), then v'
-	W, kb   []float32 // [C, dk]: T(βk e^Γ); βk
-	kd, tmp []float32 // [dk], [dv]
-	upd     []float32 // [dk, dv]
+	gam    []float64 // [C] cumulative log decay
+	A, M   []float32 // [C, C]
+	U      []float32 // [C, dv]: T(βv), then v'
+	W, kb  []float32 // [C, dk]: T(βk e^Γ); βk
+	qe     []float32 // [C, dk]: q e^Γ
+	kT, kd []float32 // [dk, C]: kᵀ; (k e^{Γ_last−Γ})ᵀ
+	tmp    []float32 // [C, dv]
+	upd    []float32 // [dk, dv]
+	panel  []float32 // matAcc's
+	dk, dv int
 }
 
 func newChunkWork(C, dk, dv int) *chunkWork {
 	return &chunkWork{
-		gam: make([]float64, C),
-		A:   make([]float32, C*C),
-		M:   make([]float32, C*C),
-		U:   make([]float32, C*dv),
-		W:   make([]float32, C*dk),
-		kb:  make([]float32, C*dk),
-		kd:  make([]float32, dk),
-		tmp: make([]float32, dv),
-		upd: make([]float32, dk*dv),
+		gam:   make([]float64, C),
+		A:     make([]float32, C*C),
+		M:     make([]float32, C*C),
+		U:     make([]float32, C*dv),
+		W:     make([]float32, C*dk),
+		kb:    make([]float32, C*dk),
+		qe:    make([]float32, C*dk),
+		kT:    make([]float32, dk*C),
+		kd:    make([]float32, dk*C),
+		tmp:   make([]float32, C*dv),
+		upd:   make([]float32, dk*dv),
+		panel: make([]float32, 4*max(dk, C)),
+		dk:    dk, dv: dv,
 	}
 }
 
 // chunk runs one chunk of n tokens of one value head against its state S
-// [dk, dv], writing the n outputs.
+// [dk, dv], writing the n outputs. The products run through matAcc.
 func (w *chunkWork) chunk(n int, S []float32, r chunkRows) {
-	dk := len(w.kd)
-	dv := len(w.tmp)
-	qr := func(i int) []float32 { return r.q[i*r.qk : i*r.qk+dk] }
-	kr := func(i int) []float32 { return r.k[i*r.qk : i*r.qk+dk] }
-	vr := func(i int) []float32 { return r.v[i*r.vo : i*r.vo+dv] }
-	or := func(i int) []float32 { return r.o[i*r.vo : i*r.vo+dv] }
-	gr := func(i int) float32 { return r.g[i*r.gb] }
-	br := func(i int) float32 { return r.beta[i*r.gb] }
-	gam, A, M, U, W, kb := w.gam[:n], w.A, w.M, w.U, w.W, w.kb
+	dk, dv := w.dk, w.dv
+	gam, A, M, U, W, kb, qe := w.gam[:n], w.A[:n*n], w.M[:n*n], w.U[:n*dv], w.W[:n*dk], w.kb[:n*dk], w.qe[:n*dk]
 	var acc float64
 	for i := range n {
-		acc += float64(gr(i))
+		acc += float64(r.g[i*r.gb])
 		gam[i] = acc
 	}
 	for i := range n {
-		b, eg := br(i), float32(math.Exp(gam[i]))
-		ki, vi := kr(i), vr(i)
-		kbi, Wi, Ui := kb[i*dk:(i+1)*dk], W[i*dk:(i+1)*dk], U[i*dv:(i+1)*dv]
+		b, eg := r.beta[i*r.gb], float32(math.Exp(gam[i]))
+		ki, qi, vi := r.k[i*r.qk:i*r.qk+dk], r.q[i*r.qk:i*r.qk+dk], r.v[i*r.vo:i*r.vo+dv]
+		kbi, Wi, Ui, qei := kb[i*dk:(i+1)*dk], W[i*dk:(i+1)*dk], U[i*dv:(i+1)*dv], qe[i*dk:(i+1)*dk]
 		for a := range dk {
 			kbi[a] = ki[a] * b
 			Wi[a] = kbi[a] * eg
+			qei[a] = qi[a] * eg
+			w.kT[a*n+i] = ki[a]
 		}
 		for j := range dv {
 			Ui[j] = vi[j] * b
 		}
 	}
+	// A = (βk)·kᵀ and M = q·kᵀ, then the decays e^{Γ_i−Γ_j} and the masks
+	// (A strictly lower, M lower).
+	clear(A)
+	clear(M)
+	matAcc(A, n, kb, dk, w.kT, n, n, dk, n, w.panel)
+	matAcc(M, n, r.q, r.qk, w.kT, n, n, dk, n, w.panel)
 	for i := range n {
-		kbi, qi := kb[i*dk:(i+1)*dk], qr(i)
-		for j := 0; j <= i; j++ {
-			e := float32(math.Exp(gam[i] - gam[j]))
-			kj := kr(j)
-			if j < i {
-				A[i*n+j] = dot(kbi, kj) * e
+		for j := range n {
+			if j > i {
+				A[i*n+j], M[i*n+j] = 0, 0
+				continue
 			}
-			M[i*n+j] = dot(qi, kj) * e
+			e := float32(math.Exp(gam[i] - gam[j]))
+			M[i*n+j] *= e
+			if j < i {
+				A[i*n+j] *= e
+			} else {
+				A[i*n+j] = 0
+			}
 		}
 	}
 	// Forward substitution: X_i = B_i − Σ_{j<i} A_ij X_j solves (I + A) X = B.
@@ -144,44 +157,32 @@ func (w *chunkWork) chunk(n int, S []float32, r chunkRows) {
 		}
 	}
 	// v' = U − W S.
-	for i := range n {
-		Ui, Wi := U[i*dv:(i+1)*dv], W[i*dk:(i+1)*dk]
-		clear(w.tmp)
-		for a := range dk {
-			axpy(w.tmp, Wi[a], S[a*dv:(a+1)*dv])
-		}
-		for j := range Ui {
-			Ui[j] -= w.tmp[j]
-		}
+	tmp := w.tmp[:n*dv]
+	clear(tmp)
+	matAcc(tmp, dv, W, dk, S, dv, n, dk, dv, w.panel)
+	for x := range U {
+		U[x] -= tmp[x]
 	}
 	// o = (q e^Γ) S + M v'.
 	for i := range n {
-		oi, qi, eg := or(i), qr(i), float32(math.Exp(gam[i]))
-		clear(oi)
-		for a := range dk {
-			axpy(oi, qi[a]*eg, S[a*dv:(a+1)*dv])
-		}
-		clear(w.tmp)
-		for j := 0; j <= i; j++ {
-			axpy(w.tmp, M[i*n+j], U[j*dv:(j+1)*dv])
-		}
-		for j := range oi {
-			oi[j] += w.tmp[j]
-		}
+		clear(r.o[i*r.vo : i*r.vo+dv])
+	}
+	matAcc(r.o, r.vo, qe, dk, S, dv, n, dk, dv, w.panel)
+	clear(tmp)
+	matAcc(tmp, dv, M, n, U, dv, n, n, dv, w.panel)
+	for i := range n {
+		axpy(r.o[i*r.vo:i*r.vo+dv], 1, tmp[i*dv:(i+1)*dv])
 	}
 	// S ← e^{Γ_last} S + Σ_j (k_j e^{Γ_last−Γ_j}) ⊗ v'_j.
 	last := gam[n-1]
-	clear(w.upd)
 	for j := range n {
-		kj, e := kr(j), float32(math.Exp(last-gam[j]))
+		e := float32(math.Exp(last - gam[j]))
 		for a := range dk {
-			w.kd[a] = kj[a] * e
-		}
-		Uj := U[j*dv : (j+1)*dv]
-		for a := range dk {
-			axpy(w.upd[a*dv:(a+1)*dv], w.kd[a], Uj)
+			w.kd[a*n+j] = w.kT[a*n+j] * e
 		}
 	}
+	clear(w.upd)
+	matAcc(w.upd, dv, w.kd, n, U, dv, dk, n, dv, w.panel)
 	dl := float32(math.Exp(last))
 	for x := range S {
 		S[x] = S[x]*dl + w.upd[x]

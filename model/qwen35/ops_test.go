@@ -327,3 +327,28 @@ func TestAttend(t *testing.T) {
 		}
 	}
 }
+
+// TestMatAcc checks the packed product against float64 sums, over shapes
+// with odd rows and columns and strided operands.
+func TestMatAcc(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, sh := range [][3]int{{1, 1, 1}, {2, 4, 4}, {5, 7, 9}, {64, 128, 128}, {3, 16, 6}} {
+		n, k, cols := sh[0], sh[1], sh[2]
+		os, xs, ms := cols+3, k+1, cols+2
+		x := randVec(r, n*xs, 1)
+		m := randVec(r, k*ms, 1)
+		out := randVec(r, n*os, 1)
+		want := to64(out)
+		for i := range n {
+			for j := range cols {
+				for a := range k {
+					want[i*os+j] += float64(x[i*xs+a]) * float64(m[a*ms+j])
+				}
+			}
+		}
+		matAcc(out, os, x, xs, m, ms, n, k, cols, make([]float32, 4*k))
+		if d := maxAbsDiff64(out, want); d > 1e-4 {
+			t.Errorf("%v: differs from float64 by %g", sh, d)
+		}
+	}
+}
