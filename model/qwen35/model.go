@@ -69,3 +69,10 @@ func (m *Model) String() string {
 	}
 	return fmt.Sprintf("Qwen3.5 %s: %d layers (%d full attention), hidden %d, vocab %d", kind, len(m.Cfg.Layers), len(m.Cfg.LayersOf(Full)), m.Cfg.Hidden, m.Cfg.VocabSize)
 }
+
+// PrefixAlign is where a sequence's state can be snapshotted for prefix
+// reuse without changing any bit of what follows: at multiples of the
+// delta rule's chunk (64), where a longer feed's chunks end too (see
+// GatedDeltaRuleChunked), so restoring a snapshot taken there and feeding
+// the rest gives the logits of the uninterrupted feed exactly.
+func (m *Model) PrefixAlign() int { return DeltaChunk }
