@@ -11,9 +11,9 @@ import (
 )
 
 // configs holds Hub-style config.json texts for the released DeepSeek-V4
-// models, written from the released values of spec/deepseek-v4.md §1 (they
-// carry every field the engine reads; the byte-for-byte Hub files are not
-// needed for sizing).
+// models, written from the released values of spec/deepseek-v4.md §1, and
+// for Qwen3.5-0.8B, written from its Hub config (they carry every field the
+// engine reads; the byte-for-byte Hub files are not needed for sizing).
 //
 //go:embed configs/*.json
 var configs embed.FS
@@ -55,7 +55,7 @@ func Presets() []Model {
 		mustV4(DeepSeekV4Pro, cache.FP8),
 		kimiK3(),
 		gemma4(),
-		qwen35(),
+		mustQwen35(),
 	}
 }
 
@@ -267,25 +267,6 @@ func gemma4() Model {
 		Specs: []cache.Spec{
 			{Name: KindKV, Layers: layers(0, 8), SlotBytes: 512 * 2, TokensPerSlot: 1},
 			{Name: KindWindow, Layers: layers(8, 40), SlotBytes: 8 * 256 * 2 * 2, FixedSlots: 1024},
-		},
-		MaxContext: 262_144,
-	}
-}
-
-// qwen35 is Qwen3.5-0.8B: 6 full-attention layers (2 KV heads of 256, K and
-// V, bf16) and 18 Gated DeltaNet layers with 16 heads of 128×128 float32
-// state and a 3-column short-convolution cache of 6144 channels (bf16).
-// Layers are numbered full-attention first.
-func qwen35() Model {
-	gdn := layers(6, 18)
-	return Model{
-		Name:        Qwen35_08B,
-		Description: "Qwen3.5-0.8B: 6 full-attention layers (2 KV heads of 256) + 18 Gated DeltaNet layers (16 heads, 128x128 state, 3-column conv over 6144 channels); layer numbering nominal",
-		DTypes:      "bf16 KV and conv cache, f32 DeltaNet state; " + handbookNote,
-		Specs: []cache.Spec{
-			{Name: KindKV, Layers: layers(0, 6), SlotBytes: 2 * 2 * 256 * 2, TokensPerSlot: 1},
-			{Name: KindGDN, Layers: gdn, SlotBytes: 128 * 128 * 4, FixedSlots: 16},
-			{Name: KindConv, Layers: append([]int(nil), gdn...), SlotBytes: 6144 * 2, FixedSlots: 3},
 		},
 		MaxContext: 262_144,
 	}

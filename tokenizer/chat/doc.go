@@ -8,8 +8,12 @@
 // encoding_dsv4.py does, and ParseDeepSeekV4 and StreamParser read a
 // completion back into reasoning, content and tool calls.
 //
-// Models that ship a Jinja chat_template in tokenizer_config.json use it
-// through Template.
+// Models that ship a Jinja chat_template in tokenizer_config.json (or a
+// chat_template.jinja beside it) use it through Template and LoadTemplate.
+// Qwen3.5 is one: its template renders thinking (<think>) and tool calls in
+// Qwen3-Coder's XML form; ParseQwen35 and Qwen35StreamParser read its
+// completions back into reasoning, content and OpenAI-style tool calls
+// (also accepting Qwen3's <tool_call>{json}</tool_call> form).
 //
 // JSON that prompts embed (tool schemas, tool-call arguments) is written as
 // Python's json.dumps writes it with ensure_ascii=False: separators ", " and
