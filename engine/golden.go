@@ -22,17 +22,18 @@ type BatchedOptions struct {
 
 // RequestResult is one request's agreement with the reference.
 type RequestResult struct {
-	Name     string
-	MaxAbs   float64 // logit paths; -1 for greedy requests
-	Tokens   []int32 // greedy requests: generated ids
-	Want     []int32
-	Finished FinishReason
+	Name      string
+	MaxAbs    float64 // logit paths; -1 for greedy requests
+	Tolerance float64 // the case's
+	Tokens    []int32 // greedy requests: generated ids
+	Want      []int32
+	Finished  FinishReason
 }
 
 // OK reports whether the request matched.
 func (r RequestResult) OK() bool {
 	if r.MaxAbs >= 0 {
-		return r.MaxAbs <= golden.Tolerance
+		return r.MaxAbs <= r.Tolerance
 	}
 	if len(r.Tokens) != len(r.Want) {
 		return false
@@ -180,7 +181,7 @@ func CheckBatched(ctx context.Context, m model.Model, c *golden.Case, opt Batche
 		if err != nil {
 			return nil, fmt.Errorf("engine: %s: %w", j.name, err)
 		}
-		r := RequestResult{Name: j.name, MaxAbs: -1, Finished: last.Finish}
+		r := RequestResult{Name: j.name, MaxAbs: -1, Finished: last.Finish, Tolerance: c.Tolerance}
 		if j.greedy {
 			r.Tokens, r.Want = toks, c.Greedy
 		} else {

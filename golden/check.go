@@ -10,12 +10,13 @@ import (
 
 // PathResult is one path's agreement with the reference.
 type PathResult struct {
-	Name   string
-	MaxAbs float64
+	Name      string
+	MaxAbs    float64
+	Tolerance float64 // the case's
 }
 
-// OK reports whether the path is within Tolerance.
-func (p PathResult) OK() bool { return p.MaxAbs <= Tolerance }
+// OK reports whether the path is within the case's tolerance.
+func (p PathResult) OK() bool { return p.MaxAbs <= p.Tolerance }
 
 // Report is the outcome of checking a model against a case.
 type Report struct {
@@ -69,7 +70,7 @@ func Check(ctx context.Context, m model.Model, c *Case) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("golden: %s: %s path: %w", c.Dir, p.name, err)
 		}
-		rep.Paths = append(rep.Paths, PathResult{p.name, MaxAbsDiff(got, p.want)})
+		rep.Paths = append(rep.Paths, PathResult{p.name, MaxAbsDiff(got, p.want), c.Tolerance})
 	}
 	g, err := Greedy(ctx, m, c.InputIDs[:c.Prompt], len(c.Greedy))
 	if err != nil {

@@ -21,8 +21,19 @@ type Model interface {
 	NewSeq(pool *cache.Pool) (*cache.Seq, error)
 	// Backend is where the model computes; its cache pools must live there.
 	Backend() compute.Backend
+	// Info describes the model to its callers.
+	Info() Info
 	VocabSize() int
 	Close() error
+}
+
+// Info is what callers need to know of a loaded model beyond its cache.
+type Info struct {
+	Arch       string // the registry's name for the architecture
+	Layers     int
+	Hidden     int
+	BOS, EOS   int32 // negative: none
+	MaxContext int   // the most positions a sequence may reach
 }
 
 // Logits says which positions of a span need logits.
@@ -99,4 +110,18 @@ type PrefixAligner interface {
 // only on a model with the same fingerprint.
 type Fingerprinter interface {
 	Fingerprint() string
+}
+
+// Prefaulter is a model whose weights can be read into memory ahead of
+// use (a memory-mapped checkpoint), so that the first requests do not pay
+// for page faults.
+type Prefaulter interface {
+	Prefault(ctx context.Context) error
+}
+
+// DecodeReader is a model that can say how many bytes one decode step at
+// a context of n tokens reads: weights and cache. It is the numerator of
+// the decode speed floor benchmarks print.
+type DecodeReader interface {
+	DecodeReadBytes(n int) (weights, cache int64)
 }

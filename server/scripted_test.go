@@ -50,6 +50,10 @@ func (m *scriptedModel) NewSeq(pool *cache.Pool) (*cache.Seq, error) {
 
 func (m *scriptedModel) VocabSize() int { return m.vocab }
 
+func (m *scriptedModel) Info() model.Info {
+	return model.Info{Arch: "scripted", BOS: -1, EOS: -1, MaxContext: 1 << 20}
+}
+
 func (m *scriptedModel) Close() error { return nil }
 
 // slot is the token a sequence holds at position i, in place.

@@ -16,7 +16,7 @@ import (
 	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/golden"
 	"github.com/strata-inference/strata/internal/membw"
-	"github.com/strata-inference/strata/model/deepseekv4"
+	"github.com/strata-inference/strata/model"
 )
 
 // benchPrompts are n prompts of length tokens cut from the model's golden
@@ -54,13 +54,16 @@ func runBenchDecode(ctx context.Context, args []string, stdout io.Writer) error 
 	if err != nil {
 		return err
 	}
-	m, err := deepseekv4.Load(*dir, cpu.New(*threads))
+	m, err := loadModel(*dir, cpu.New(*threads), model.Options{})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
 	bw := membw.Measure()
-	wb, kvb := m.DecodeReadBytes(*promptLen + *n/2)
+	var wb, kvb int64
+	if d, ok := m.(model.DecodeReader); ok {
+		wb, kvb = d.DecodeReadBytes(*promptLen + *n/2)
+	}
 	floor := float64(wb+kvb) / bw / 1e9
 	fmt.Fprintf(stdout, "model %s, %d CPUs, memory read bandwidth %.1f GB/s; one decode step reads %.1f MB of weights and %.2f MB of cache: floor %.2f ms/step, %.0f tokens/s per sequence at batch 1\n",
 		*dir, runtime.GOMAXPROCS(0), bw, float64(wb)/1e6, float64(kvb)/1e6, floor*1e3, 1/floor)
@@ -112,7 +115,7 @@ type benchRun struct {
 	stats      engine.Stats
 }
 
-func benchDecodeOnce(ctx context.Context, m *deepseekv4.Model, prompts [][]int32, n int, sp engine.Speculation) (*benchRun, error) {
+func benchDecodeOnce(ctx context.Context, m model.Model, prompts [][]int32, n int, sp engine.Speculation) (*benchRun, error) {
 	e, err := engine.New(m, engine.Config{MaxBatchTokens: 512, MaxSeqs: len(prompts), Pages: 64 * len(prompts) * 8, EOS: -1, NoPrefixCache: true, Speculation: sp})
 	if err != nil {
 		return nil, err
@@ -187,7 +190,7 @@ func runBenchPrefix(ctx context.Context, args []string, stdout io.Writer) error 
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	m, err := deepseekv4.Load(*dir, cpu.New(*threads))
+	m, err := loadModel(*dir, cpu.New(*threads), model.Options{})
 	if err != nil {
 		return err
 	}
@@ -201,7 +204,7 @@ func runBenchPrefix(ctx context.Context, args []string, stdout io.Writer) error 
 		return err
 	}
 	fmt.Fprintf(stdout, "model %s: %d requests, each a %d-token shared system prompt and a %d-token user message; prefix align %d\n",
-		filepath.Clean(*dir), *requests, *system, *user, m.PrefixAlign())
+		filepath.Clean(*dir), *requests, *system, *user, prefixAlign(m))
 	var medians []time.Duration
 	for _, off := range []bool{true, false} {
 		e, err := engine.New(m, engine.Config{MaxBatchTokens: 512, Pages: 2000, EOS: -1, NoPrefixCache: off})
@@ -270,4 +273,13 @@ func splitComma(s string) []string {
 		}
 	}
 	return out
+}
+
+// prefixAlign is where the model's state can be restored from a snapshot
+// (0: nowhere).
+func prefixAlign(m model.Model) int {
+	if a, ok := m.(model.PrefixAligner); ok {
+		return a.PrefixAlign()
+	}
+	return 0
 }

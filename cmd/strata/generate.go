@@ -14,7 +14,7 @@ import (
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/engine"
-	"github.com/strata-inference/strata/model/deepseekv4"
+	"github.com/strata-inference/strata/model"
 	"github.com/strata-inference/strata/tokenizer"
 )
 
@@ -53,7 +53,7 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("-n %d: want at least one token", *n)
 	}
 	start := time.Now()
-	m, err := deepseekv4.Load(*dir, cpu.New(*threads))
+	m, err := loadModel(*dir, cpu.New(*threads), model.Options{})
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		in = append(in, tok.Encode(*prompt, false)...)
 	default:
-		in = []int32{int32(m.Cfg.BOS)}
+		in = []int32{max(m.Info().BOS, 0)}
 		for i := range 15 {
 			in = append(in, int32((7*i+3)%m.VocabSize()))
 		}
@@ -98,14 +98,14 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 	if *prompt != "" {
 		fmt.Fprint(stdout, *prompt)
 	}
-	eos := int32(m.Cfg.EOS)
+	eos := m.Info().EOS
 	if tok == nil {
 		eos = -1 // without a tokenizer the ids are arbitrary: generate all n
 	}
 
 	e, err := engine.New(m, engine.Config{
 		Pages:      cache.TotalPages(m.CacheSpecs(), len(in)+*n, cache.PageBytesFor(m.CacheSpecs())),
-		MaxContext: m.Cfg.MaxPosition,
+		MaxContext: m.Info().MaxContext,
 		EOS:        eos,
 	})
 	if err != nil {

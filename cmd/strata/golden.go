@@ -10,7 +10,7 @@ import (
 	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/golden"
-	"github.com/strata-inference/strata/model/deepseekv4"
+	"github.com/strata-inference/strata/model"
 )
 
 func runCheckGolden(ctx context.Context, args []string, stdout io.Writer) error {
@@ -25,7 +25,9 @@ Runs each reference case DIR (config.json, model.safetensors or shards,
 golden.safetensors, golden.json) along every path: one full pass, prompt
 prefill then one-token decode, chunked prefill, and the greedy continuation.
 Prints the max abs logit difference of each path and whether the greedy ids
-match; exits 0 only if every path is within %g and greedy matches exactly.
+match; exits 0 only if every path is within the case's tolerance (golden.json's
+"tolerance", %g where it gives none) and greedy matches exactly. Any registered
+architecture (chosen by config.json's model_type) is checked the same way.
 
 With -batched, the decode and chunked paths (over prefixes of three lengths)
 and the greedy continuation run as seven concurrent requests arriving at
@@ -72,7 +74,7 @@ func checkOne(ctx context.Context, dir string, be *cpu.Backend, w io.Writer) (bo
 	if err != nil {
 		return false, err
 	}
-	m, err := deepseekv4.Load(dir, be)
+	m, err := loadModel(dir, be, model.Options{})
 	if err != nil {
 		return false, err
 	}
@@ -84,7 +86,7 @@ func checkOne(ctx context.Context, dir string, be *cpu.Backend, w io.Writer) (bo
 	}
 	fmt.Fprintf(w, "%s (%d tokens, prompt %d, chunks %v)\n", dir, len(c.InputIDs), c.Prompt, c.Chunks)
 	for _, p := range rep.Paths {
-		fmt.Fprintf(w, "  %-8s max abs diff %.3g  %s\n", p.Name, p.MaxAbs, verdict(p.OK()))
+		fmt.Fprintf(w, "  %-8s max abs diff %.3g (tolerance %g)  %s\n", p.Name, p.MaxAbs, p.Tolerance, verdict(p.OK()))
 	}
 	match := 0
 	for i := range min(len(rep.Greedy), len(rep.Want)) {
@@ -113,7 +115,7 @@ func checkBatched(ctx context.Context, dir string, be *cpu.Backend, budget int, 
 	if err != nil {
 		return false, err
 	}
-	m, err := deepseekv4.Load(dir, be)
+	m, err := loadModel(dir, be, model.Options{})
 	if err != nil {
 		return false, err
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/model"
-	"github.com/strata-inference/strata/model/deepseekv4"
 	"github.com/strata-inference/strata/tokenizer"
 )
 
@@ -61,14 +60,14 @@ flags:
 	if err != nil {
 		return err
 	}
-	m, err := deepseekv4.LoadWith(*dir, cpu.New(*threads), model.Options{CacheDType: dt})
+	m, err := loadModel(*dir, cpu.New(*threads), model.Options{CacheDType: dt})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	var ref *deepseekv4.Model
+	var ref model.Model
 	if *compare {
-		if ref, err = deepseekv4.Load(*dir, cpu.New(*threads)); err != nil {
+		if ref, err = loadModel(*dir, cpu.New(*threads), model.Options{}); err != nil {
 			return err
 		}
 		defer ref.Close()
@@ -154,7 +153,7 @@ func argmax(x []float32) int {
 // windowNLL sums -log p(token) over positions 1.. of n consecutive windows
 // of ids, batching several windows per forward pass; with a reference
 // model it also compares the two on every scored position.
-func windowNLL(ctx context.Context, m, ref *deepseekv4.Model, ids []int32, window, n, batch int, cmp *comparison, progress func(int)) (float64, int, error) {
+func windowNLL(ctx context.Context, m, ref model.Model, ids []int32, window, n, batch int, cmp *comparison, progress func(int)) (float64, int, error) {
 	V := m.VocabSize()
 	var nll float64
 	scored := 0
@@ -188,7 +187,7 @@ func windowNLL(ctx context.Context, m, ref *deepseekv4.Model, ids []int32, windo
 
 // windowLogits runs each window of toks as a fresh sequence, all in one
 // forward pass, and returns every position's logits.
-func windowLogits(ctx context.Context, m *deepseekv4.Model, toks []int32, window int) ([]float32, error) {
+func windowLogits(ctx context.Context, m model.Model, toks []int32, window int) ([]float32, error) {
 	k := len(toks) / window
 	pool, err := cache.PoolFor(m.Backend(), m.CacheSpecs(), window, k)
 	if err != nil {

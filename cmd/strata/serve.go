@@ -18,7 +18,7 @@ import (
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/engine"
-	"github.com/strata-inference/strata/model/deepseekv4"
+	"github.com/strata-inference/strata/model"
 	"github.com/strata-inference/strata/server"
 	"github.com/strata-inference/strata/tokenizer"
 	"github.com/strata-inference/strata/tokenizer/chat"
@@ -48,7 +48,7 @@ type serveConfig struct {
 
 // served is a loaded model with its engine and HTTP handler.
 type served struct {
-	model *deepseekv4.Model
+	model model.Model
 	eng   *engine.Engine
 	srv   *server.Server
 	tok   *tokenizer.Tokenizer
@@ -60,13 +60,7 @@ func (s *served) Close() error { return s.model.Close() }
 // loadServed loads the model and tokenizer in cfg.dir and builds the
 // engine and the server.
 func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
-	if _, err := os.Stat(filepath.Join(cfg.dir, "config.json")); err != nil {
-		if cfg.dir == defaultModel {
-			return nil, fmt.Errorf("the shipped model is not in %s (no config.json there); give another with -model DIR", cfg.dir)
-		}
-		return nil, fmt.Errorf("model folder %s: %w", cfg.dir, err)
-	}
-	m, err := deepseekv4.Load(cfg.dir, cpu.New(cfg.threads))
+	m, err := loadModel(cfg.dir, cpu.New(cfg.threads), model.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -77,15 +71,18 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 		}
 	}()
 	// Fault the weights in now rather than during the first requests.
-	if err := m.Prefault(context.Background()); err != nil {
-		return nil, err
+	if p, ok := m.(model.Prefaulter); ok {
+		if err := p.Prefault(context.Background()); err != nil {
+			return nil, err
+		}
 	}
+	info := m.Info()
 	tok, err := tokenizer.LoadDir(cfg.dir)
 	if err != nil {
 		return nil, fmt.Errorf("the server needs the model's tokenizer: %w", err)
 	}
-	if e := tok.EOS(); e >= 0 && int(e) != m.Cfg.EOS {
-		log.Warn("the tokenizer's EOS differs from the model's; the engine stops at the model's", "tokenizer_eos", e, "model_eos", m.Cfg.EOS)
+	if e := tok.EOS(); e >= 0 && e != info.EOS {
+		log.Warn("the tokenizer's EOS differs from the model's; the engine stops at the model's", "tokenizer_eos", e, "model_eos", info.EOS)
 	}
 	format, err := chatFormat(cfg.chatFormat, cfg.dir)
 	if err != nil {
@@ -115,8 +112,8 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 		MaxBatchTokens: cfg.batchTokens,
 		MaxSeqs:        cfg.maxSeqs,
 		Pages:          pages,
-		MaxContext:     m.Cfg.MaxPosition,
-		EOS:            int32(m.Cfg.EOS),
+		MaxContext:     info.MaxContext,
+		EOS:            info.EOS,
 		Logger:         log,
 		Speculation:    engine.Speculation{Method: cfg.speculation, MaxDraft: cfg.maxDraft},
 		NoPrefixCache:  cfg.noPrefixCache,
@@ -132,7 +129,7 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 		abs, _ := filepath.Abs(cfg.dir)
 		name = filepath.Base(abs)
 	}
-	maxContext := m.Cfg.MaxPosition
+	maxContext := info.MaxContext
 	if cfg.maxContext > 0 {
 		maxContext = min(maxContext, cfg.maxContext)
 	}
@@ -149,8 +146,8 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	if err != nil {
 		return nil, err
 	}
-	log.Info("model loaded", "model", cfg.dir, "name", name, "layers", len(m.Cfg.Layers), "hidden", m.Cfg.Hidden,
-		"vocab", m.Cfg.VocabSize, "chat_format", format.Name(), "cache_pages", pages, "page_bytes", pageBytes,
+	log.Info("model loaded", "model", cfg.dir, "name", name, "architecture", info.Arch, "layers", info.Layers, "hidden", info.Hidden,
+		"vocab", m.VocabSize(), "chat_format", format.Name(), "cache_pages", pages, "page_bytes", pageBytes,
 		"cache_bytes", int64(pages)*int64(pageBytes), "max_context", srv.MaxContext(),
 		"max_concurrency", cfg.maxSeqs, "max_queue", cfg.maxQueue, "batch_tokens", cfg.batchTokens,
 		"role", cfg.role, "speculation", cfg.speculation, "prefix_cache", !cfg.noPrefixCache)

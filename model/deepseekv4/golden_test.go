@@ -49,7 +49,7 @@ func checkGolden(t *testing.T, dir string, be compute.Backend) {
 	for _, p := range rep.Paths {
 		t.Logf("%s: max abs diff %.3g", p.Name, p.MaxAbs)
 		if !p.OK() {
-			t.Errorf("%s path: max abs diff %.3g exceeds %g", p.Name, p.MaxAbs, golden.Tolerance)
+			t.Errorf("%s path: max abs diff %.3g exceeds %g", p.Name, p.MaxAbs, p.Tolerance)
 		}
 	}
 	if !rep.GreedyOK() {

@@ -102,6 +102,11 @@ func New(cfg *Config, ck *safetensors.Checkpoint, be compute.Backend, o model.Op
 // Backend is the backend the model runs on.
 func (m *Model) Backend() compute.Backend { return m.be }
 
+// Info implements model.Model.
+func (m *Model) Info() model.Info {
+	return model.Info{Arch: Arch.Name, Layers: len(m.Cfg.Layers), Hidden: m.Cfg.Hidden, BOS: int32(m.Cfg.BOS), EOS: int32(m.Cfg.EOS), MaxContext: m.Cfg.MaxPosition}
+}
+
 // Close releases the checkpoint mapping. The model must not be used afterwards.
 func (m *Model) Close() error {
 	if m.ck == nil {
