@@ -106,8 +106,9 @@ type Event struct {
 	// admission and without a hit); recomputation after a preemption does
 	// not change it.
 	CachedTokens int
-	// State is the serialized request of a FinishHandoff event.
-	State []byte
+	// Handoff is the state of a FinishHandoff event's request, in this
+	// engine's pool until written or closed (the receiver must do one).
+	Handoff *Handoff
 }
 
 // ErrOverloaded is returned by Submit when the queue is full.

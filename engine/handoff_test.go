@@ -1,14 +1,56 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"io"
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
+
+// written is the state a FinishHandoff event carries, written out.
+func written(t testing.TB, last Event) []byte {
+	t.Helper()
+	if last.Handoff == nil {
+		t.Fatalf("event %+v carries no hand-off", last)
+	}
+	var b bytes.Buffer
+	n, err := last.Handoff.WriteTo(&b)
+	if err != nil || n != last.Handoff.Size() || int64(b.Len()) != n {
+		t.Fatalf("writing the state: %d of %d bytes, %v", n, last.Handoff.Size(), err)
+	}
+	return b.Bytes()
+}
+
+// TestHandoffReleased: a hand-off's pages stay in the pool until its state
+// is written or given up, whether by Close or by a reader that discards
+// its stream before reading the event.
+func TestHandoffReleased(t *testing.T) {
+	m := loadModel(t, "../../models/strata-kjv")
+	e, _ := New(m, Config{Pages: 300, EOS: -1, NoPrefixCache: true})
+	r := Request{Prompt: prompt(40, 2, m.VocabSize()), MaxTokens: 5, Handoff: true}
+	s1, _ := e.Submit(context.Background(), r)
+	s2, _ := e.Submit(context.Background(), r)
+	drain(t, e)
+	if e.Pool().FreePages() == e.Pool().NumPages() {
+		t.Fatal("the hand-offs hold no pages before they are written")
+	}
+	_, last, _ := s1.Collect(context.Background())
+	last.Handoff.Close()
+	last.Handoff.Close() // idempotent
+	if _, err := last.Handoff.WriteTo(io.Discard); err == nil {
+		t.Fatal("a closed hand-off was written")
+	}
+	s2.Discard()
+	if e.Pool().FreePages() != e.Pool().NumPages() {
+		t.Fatalf("%d of %d pages free after closing and discarding", e.Pool().FreePages(), e.Pool().NumPages())
+	}
+}
 
 // TestHandoff: a request prefilled by one engine and continued by another
 // (each with its own copy of the model, as two processes would have) gives
@@ -33,10 +75,12 @@ func TestHandoff(t *testing.T) {
 		if err != nil || last.Finish != FinishHandoff || len(first) != 1 {
 			t.Fatalf("prefill side: %v tokens, finish %q, err %v", first, last.Finish, err)
 		}
+		state := written(t, last)
 		if a.Pool().FreePages()+a.Stats().PrefixPages != a.Pool().NumPages() {
 			t.Fatal("the prefill engine kept the handed-off request's pages")
 		}
-		sb, err := b.Resume(context.Background(), last.State)
+		// The state is read as it arrives, a byte at a time here.
+		sb, err := b.Resume(context.Background(), iotest.OneByteReader(bytes.NewReader(state)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +99,7 @@ func TestHandoffRejects(t *testing.T) {
 	s, _ := a.Submit(context.Background(), Request{Prompt: prompt(20, 1, m.VocabSize()), MaxTokens: 5, Handoff: true})
 	drain(t, a)
 	_, last, _ := s.Collect(context.Background())
-	state := last.State
+	state := written(t, last)
 	resealed := func(b []byte) []byte { // fix the checksum after an edit
 		b = slices.Clone(b)
 		binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.ChecksumIEEE(b[:len(b)-4]))
@@ -64,7 +108,7 @@ func TestHandoffRejects(t *testing.T) {
 	flip := slices.Clone(state)
 	flip[len(flip)/2] ^= 1
 	version := slices.Clone(state)
-	binary.LittleEndian.PutUint32(version[8:], 2)
+	binary.LittleEndian.PutUint32(version[8:], 3)
 	b, _ := New(m, Config{Pages: 300, EOS: -1})
 	other, _ := New(tiny, Config{Pages: 300, PageBytes: 4096, EOS: -1})
 	for _, tc := range []struct {
@@ -74,12 +118,14 @@ func TestHandoffRejects(t *testing.T) {
 		want  string
 	}{
 		{"corrupt", b, flip, "checksum"},
-		{"truncated", b, state[:len(state)-100], "checksum"},
-		{"version", b, resealed(version), "format version 2"},
+		{"truncated", b, state[:len(state)-100], "truncated"},
+		{"no checksum", b, state[:len(state)-2], "truncated before its checksum"},
+		{"trailing bytes", b, append(slices.Clone(state), 0), "after the checksum"},
+		{"version", b, resealed(version), "format version 3"},
 		{"other model", other, state, "made by model"},
 		{"not a state", b, []byte("hello, this is not a state at all"), "not a strata handoff"},
 	} {
-		_, err := tc.e.Resume(context.Background(), tc.state)
+		_, err := tc.e.Resume(context.Background(), bytes.NewReader(tc.state))
 		if !errors.Is(err, ErrHandoff) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
@@ -100,11 +146,11 @@ func FuzzResume(f *testing.F) {
 		a.Step(context.Background())
 	}
 	_, last, _ := s.Collect(context.Background())
-	f.Add(last.State)
+	f.Add(written(f, last))
 	f.Add([]byte(handoffMagic))
 	b, _ := New(m, Config{Pages: 300, EOS: -1})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		st, err := b.Resume(context.Background(), data)
+		st, err := b.Resume(context.Background(), bytes.NewReader(data))
 		if err != nil {
 			if b.Pool().FreePages() != b.Pool().NumPages() {
 				t.Fatal("a rejected state kept pages")

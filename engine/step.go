@@ -334,8 +334,8 @@ func (e *Engine) commit(s *seq, tok int32, logits []float32, t *tally) (Event, b
 	}
 	s.stream.push(ev)
 	if s.req.Handoff {
-		state, err := e.marshalHandoff(s)
-		ev = Event{Finish: FinishHandoff, State: state, Err: err, PromptTokens: s.prompt, OutputTokens: out + 1}
+		h, err := e.newHandoff(s)
+		ev = Event{Finish: FinishHandoff, Handoff: h, Err: err, PromptTokens: s.prompt, OutputTokens: out + 1}
 		if err != nil {
 			ev.Finish = FinishError
 		}
@@ -417,6 +417,15 @@ func (e *Engine) schedule() []planned {
 // room), so a request is not admitted to be preempted before its prompt is
 // through. It returns the number of tokens to compute.
 func (e *Engine) admit(s *seq, budget int) (int, bool) {
+	if s.cs != nil {
+		// A resumed request: its state came with it (Resume).
+		from := s.cs.Len()
+		n := min(len(s.tokens)-from, budget)
+		if err := s.cs.Reserve(from + n); err != nil {
+			return 0, false
+		}
+		return n, true
+	}
 	var hit *snapshot
 	if e.prefix != nil {
 		hit = e.prefix.lookup(s.tokens)

@@ -8,20 +8,43 @@ import (
 // Stream delivers one request's events in order. The engine never blocks on
 // a slow reader: events queue until read.
 type Stream struct {
-	ID     uint64
-	mu     sync.Mutex
-	queue  []Event
-	closed bool
-	ready  chan struct{} // signalled when events arrive or the stream closes
+	ID        uint64
+	mu        sync.Mutex
+	queue     []Event
+	closed    bool
+	discarded bool          // the reader is gone: hand-offs are given up as they come
+	ready     chan struct{} // signalled when events arrive or the stream closes
 }
 
 func newStream(id uint64) *Stream { return &Stream{ID: id, ready: make(chan struct{}, 1)} }
 
 func (s *Stream) push(ev Event) {
 	s.mu.Lock()
+	if s.discarded {
+		s.mu.Unlock()
+		if ev.Handoff != nil {
+			ev.Handoff.Close()
+		}
+		return
+	}
 	s.queue = append(s.queue, ev)
 	s.mu.Unlock()
 	s.signal()
+}
+
+// Discard says the reader will read no more: events still queued or yet to
+// come are dropped, and a hand-off among them is given up (its pages
+// return to the pool). A reader that may stop early defers it.
+func (s *Stream) Discard() {
+	s.mu.Lock()
+	q := s.queue
+	s.queue, s.discarded = nil, true
+	s.mu.Unlock()
+	for _, ev := range q {
+		if ev.Handoff != nil {
+			ev.Handoff.Close()
+		}
+	}
 }
 
 func (s *Stream) close() {

@@ -167,6 +167,8 @@ func apiErrorFor(err error) *apiError {
 // and ctx's error if it ends first or emit's error if emit fails.
 func (s *Server) run(ctx context.Context, c *choice, o genOptions, emit func(delta) error) (int, error) {
 	defer c.cancel()
+	// A hand-off this reader never takes gives its pages back.
+	defer func() { c.stream.Discard() }()
 	dec := s.tok.NewDecoder(o.skipSpecial)
 	stop := stopMatcher{stops: o.stops}
 	var pending []tokenOut
@@ -179,7 +181,7 @@ func (s *Server) run(ctx context.Context, c *choice, o genOptions, emit func(del
 		}
 		if ev.Finish == engine.FinishHandoff {
 			// The first token ran here; the decode worker makes the rest.
-			st, err := s.continueRemote(ctx, ev.State)
+			st, err := s.continueRemote(ctx, ev.Handoff)
 			if err != nil {
 				return n, &errGeneration{engine.FinishError, err}
 			}

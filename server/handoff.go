@@ -26,9 +26,6 @@ import (
 // handoffPath is the decode worker's endpoint for states.
 const handoffPath = "/internal/handoff"
 
-// maxHandoffBytes bounds a state a decode worker accepts.
-const maxHandoffBytes = 4 << 30
-
 // wireEvent is an engine event on the hand-off connection.
 type wireEvent struct {
 	Token   int32                 `json:"t"`
@@ -40,19 +37,30 @@ type wireEvent struct {
 	Output  int                   `json:"ot"`
 }
 
-// handleHandoff resumes a handed-off request and streams its events.
+// handleHandoff resumes a handed-off request and streams its events. The
+// state is read straight into the engine's pool as it arrives: at most
+// MaxHandoffs at once, none larger than the engine's largest state (a
+// request at its context limit).
 func (s *Server) handleHandoff(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxHandoffBytes+1))
-	if err != nil {
-		writeError(w, invalidf("", "bad_handoff", "Reading the state: %v.", err))
+	limit := s.eng.MaxHandoffBytes()
+	if r.ContentLength > limit {
+		writeError(w, &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "handoff_too_large",
+			Message: fmt.Sprintf("A state of %d bytes is larger than this worker's largest (%d).", r.ContentLength, limit)})
 		return
 	}
-	if len(body) > maxHandoffBytes {
+	select {
+	case s.handoffs <- struct{}{}:
+	default:
+		writeError(w, overloaded(1))
+		return
+	}
+	st, err := s.eng.Resume(r.Context(), http.MaxBytesReader(w, r.Body, limit))
+	<-s.handoffs
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
 		writeError(w, &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "handoff_too_large", Message: "The state is too large."})
 		return
-	}
-	st, err := s.eng.Resume(r.Context(), body)
-	switch {
 	case errors.Is(err, engine.ErrHandoff):
 		writeError(w, invalidf("", "bad_handoff", "%v.", err))
 		return
@@ -89,12 +97,24 @@ func (s *Server) handleHandoff(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// continueRemote sends a handed-off state to the decode worker and returns
-// a stream fed by its events. The stream ends with an error event when the
-// decode worker refuses the state or the connection breaks.
-func (s *Server) continueRemote(ctx context.Context, state []byte) (*engine.Stream, error) {
+// continueRemote streams a handed-off state to the decode worker (from the
+// pool's pages, as the request body is sent) and returns a stream fed by
+// its events. The stream ends with an error event when the decode worker
+// refuses the state or the connection breaks. The state's pages return to
+// the pool once it is sent or the send fails.
+func (s *Server) continueRemote(ctx context.Context, h *engine.Handoff) (*engine.Stream, error) {
 	url := strings.TrimSuffix(s.opt.DecodeURL, "/") + handoffPath
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(state))
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := h.WriteTo(pw)
+		pw.CloseWithError(err)
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, pr)
+	if err != nil {
+		pr.CloseWithError(err)
+		return nil, err
+	}
+	req.ContentLength = h.Size()
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,9 @@ type Options struct {
 	// AcceptHandoff makes this server a decode worker: it serves POST
 	// /internal/handoff, resuming states prefill workers send.
 	AcceptHandoff bool
+	// MaxHandoffs bounds the states a decode worker reads at the same time
+	// (default 4); more are answered 503 with Retry-After.
+	MaxHandoffs int
 	// APIKey, when set, is required of every request (but those to
 	// PublicPaths): as "Authorization: Bearer <key>" or, as Anthropic's
 	// clients send it, "x-api-key: <key>". Others get 401. A prefill worker
@@ -88,6 +91,8 @@ type Server struct {
 	abort   context.CancelFunc
 	store   *responseStore
 	health  decodeHealth // a prefill worker's view of its decode worker
+	// handoffs bounds the states a decode worker reads at once.
+	handoffs chan struct{}
 }
 
 // New returns a server for eng, whose model tok tokenizes and format
@@ -130,6 +135,11 @@ func New(eng *engine.Engine, tok *tokenizer.Tokenizer, format ChatFormat, opt Op
 		eos:     eng.EOS(),
 		store:   newResponseStore(opt.MaxStoredResponses),
 	}
+	if opt.MaxHandoffs <= 0 {
+		opt.MaxHandoffs = 4
+	}
+	s.opt.MaxHandoffs = opt.MaxHandoffs
+	s.handoffs = make(chan struct{}, opt.MaxHandoffs)
 	s.aborted, s.abort = context.WithCancel(context.Background())
 	s.maxContext = contextFor(eng, opt.MaxContext)
 	if s.maxContext < 2 {

@@ -44,6 +44,7 @@ type serveConfig struct {
 	speculation      string // "off", "mtp" or "ngram"
 	maxDraft         int
 	noPrefixCache    bool
+	maxHandoffs      int
 }
 
 // served is a loaded model with its engine and HTTP handler.
@@ -141,6 +142,7 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 		MaxChoices:       cfg.maxChoices,
 		Logger:           log,
 		AcceptHandoff:    cfg.role == "decode",
+		MaxHandoffs:      cfg.maxHandoffs,
 		DecodeURL:        map[bool]string{true: cfg.decodeURL}[cfg.role == "prefill"],
 	})
 	if err != nil {
@@ -209,6 +211,7 @@ func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&cfg.speculation, "speculation", "off", "speculative decoding: off, mtp (the checkpoint's MTP layer) or ngram (prompt lookup)")
 	fs.IntVar(&cfg.maxDraft, "max-draft", 4, "with -speculation: most tokens drafted per step (the engine adapts below it)")
 	fs.BoolVar(&cfg.noPrefixCache, "no-prefix-cache", false, "turn off prefix caching")
+	fs.IntVar(&cfg.maxHandoffs, "max-handoffs", 4, "with -role decode: the most request states read at once (more wait with 503)")
 	fs.StringVar(&cfg.chatFormat, "chat-format", "deepseek-v4", "how chats become prompts: deepseek-v4 (the model's own encoding, with reasoning and DSML tool calls) or jinja (the tokenizer's chat template)")
 	cfg.cacheMemory = 1 << 30
 	cfg.maxBody = 8 << 20
