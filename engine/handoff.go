@@ -335,4 +335,3 @@ func (e *Engine) readHandoffHeader(r io.Reader) (*handoffHeader, error) {
 // maxStateTokens bounds the tokens a handed-off state may hold (0: no
 // bound beyond the pool).
 func (e *Engine) maxStateTokens() int { return e.cfg.MaxContext }
-
