@@ -6,7 +6,10 @@ import "fmt"
 // outputs first, as Tensors this backend allocated (Alloc or Scratch), and
 // overwrite every element of them; they return once the work is queued (a
 // GPU) or done (the CPU), and a later Read or Sync returns its result or
-// error. A Backend is used by one goroutine at a time.
+// error. A Backend's ops are called by one goroutine at a time; Read, Write
+// and Copy may also be called from other goroutines for memory that no
+// queued op reads or writes (a request's pages streamed out or in by a
+// hand-off while the engine runs other requests).
 //
 // Every op is batch-invariant: a token's outputs are the same bits whatever
 // else is in the batch and however the sequence's tokens were split into
