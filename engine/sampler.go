@@ -61,6 +61,7 @@ type sampler struct {
 	counts map[int32]int  // output tokens (presence and frequency penalties)
 	buf    []float32      // scratch: processed logits
 	idx    []int32        // scratch: candidate order
+	mask   []uint64       // allowed tokens of a constrained request (constraint.go); nil: all
 }
 
 func newSampler(p Sampling, prompt []int32) *sampler {
@@ -99,6 +100,9 @@ func (s *sampler) penalized(logits []float32) []float32 {
 	p := &s.p
 	x := append(s.buf[:0], logits...)
 	s.buf = x
+	if s.mask != nil {
+		applyMask(x, s.mask) // constraint.go: disallowed tokens get -Inf
+	}
 	if rp := float32(p.RepetitionPenalty); rp > 0 && rp != 1 {
 		for t := range s.seen {
 			if x[t] > 0 {
@@ -180,6 +184,9 @@ func (s *sampler) distribution(logits []float32) dist {
 				break
 			}
 		}
+	}
+	for n > 1 && probs[n-1] == 0 {
+		n-- // never drawn (masked out, or underflowed): not even by rounding
 	}
 	var total float64
 	for _, q := range probs[:n] {

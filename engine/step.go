@@ -235,8 +235,8 @@ func (e *Engine) emit(s *seq, logits []float32) {
 	var tok int32
 	if s.req.Forced != nil && out < len(s.req.Forced) {
 		tok = s.req.Forced[out]
-	} else {
-		tok = s.sampler.sample(logits)
+	} else if tok = e.sample(s, logits); tok < 0 { // constraint.go: masked by the request's constraint; -1: it failed and finished the request
+		return
 	}
 	e.commit(s, tok, logits)
 }

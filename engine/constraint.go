@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Constraint restricts what a request may generate to the outputs of a
+// formal language: structured output (JSON, a JSON schema) or a forced
+// tool call. Before each token the engine asks which tokens may come next
+// and masks the others out of the logits (greedy and sampled alike), then
+// tells the constraint the token it chose.
+//
+// The engine calls a request's constraint from one goroutine, never
+// concurrently, in this order: Allowed and Complete, then Accept with the
+// chosen token unless it ends the request. A constraint belongs to one
+// request.
+//
+// The end of the output is the constraint's to decide: the request's EOS
+// and stop tokens are allowed exactly when Complete reports true (whatever
+// the mask says of them), and IgnoreEOS has no effect. Once Complete and
+// with no token allowed, only EOS or a stop token may follow. Requests
+// with a constraint do not speculate (drafts would have to be checked
+// against the constraint token by token, and it would have to roll back),
+// cannot be teacher-forced and cannot be handed off.
+type Constraint interface {
+	// Allowed sets mask to the tokens that may come next: bit t%64 of
+	// word t/64 for token t, len(mask) = (vocabulary size + 63) / 64.
+	Allowed(mask []uint64)
+	// Accept advances past tok, which the last Allowed allowed. An error
+	// ends the request with FinishError.
+	Accept(tok int32) error
+	// Complete reports whether the output so far is a whole output of
+	// the language, so that the request may end here.
+	Complete() bool
+}
+
+// checkConstraint prepares a constrained request in Submit.
+func checkConstraint(r *Request) error {
+	if r.Constraint == nil {
+		return nil
+	}
+	switch {
+	case r.Forced != nil:
+		return fmt.Errorf("engine: a request cannot be both teacher-forced and constrained")
+	case r.Handoff:
+		return fmt.Errorf("engine: a constrained request cannot be handed off (its constraint's state does not travel)")
+	}
+	r.Speculation = &Speculation{Method: SpecOff}
+	r.IgnoreEOS = false
+	return nil
+}
+
+// sample picks the next token of s from logits: plainly, or, when the
+// request has a constraint, among the tokens it allows, which it then
+// accepts. It returns -1 when the constraint fails; the request is then
+// finished with an error.
+func (e *Engine) sample(s *seq, logits []float32) int32 {
+	c := s.req.Constraint
+	if c == nil {
+		return s.sampler.sample(logits)
+	}
+	words := (len(logits) + 63) / 64
+	if len(s.sampler.mask) != words {
+		s.sampler.mask = make([]uint64, words)
+	}
+	mask := s.sampler.mask
+	c.Allowed(mask)
+	complete := c.Complete()
+	ends := append(s.req.Stop[:len(s.req.Stop):len(s.req.Stop)], e.cfg.EOS)
+	for _, t := range ends {
+		if t < 0 || int(t) >= len(logits) {
+			continue
+		}
+		if complete {
+			mask[t>>6] |= 1 << (t & 63)
+		} else {
+			mask[t>>6] &^= 1 << (t & 63)
+		}
+	}
+	if !slices.ContainsFunc(mask, func(w uint64) bool { return w != 0 }) {
+		e.fail(s, fmt.Errorf("engine: the request's constraint allows no token after %d generated", len(s.tokens)-s.prompt))
+		return -1
+	}
+	tok := s.sampler.sample(logits)
+	if complete && slices.Contains(ends, tok) {
+		return tok
+	}
+	if err := c.Accept(tok); err != nil {
+		e.fail(s, fmt.Errorf("engine: constraint: %w", err))
+		return -1
+	}
+	return tok
+}
+
+// fail finishes a running request with an error.
+func (e *Engine) fail(s *seq, err error) {
+	e.remove(s)
+	s.finish(FinishError, err)
+}
+
+// applyMask sets the logits of the tokens mask leaves out to -Inf.
+func applyMask(x []float32, mask []uint64) {
+	neg := float32(math.Inf(-1))
+	for w, bits := range mask {
+		if bits == ^uint64(0) {
+			continue
+		}
+		base := w * 64
+		end := min(base+64, len(x))
+		if bits == 0 {
+			for i := base; i < end; i++ {
+				x[i] = neg
+			}
+			continue
+		}
+		for i := base; i < end; i++ {
+			if bits>>(i-base)&1 == 0 {
+				x[i] = neg
+			}
+		}
+	}
+}
