@@ -825,3 +825,10 @@ func (s *Schema) Properties() ([]Property, error) {
 	}
 	return out, nil
 }
+
+// Separated matches parts in order, each left out when not required, with
+// sep between those present: the members of an object, or named
+// arguments.
+func Separated(parts []Expr, required []bool, sep Expr) Expr {
+	return separated(parts, required, nil, sep)
+}
