@@ -56,17 +56,26 @@ func JSONString(min, max int) Expr {
 	return Seq(Literal(`"`), Repeat(jsonChar(), min, max), Literal(`"`))
 }
 
-// jsonInt is an integer in JSON's syntax.
+// Digits a number may have where nothing else bounds them: a model that
+// knows no better would otherwise write zeros until its budget runs out.
+// Every int64 and every float64 (in its shortest form) fits.
+const (
+	maxIntDigits  = 20
+	maxFracDigits = 17
+	maxExpDigits  = 3
+)
+
+// jsonInt is an integer in JSON's syntax, of at most maxIntDigits digits.
 func jsonInt() Expr {
-	return Seq(Optional(Literal("-")), Alt(Literal("0"), Seq(Bytes('1', '9'), Star(Bytes('0', '9')))))
+	return Seq(Optional(Literal("-")), Alt(Literal("0"), Seq(Bytes('1', '9'), Repeat(Bytes('0', '9'), 0, maxIntDigits-1))))
 }
 
-// JSONNumber matches any JSON number.
+// JSONNumber matches the JSON numbers of at most 20 integer digits, 17
+// fraction digits and 3 exponent digits.
 func JSONNumber() Expr {
-	digits := Repeat(Bytes('0', '9'), 1, -1)
 	return Seq(jsonInt(),
-		Optional(Seq(Literal("."), digits)),
-		Optional(Seq(OneOf("eE"), Optional(OneOf("+-")), digits)))
+		Optional(Seq(Literal("."), Repeat(Bytes('0', '9'), 1, maxFracDigits))),
+		Optional(Seq(OneOf("eE"), Optional(OneOf("+-")), Repeat(Bytes('0', '9'), 1, maxExpDigits))))
 }
 
 // JSONValue matches any JSON value laid out as opt says.

@@ -52,8 +52,10 @@ func uintRange(a, b *big.Int) Expr {
 	}
 	as := a.String()
 	if b == nil {
-		alts = append(alts, sameLength(as, strings.Repeat("9", len(as))),
-			Seq(Bytes('1', '9'), Repeat(Bytes('0', '9'), len(as), -1)))
+		alts = append(alts, sameLength(as, strings.Repeat("9", len(as))))
+		if len(as) < maxIntDigits {
+			alts = append(alts, Seq(Bytes('1', '9'), Repeat(Bytes('0', '9'), len(as), maxIntDigits-1)))
+		}
 		return Alt(alts...)
 	}
 	bs := b.String()
@@ -217,7 +219,16 @@ func magnitude(a, b bound) (Expr, error) {
 	if hi == nil || lo.Cmp(hi) <= 0 {
 		alts = append(alts, uintRange(lo, hi))
 	}
-	frac := func(f Expr) Expr { return Seq(Literal("."), f) }
+	var ferr error
+	frac := func(f Expr) Expr {
+		// At most maxFracDigits digits: the comparisons above leave the
+		// length free.
+		f, err := Intersect(f, Repeat(Bytes('0', '9'), 1, maxFracDigits))
+		if err != nil {
+			ferr = err
+		}
+		return Seq(Literal("."), f)
+	}
 	if bi == nil || ai.Cmp(bi) < 0 {
 		alts = append(alts, Seq(uintRange(ai, ai), frac(fracAtLeast(af, a.excl, false))))
 		var top *big.Int
@@ -237,6 +248,9 @@ func magnitude(a, b bound) (Expr, error) {
 			return nil, err
 		}
 		alts = append(alts, Seq(uintRange(ai, ai), frac(f)))
+	}
+	if ferr != nil {
+		return nil, ferr
 	}
 	return Alt(alts...), nil
 }

@@ -45,6 +45,9 @@ type genParams struct {
 	Logprobs    int
 	IgnoreEOS   bool
 	SkipSpecial bool
+	// Structured is what the output must be (response_format, and for
+	// chat a forced tool_choice); structured.go.
+	Structured structured
 }
 
 // chatRequest is a validated POST /v1/chat/completions request.
@@ -89,6 +92,7 @@ type paramsJSON struct {
 	LogitBias         map[string]float64 `json:"logit_bias"`
 	IgnoreEOS         *bool              `json:"ignore_eos"`
 	SkipSpecialTokens *bool              `json:"skip_special_tokens"`
+	ResponseFormat    json.RawMessage    `json:"response_format"`
 }
 
 type streamOptionsJSON struct {
@@ -104,7 +108,7 @@ type chatRequestJSON struct {
 	TopLogprobs         *int                       `json:"top_logprobs"`
 	Tools               []chat.Tool                `json:"tools"`
 	ToolChoice          json.RawMessage            `json:"tool_choice"`
-	ResponseFormat      json.RawMessage            `json:"response_format"`
+	ParallelToolCalls   *bool                      `json:"parallel_tool_calls"`
 	ReasoningEffort     *string                    `json:"reasoning_effort"`
 	Thinking            *thinkingJSON              `json:"thinking"`
 	ChatTemplateKwargs  map[string]json.RawMessage `json:"chat_template_kwargs"`
@@ -262,7 +266,7 @@ func decodeParams(p *paramsJSON, out *genParams) *apiError {
 	if p.SkipSpecialTokens != nil {
 		out.SkipSpecial = *p.SkipSpecialTokens
 	}
-	return nil
+	return decodeResponseFormat(p.ResponseFormat, &out.Structured)
 }
 
 // decodeStop reads stop: null, a string or an array of strings.
@@ -348,29 +352,8 @@ func decodeChatRequest(data []byte) (*chatRequest, *apiError) {
 			return nil, err
 		}
 	}
-	req.Tools = j.Tools
-	if choice := bytes.TrimSpace(j.ToolChoice); len(choice) > 0 && string(choice) != "null" {
-		var s string
-		if json.Unmarshal(choice, &s) != nil {
-			return nil, unsupported("tool_choice", "tool_choice naming a function is not supported; use \"auto\" or \"none\".")
-		}
-		switch s {
-		case "auto":
-		case "none":
-			req.Tools = nil
-		case "required":
-			return nil, unsupported("tool_choice", "tool_choice \"required\" is not supported; use \"auto\" or \"none\".")
-		default:
-			return nil, invalidf("tool_choice", "invalid_value", "tool_choice must be \"auto\" or \"none\", not %q.", s)
-		}
-	}
-	if rf := bytes.TrimSpace(j.ResponseFormat); len(rf) > 0 && string(rf) != "null" {
-		var f struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(rf, &f) != nil || f.Type != "text" {
-			return nil, unsupported("response_format", "only response_format {\"type\": \"text\"} is supported.")
-		}
+	if req.Tools, err = decodeToolChoice(j.ToolChoice, j.Tools, j.ParallelToolCalls, &req.Structured); err != nil {
+		return nil, err
 	}
 	if req.Chat, err = decodeThinking(&j); err != nil {
 		return nil, err

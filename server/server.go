@@ -64,7 +64,8 @@ type Server struct {
 	// submitHook, when set (by tests), may change each engine request just
 	// before it is submitted.
 	submitHook func(*engine.Request)
-	client     *http.Client // to the decode worker
+	client     *http.Client    // to the decode worker
+	structured structuredCache // compiled grammars of structured output (structured.go)
 }
 
 // New returns a server for eng, whose model tok tokenizes and format

@@ -1,0 +1,249 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// schemaValidator compiles a schema with an independent JSON Schema
+// implementation.
+func schemaValidator(t *testing.T, schema string) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func mustValidate(t *testing.T, s *jsonschema.Schema, what, doc string) {
+	t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(doc))
+	if err != nil {
+		t.Fatalf("%s: %q is not JSON: %v", what, doc, err)
+	}
+	if err := s.Validate(inst); err != nil {
+		t.Fatalf("%s: %q does not validate: %v", what, doc, err)
+	}
+}
+
+func schemaMap(t *testing.T, schema string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(schema), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// A schema whose documents are all short, so that even a model that knows
+// nothing of JSON ends them within the token budget.
+const personSchema = `{"type":"object","properties":{
+	"name":{"type":"string","maxLength":16},
+	"age":{"type":"integer","minimum":0,"maximum":130},
+	"tags":{"type":"array","items":{"type":"string","maxLength":6},"maxItems":2},
+	"role":{"enum":["king","prophet","scribe"]},
+	"score":{"type":["number","null"],"minimum":-1,"maximum":1}
+},"required":["name","age","role"],"additionalProperties":false}`
+
+// TestStructuredJSONSchema: response_format json_schema through the
+// OpenAI Go SDK, greedy and sampled, streaming and not, several choices:
+// the shipped model's replies (garbage text otherwise) parse and validate
+// against the schema, and end because the document is complete.
+func TestStructuredJSONSchema(t *testing.T) {
+	h := newHarness(t)
+	val := schemaValidator(t, personSchema)
+	params := openai.ChatCompletionNewParams{
+		Model:     "strata-test",
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Who was Moses? Answer in JSON.")},
+		MaxTokens: openai.Int(600),
+		N:         openai.Int(2),
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "person", Schema: schemaMap(t, personSchema), Strict: openai.Bool(true)},
+		}},
+	}
+	for _, temp := range []float64{0, 1} {
+		params.Temperature = openai.Float(temp)
+		params.Seed = openai.Int(int64(10 + temp))
+		resp, err := h.client.Chat.Completions.New(context.Background(), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Choices) != 2 {
+			t.Fatalf("%d choices, want 2", len(resp.Choices))
+		}
+		for _, c := range resp.Choices {
+			if c.FinishReason != "stop" {
+				t.Fatalf("temperature %g: finish %q, want stop (content %q)", temp, c.FinishReason, c.Message.Content)
+			}
+			mustValidate(t, val, "reply", c.Message.Content)
+			t.Logf("temperature %g: %s", temp, c.Message.Content)
+		}
+		if temp != 0 {
+			continue
+		}
+		_, acc := streamChat(t, h, params)
+		for _, c := range acc.Choices {
+			if c.FinishReason != "stop" {
+				t.Fatalf("streamed, temperature %g: finish %q (content %q)", temp, c.FinishReason, c.Message.Content)
+			}
+			mustValidate(t, val, "streamed reply", c.Message.Content)
+		}
+		if acc.Choices[0].Message.Content != resp.Choices[0].Message.Content {
+			t.Errorf("greedy: streamed %q, not streamed %q", acc.Choices[0].Message.Content, resp.Choices[0].Message.Content)
+		}
+	}
+	h.waitIdle()
+}
+
+// TestStructuredJSONObject: response_format json_object gives a JSON
+// object, and /v1/completions honours response_format too.
+func TestStructuredJSONObject(t *testing.T) {
+	h := newHarness(t)
+	for seed := range 2 {
+		resp, err := h.client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model:          "strata-test",
+			Messages:       []openai.ChatCompletionMessageParamUnion{openai.UserMessage("And God said")},
+			MaxTokens:      openai.Int(300),
+			Temperature:    openai.Float(0.7),
+			Seed:           openai.Int(int64(seed)),
+			ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := resp.Choices[0]
+		var obj map[string]any
+		switch c.FinishReason {
+		case "stop":
+			if err := json.Unmarshal([]byte(c.Message.Content), &obj); err != nil {
+				t.Fatalf("seed %d: %q is not a JSON object: %v", seed, c.Message.Content, err)
+			}
+		case "length":
+			// An unbounded object can outlast any budget; what there is must
+			// still be the start of one.
+			if !strings.HasPrefix(c.Message.Content, "{") {
+				t.Fatalf("seed %d: cut reply %q does not start an object", seed, c.Message.Content)
+			}
+		default:
+			t.Fatalf("seed %d: finish %q", seed, c.FinishReason)
+		}
+		t.Logf("seed %d (%s): %.200s", seed, c.FinishReason, c.Message.Content)
+	}
+
+	schema := `{"type":"array","items":{"type":"integer","minimum":1,"maximum":12},"minItems":1,"maxItems":5}`
+	status, body := h.post("/v1/completions", map[string]any{
+		"model": "strata-test", "prompt": "The twelve tribes:", "max_tokens": 60, "temperature": 0,
+		"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "tribes", "schema": json.RawMessage(schema)}},
+	})
+	if status != 200 {
+		t.Fatalf("completions: status %d: %s", status, body)
+	}
+	var cr struct {
+		Choices []struct {
+			Text         string `json:"text"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &cr); err != nil {
+		t.Fatal(err)
+	}
+	if cr.Choices[0].FinishReason != "stop" {
+		t.Fatalf("completions: finish %q (%q)", cr.Choices[0].FinishReason, cr.Choices[0].Text)
+	}
+	mustValidate(t, schemaValidator(t, schema), "completion", cr.Choices[0].Text)
+	h.waitIdle()
+}
+
+var weatherParams = `{"type":"object","properties":{
+	"city":{"type":"string","maxLength":12},
+	"days":{"type":"integer","minimum":1,"maximum":7},
+	"units":{"enum":["celsius","fahrenheit"]}
+},"required":["city","units"]}`
+
+var psalmParams = `{"type":"object","properties":{
+	"number":{"type":"integer","minimum":1,"maximum":150},
+	"verses":{"type":"array","items":{"type":"integer","minimum":1,"maximum":176},"maxItems":3}
+},"required":["number"]}`
+
+// TestStructuredToolChoice: tool_choice "required" and a named function,
+// through the OpenAI Go SDK, streaming and not: the shipped model's reply
+// is a tool call of one of the tools (the named one), whose arguments
+// validate against its parameter schema.
+func TestStructuredToolChoice(t *testing.T) {
+	h := newHarness(t)
+	vals := map[string]*jsonschema.Schema{"get_weather": schemaValidator(t, weatherParams), "find_psalm": schemaValidator(t, psalmParams)}
+	tools := []openai.ChatCompletionToolUnionParam{
+		openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather", Description: openai.String("Weather in a city"), Parameters: schemaMap(t, weatherParams)}),
+		openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "find_psalm", Parameters: schemaMap(t, psalmParams)}),
+	}
+	for _, tc := range []struct {
+		name   string
+		choice openai.ChatCompletionToolChoiceOptionUnionParam
+		want   string // the function that must be called ("": either)
+	}{
+		{"required", openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}, ""},
+		{"named", openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "find_psalm"}), "find_psalm"},
+	} {
+		for k, temp := range []float64{0, 0.9} {
+			params := openai.ChatCompletionNewParams{
+				Model:       "strata-test",
+				Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Jerusalem?")},
+				MaxTokens:   openai.Int(400),
+				Temperature: openai.Float(temp),
+				Seed:        openai.Int(5),
+				Tools:       tools,
+				ToolChoice:  tc.choice,
+			}
+			// One of each pair streamed.
+			var msg openai.ChatCompletionChoice
+			if (k == 0) == (tc.want == "") {
+				resp, err := h.client.Chat.Completions.New(context.Background(), params)
+				if err != nil {
+					t.Fatal(err)
+				}
+				msg = resp.Choices[0]
+			} else {
+				_, acc := streamChat(t, h, params)
+				msg = acc.Choices[0]
+			}
+			{
+				i := k
+				if msg.FinishReason != "tool_calls" || len(msg.Message.ToolCalls) == 0 {
+					t.Fatalf("%s, temperature %g, reply %d: finish %q, %d calls, content %q", tc.name, temp, i, msg.FinishReason, len(msg.Message.ToolCalls), msg.Message.Content)
+				}
+				if msg.Message.Content != "" {
+					t.Errorf("%s: content %q beside the tool calls", tc.name, msg.Message.Content)
+				}
+				for _, call := range msg.Message.ToolCalls {
+					v := vals[call.Function.Name]
+					if v == nil || (tc.want != "" && call.Function.Name != tc.want) {
+						t.Fatalf("%s: called %q", tc.name, call.Function.Name)
+					}
+					mustValidate(t, v, tc.name+" arguments of "+call.Function.Name, call.Function.Arguments)
+				}
+				if tc.want != "" && len(msg.Message.ToolCalls) != 1 {
+					t.Errorf("%s: %d calls, want exactly one", tc.name, len(msg.Message.ToolCalls))
+				}
+				if i == 0 {
+					t.Logf("%s, temperature %g: %s(%s)", tc.name, temp, msg.Message.ToolCalls[0].Function.Name, msg.Message.ToolCalls[0].Function.Arguments)
+				}
+			}
+		}
+	}
+	h.waitIdle()
+}
