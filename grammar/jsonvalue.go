@@ -109,6 +109,10 @@ func decodeValue(dec *json.Decoder, depth int) (*jvalue, error) {
 				if err != nil {
 					return nil, err
 				}
+				// Readers disagree on which of two equal keys counts.
+				if v.get(kt.(string)) != nil {
+					return nil, fmt.Errorf("key %q appears twice in one object", kt)
+				}
 				v.members = append(v.members, jmember{kt.(string), e})
 			}
 			if _, err := dec.Token(); err != nil {

@@ -1,6 +1,8 @@
 package grammar
 
 import (
+	"bytes"
+	"math/bits"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -107,4 +109,21 @@ func generate(t testing.TB, m *Matcher, rng *rand.Rand, maxTokens int, pStop flo
 		text.WriteString(v.Token(tok))
 	}
 	return text.String(), m.Complete()
+}
+
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x5bd1e995)) }
+
+func trailingZeros(x uint64) int { return bits.TrailingZeros64(x) }
+
+// jsonschemaDoc compiles schema with the independent validator, or fails.
+func jsonschemaDoc(schema []byte) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("schema.json", doc); err != nil {
+		return nil, err
+	}
+	return c.Compile("schema.json")
 }
