@@ -70,7 +70,7 @@ type walkScratch struct {
 	ctx     []bool  // a prefix shorter than the level left the node's rule
 	local   []int32 // len(sim.local) at each level
 	left    []bool  // some configuration of the level finished the node's rule
-	acc     []int32
+	set     []uint64 // accepted tokens
 	unc     []int32
 	scratch []frame
 }
@@ -86,10 +86,13 @@ func (x *Index) walk(n int32) *nodeMask {
 	}
 	defer x.scratch.Put(w)
 	s := sim{g: g}
-	maxDepth := 1
-	for _, d := range v.depth {
-		maxDepth = max(maxDepth, int(d))
+	maxDepth := v.maxDepth
+	words := (v.Size() + 63) / 64
+	if len(w.set) != words {
+		w.set = make([]uint64, words)
 	}
+	clear(w.set)
+	nacc := 0
 	w.buf = append(w.buf[:0], frame{n, -1})
 	w.off = append(w.off[:0], 0, 1)
 	w.ctx = append(w.ctx[:0], false)
@@ -101,20 +104,37 @@ func (x *Index) walk(n int32) *nodeMask {
 		w.local = append(w.local, 0)
 		w.left = append(w.left, false)
 	}
-	w.acc, w.unc = w.acc[:0], w.unc[:0]
+	w.unc = w.unc[:0]
 	for i := 0; i < len(v.byte); {
 		d := v.depth[i]
 		lo, hi := w.off[d-1], w.off[d]
 		w.buf = w.buf[:hi]
 		s.local = s.local[:w.local[d-1]]
-		for _, c := range w.buf[lo:hi] {
-			w.scratch = s.step(c, v.byte[i], w.scratch[:0])
-			for _, c2 := range w.scratch {
-				w.buf = appendUniqueFrom(w.buf, int(hi), c2)
+		var level []frame
+		left := false
+		if c := w.buf[lo]; hi-lo == 1 && g.calls[c.node] == nil {
+			// The common case, one configuration and a plain transition:
+			// a table lookup. A node that does not accept has a way on
+			// (every node can reach an accepting one), so there is
+			// nothing for closure to do.
+			if t := g.next[int(c.node)*g.nclass+int(g.class[v.byte[i]])]; t >= 0 {
+				w.buf = append(w.buf, frame{t, c.parent})
+				if g.final[t] {
+					level, left = s.closure(w.buf[hi:])
+					w.buf = append(w.buf[:hi], level...)
+				}
 			}
+			level = w.buf[hi:]
+		} else {
+			for _, c := range w.buf[lo:hi] {
+				w.scratch = s.step(c, v.byte[i], w.scratch[:0])
+				for _, c2 := range w.scratch {
+					w.buf = appendUniqueFrom(w.buf, int(hi), c2)
+				}
+			}
+			level, left = s.closure(w.buf[hi:])
+			w.buf = append(w.buf[:hi], level...)
 		}
-		level, left := s.closure(w.buf[hi:])
-		w.buf = append(w.buf[:hi], level...)
 		w.off[d+1] = int32(len(w.buf))
 		w.local[d] = int32(len(s.local))
 		// Level 0 is the node itself: its own finishing is a separate
@@ -123,7 +143,10 @@ func (x *Index) walk(n int32) *nodeMask {
 		w.left[d] = left
 		switch {
 		case len(level) > 0:
-			w.acc = append(w.acc, v.ids[v.first[i]:v.first[i+1]]...)
+			for _, t := range v.ids[v.first[i]:v.first[i+1]] {
+				w.set[t>>6] |= 1 << (t & 63)
+				nacc++
+			}
 			i++
 		case w.ctx[d]:
 			// Dead here, but an earlier prefix finished the rule: every
@@ -136,14 +159,16 @@ func (x *Index) walk(n int32) *nodeMask {
 		}
 	}
 	m := &nodeMask{uncertain: append([]int32(nil), w.unc...)}
-	words := (v.Size() + 63) / 64
-	if len(w.acc) > words {
-		m.set = make([]uint64, words)
-		for _, t := range w.acc {
-			m.set[t>>6] |= 1 << (t & 63)
-		}
+	if nacc > words {
+		m.set = append([]uint64(nil), w.set...)
 	} else {
-		m.list = append([]int32(nil), w.acc...)
+		m.list = make([]int32, 0, nacc)
+		for i, bits := range w.set {
+			for bits != 0 {
+				m.list = append(m.list, int32(i*64+trailingZeros64(bits)))
+				bits &= bits - 1
+			}
+		}
 	}
 	return m
 }
@@ -170,6 +195,19 @@ func (x *Index) String() string {
 	return fmt.Sprintf("grammar of %d nodes over a %v: %d node masks computed", x.g.Nodes(), x.v, n)
 }
 
+// copyInto sets mask to m's context-free tokens.
+func (m *nodeMask) copyInto(mask []uint64) {
+	if m.set != nil {
+		n := copy(mask, m.set)
+		clear(mask[n:])
+		return
+	}
+	clear(mask)
+	for _, t := range m.list {
+		mask[t>>6] |= 1 << (t & 63)
+	}
+}
+
 // orInto ORs m's context-free tokens into mask.
 func (m *nodeMask) orInto(mask []uint64) {
 	if m.set != nil {
@@ -182,6 +220,8 @@ func (m *nodeMask) orInto(mask []uint64) {
 		mask[t>>6] |= 1 << (t & 63)
 	}
 }
+
+func trailingZeros64(x uint64) int { return bits.TrailingZeros64(x) }
 
 func popcount(mask []uint64) int {
 	n := 0

@@ -48,6 +48,15 @@ func (m *Matcher) Complete() bool { return m.complete }
 // for token t. Words beyond the vocabulary are cleared. The end of text
 // (EOS) is not a token here: it is allowed when Complete.
 func (m *Matcher) Allowed(mask []uint64) {
+	if len(mask) < m.Words() {
+		panic(fmt.Sprintf("grammar: a mask of %d words for a vocabulary of %d tokens", len(mask), m.x.v.Size()))
+	}
+	if len(m.cur) == 1 && m.cur[0].parent == -1 {
+		// Nothing below: the node's own mask is the answer (what would
+		// leave its rule finds nothing to continue with).
+		m.x.node(m.cur[0].node).copyInto(mask)
+		return
+	}
 	clear(mask)
 	m.key = m.key[:0]
 	for _, c := range m.cur {
@@ -59,14 +68,24 @@ func (m *Matcher) Allowed(mask []uint64) {
 		return
 	}
 	v := m.x.v
+	checked := 0
 	for _, c := range m.cur {
 		nm := m.x.node(c.node)
 		nm.orInto(mask)
+		if c.parent == -1 {
+			continue
+		}
 		for _, t := range nm.uncertain {
-			if mask[t>>6]&(1<<(t&63)) == 0 && m.viable(c, v.tokens[t]) {
-				mask[t>>6] |= 1 << (t & 63)
+			if mask[t>>6]&(1<<(t&63)) == 0 {
+				checked++
+				if m.viable(c, v.tokens[t]) {
+					mask[t>>6] |= 1 << (t & 63)
+				}
 			}
 		}
+	}
+	if checked < 64 {
+		return // cheaper to redo than to keep
 	}
 	if len(m.cache) >= maxCachedMasks {
 		clear(m.cache)
@@ -119,7 +138,10 @@ func (m *Matcher) Accept(tok int32) error {
 		a, b = b, a
 	}
 	// Move the frames pushed while reading into the arena.
-	memo := map[int32]int32{}
+	var memo map[int32]int32
+	if len(s.local) > 0 {
+		memo = map[int32]int32{}
+	}
 	var own func(p int32) int32
 	own = func(p int32) int32 {
 		if p >= -1 {

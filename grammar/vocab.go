@@ -19,8 +19,9 @@ type Vocabulary struct {
 	byte  []byte
 	depth []int32
 	skip  []int32
-	first []int32
-	ids   []int32
+	first    []int32
+	ids      []int32
+	maxDepth int // the longest token
 }
 
 // NewVocabulary indexes tokens: tokens[id] is the text (bytes) token id
@@ -54,6 +55,7 @@ func NewVocabulary(tokens []string) *Vocabulary {
 			v.skip[open[len(open)-1]] = int32(len(v.byte))
 			open = open[:len(open)-1]
 		}
+		v.maxDepth = max(v.maxDepth, len(t))
 		for d := lcp; d < len(t); d++ {
 			e := int32(len(v.byte))
 			v.byte = append(v.byte, t[d])
