@@ -66,10 +66,10 @@ func (x *Index) node(n int32) *nodeMask {
 
 type walkScratch struct {
 	buf     []frame
-	off     []int32 // level d's configurations are buf[off[d]:off[d+1]]
-	ctx     []bool  // a prefix shorter than the level left the node's rule
-	local   []int32 // len(sim.local) at each level
-	left    []bool  // some configuration of the level finished the node's rule
+	off     []int32  // level d's configurations are buf[off[d]:off[d+1]]
+	ctx     []bool   // a prefix shorter than the level left the node's rule
+	local   []int32  // len(sim.local) at each level
+	left    []bool   // some configuration of the level finished the node's rule
 	set     []uint64 // accepted tokens
 	unc     []int32
 	scratch []frame

@@ -16,9 +16,9 @@ type Vocabulary struct {
 	// after its parent (the nearest earlier entry of depth depth[i]-1);
 	// its subtree ends before skip[i]; the tokens that end at it are
 	// ids[first[i]:first[i+1]].
-	byte  []byte
-	depth []int32
-	skip  []int32
+	byte     []byte
+	depth    []int32
+	skip     []int32
 	first    []int32
 	ids      []int32
 	maxDepth int // the longest token
