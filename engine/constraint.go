@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	bits64 "math/bits"
 	"slices"
 )
 
@@ -100,25 +101,50 @@ func (e *Engine) fail(s *seq, err error) {
 	s.finish(FinishError, err)
 }
 
-// applyMask sets the logits of the tokens mask leaves out to -Inf.
+// applyMask sets the logits of the tokens mask leaves out to -Inf. Most
+// constrained steps allow few tokens: then the row is filled at memory
+// speed and the allowed logits put back; otherwise the left-out ones are
+// set one by one.
 func applyMask(x []float32, mask []uint64) {
 	neg := float32(math.Inf(-1))
-	for w, bits := range mask {
-		if bits == ^uint64(0) {
-			continue
+	words := min(len(mask), (len(x)+63)/64)
+	allowed := 0
+	for _, w := range mask[:words] {
+		allowed += bits64.OnesCount64(w)
+	}
+	if allowed < len(x)/4 {
+		kept := make([]float32, 0, allowed)
+		for w, b := range mask[:words] {
+			for ; b != 0; b &= b - 1 {
+				kept = append(kept, x[w*64+bits64.TrailingZeros64(b)])
+			}
 		}
+		x[0] = neg
+		for n := 1; n < len(x); n *= 2 {
+			copy(x[n:], x[:n])
+		}
+		k := 0
+		for w, b := range mask[:words] {
+			for ; b != 0; b &= b - 1 {
+				x[w*64+bits64.TrailingZeros64(b)] = kept[k]
+				k++
+			}
+		}
+		return
+	}
+	for w, b := range mask[:words] {
 		base := w * 64
-		end := min(base+64, len(x))
-		if bits == 0 {
-			for i := base; i < end; i++ {
-				x[i] = neg
-			}
+		row := x[base:min(base+64, len(x))]
+		if b == ^uint64(0) {
 			continue
 		}
-		for i := base; i < end; i++ {
-			if bits>>(i-base)&1 == 0 {
-				x[i] = neg
+		for out := ^b; out != 0; out &= out - 1 {
+			if i := bits64.TrailingZeros64(out); i < len(row) {
+				row[i] = neg
 			}
 		}
+	}
+	for i := words * 64; i < len(x); i++ {
+		x[i] = neg
 	}
 }

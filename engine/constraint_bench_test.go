@@ -72,3 +72,37 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 	b.Run("plain", func(b *testing.B) { run(b, false) })
 	b.Run("json-schema", func(b *testing.B) { run(b, true) })
 }
+
+// BenchmarkApplyMask times masking one row of logits at DeepSeek-V4's
+// vocabulary size (129280), with a mask allowing one token in 50 and one
+// allowing all but one in 50, next to copying the row (which the sampler
+// does for every request anyway) as the baseline.
+func BenchmarkApplyMask(b *testing.B) {
+	const V = 129280
+	x := make([]float32, V)
+	src := make([]float32, V)
+	sparse := make([]uint64, (V+63)/64)
+	dense := make([]uint64, (V+63)/64)
+	for t := range V {
+		if t%50 == 0 {
+			sparse[t>>6] |= 1 << (t & 63)
+		} else {
+			dense[t>>6] |= 1 << (t & 63)
+		}
+	}
+	b.Run("copy", func(b *testing.B) {
+		for b.Loop() {
+			copy(x, src)
+		}
+	})
+	b.Run("sparse", func(b *testing.B) {
+		for b.Loop() {
+			applyMask(x, sparse)
+		}
+	})
+	b.Run("dense", func(b *testing.B) {
+		for b.Loop() {
+			applyMask(x, dense)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -142,6 +143,33 @@ func TestConstraintErrors(t *testing.T) {
 	} {
 		if _, err := e.Submit(context.Background(), r); err == nil {
 			t.Errorf("request %+v accepted", r)
+		}
+	}
+}
+
+// TestApplyMask: exactly the left-out logits become -Inf, sparse and dense
+// masks alike, a row not a multiple of 64 long included.
+func TestApplyMask(t *testing.T) {
+	for _, every := range []int{1, 2, 3, 50, 1000} {
+		const V = 1000
+		x := make([]float32, V)
+		mask := make([]uint64, (V+63)/64)
+		for i := range x {
+			x[i] = float32(i)
+			if i%every == 0 {
+				mask[i>>6] |= 1 << (i & 63)
+			}
+		}
+		applyMask(x, mask)
+		for i, v := range x {
+			if want := float32(i); i%every != 0 {
+				want = float32(math.Inf(-1))
+				if v != want {
+					t.Fatalf("every %d: logit %d is %g, want -Inf", every, i, v)
+				}
+			} else if v != want {
+				t.Fatalf("every %d: allowed logit %d is %g, want %g", every, i, v, want)
+			}
 		}
 	}
 }
