@@ -9,6 +9,9 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/strata-inference/strata/grammar"
+	"github.com/strata-inference/strata/tokenizer/chat"
 )
 
 // schemaValidator compiles a schema with an independent JSON Schema
@@ -246,4 +249,75 @@ func TestStructuredToolChoice(t *testing.T) {
 		}
 	}
 	h.waitIdle()
+}
+
+// TestStructuredThinking: in DeepSeek-V4's thinking mode the reasoning is
+// free up to </think> and the answer after it is constrained; the reply
+// parser reads the answer as content.
+func TestStructuredThinking(t *testing.T) {
+	s := &Server{format: DeepSeekV4()}
+	x, aerr := s.replyGrammar(&structured{format: "json_object"}, nil, ChatOptions{Thinking: true}, true)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	g, err := grammar.Compile(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		reply string
+		ok    bool
+	}{
+		{"Let me think. {not json} </thin</think>{\"a\":1}", true},
+		{"</think>{}", true},
+		{"{\"a\":1}", false},                    // no reasoning end
+		{"hmm</think>{\"a\":1}</think>", false}, // nothing after the answer
+		{"hmm</think>[1]", false},               // json_object: an object
+	} {
+		if ok, _ := g.Recognize([]byte(tc.reply)); ok != tc.ok {
+			t.Errorf("%q: accepted %v, want %v", tc.reply, ok, tc.ok)
+		}
+		if tc.ok {
+			p, err := chat.ParseDeepSeekV4(tc.reply, true)
+			if err != nil || !json.Valid([]byte(p.Content)) {
+				t.Errorf("%q: parsed content %q (%v) is not JSON", tc.reply, p.Content, err)
+			}
+		}
+	}
+	// Without thinking there is no prefix; with the Jinja format forced
+	// tool calls are refused.
+	if _, aerr := (&Server{format: Jinja(nil)}).replyGrammar(&structured{calls: "required", parallel: true}, nil, ChatOptions{}, true); aerr == nil {
+		t.Error("forced tool calls accepted for the Jinja format")
+	}
+}
+
+// FuzzDecodeStructured: the response_format and tool_choice decoders
+// return a result or a 400 for any input, never panic, and what they
+// accept is consistent.
+func FuzzDecodeStructured(f *testing.F) {
+	f.Add([]byte(`{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string"}}}`), []byte(`"required"`))
+	f.Add([]byte(`{"type":"json_object"}`), []byte(`{"type":"function","function":{"name":"f"}}`))
+	f.Add([]byte(`{"type":"text"}`), []byte(`"auto"`))
+	f.Add([]byte(`null`), []byte(`{"type":"function"}`))
+	tools := []chat.Tool{{Type: "function", Function: chat.ToolFunction{Name: "f"}}}
+	f.Fuzz(func(t *testing.T, rf, tc []byte) {
+		var st structured
+		if aerr := decodeResponseFormat(rf, &st); aerr != nil {
+			if aerr.Status != 400 || aerr.Param == "" {
+				t.Fatalf("response_format %q: %+v", rf, aerr)
+			}
+		} else if st.format != "" && st.format != "json_object" && st.format != "json_schema" {
+			t.Fatalf("response_format %q: format %q", rf, st.format)
+		}
+		got, aerr := decodeToolChoice(tc, tools, nil, &st)
+		if aerr != nil {
+			if aerr.Status != 400 || aerr.Param == "" {
+				t.Fatalf("tool_choice %q: %+v", tc, aerr)
+			}
+			return
+		}
+		if st.calls == "function" && st.name != "f" || (st.calls != "" && len(got) == 0) {
+			t.Fatalf("tool_choice %q: %+v with tools %v", tc, st, got)
+		}
+	})
 }
