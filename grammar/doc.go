@@ -38,6 +38,9 @@
 // schema), enum, const, items, prefixItems (and items as an array with
 // additionalItems, the older spelling), minItems, maxItems, minLength,
 // maxLength (in code points, escapes and surrogate pairs counting one),
+// pattern (Go's regexp/syntax reading of it, which covers the ECMA-262
+// subset schemas use; anchors only at the ends, no word boundaries or
+// lookaround),
 // minimum, maximum, exclusiveMinimum, exclusiveMaximum (integers exactly;
 // numbers exactly too, written without exponent when bounded), anyOf,
 // allOf of one schema, and $ref to "#..." JSON pointers ($defs,

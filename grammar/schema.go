@@ -119,7 +119,7 @@ var supported = map[string]bool{
 	"additionalProperties": true, "items": true, "prefixItems": true, "additionalItems": true,
 	"minItems": true, "maxItems": true, "minLength": true, "maxLength": true,
 	"minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
-	"anyOf": true, "allOf": true, "$ref": true,
+	"anyOf": true, "allOf": true, "$ref": true, "pattern": true,
 }
 
 func errAt(path, kw, format string, args ...any) error {
@@ -433,10 +433,26 @@ func (s *Schema) str(v *jvalue, path string, raw bool) (Expr, error) {
 	if hi >= 0 && hi < lo {
 		return Nothing(), nil
 	}
+	chars := Repeat(jsonChar(), lo, hi)
 	if raw {
-		return Repeat(UTF8Char(), lo, hi), nil
+		chars = Repeat(UTF8Char(), lo, hi)
 	}
-	return JSONString(lo, hi), nil
+	if p := v.get("pattern"); p != nil {
+		if p.kind != jString {
+			return nil, errAt(path, "pattern", "must be a string")
+		}
+		px, err := patternExpr(p.str, raw)
+		if err != nil {
+			return nil, errAt(path, "pattern", "%v", err)
+		}
+		if chars, err = Intersect(chars, px); err != nil {
+			return nil, errAt(path, "pattern", "%v together with the length bounds: %v", p.str, err)
+		}
+	}
+	if raw {
+		return chars, nil
+	}
+	return Seq(Literal(`"`), chars, Literal(`"`)), nil
 }
 
 func (s *Schema) number(v *jvalue, path string, fractions bool) (Expr, error) {

@@ -52,6 +52,10 @@ func TestSchemaKeywords(t *testing.T) {
 		{"definitions", `{"definitions":{"b":{"type":"boolean"}},"type":"array","items":{"$ref":"#/definitions/b"}}`, []string{`[true,false]`}, nil, []string{`[1]`}},
 		{"true schema", `true`, []string{`1`, `"s"`, `{"a":[]}`}, nil, nil},
 		{"annotations", `{"title":"T","description":"D","type":"string","format":"date-time","default":"x","examples":["y"]}`, []string{`"anything"`}, nil, []string{`1`}},
+		{"pattern anchored", `{"type":"string","pattern":"^[A-Z][a-z]{1,3}-\\d+$"}`, []string{`"Ab-1"`, `"Zzzz-042"`}, nil, []string{`"ab-1"`, `"Ab-"`, `"Abcde-1"`, `"xAb-1"`}},
+		{"pattern unanchored", `{"type":"string","pattern":"o\"k"}`, []string{`"o\"k"`, `"xo\"ky"`}, []string{`"o\u0022k"`}, []string{`"ok"`}},
+		{"pattern with length", `{"type":"string","pattern":"^(?i)ab+$","maxLength":3}`, []string{`"ab"`, `"AbB"`}, nil, []string{`"abbb"`, `"ac"`}},
+		{"pattern unicode", `{"type":"string","pattern":"^[α-ω]+\\.$"}`, []string{`"λογ."`}, nil, []string{`"abc."`}},
 		{"allOf of one", `{"allOf":[{"type":"integer","maximum":0}]}`, []string{`0`, `-3`}, nil, []string{`1`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,7 +125,8 @@ func TestSchemaErrors(t *testing.T) {
 		schema, keyword, path string
 		unsupported           bool
 	}{
-		{`{"type":"string","pattern":"^a+$"}`, "pattern", "#", true},
+		{`{"type":"string","pattern":"\\bword"}`, "pattern", "#", true},
+		{`{"type":"string","pattern":"a(?=b)"}`, "pattern", "#", true},
 		{`{"properties":{"x":{"type":"array","uniqueItems":true}}}`, "uniqueItems", "#/properties/x", true},
 		{`{"oneOf":[{"type":"string"}]}`, "oneOf", "#", true},
 		{`{"not":{}}`, "not", "#", true},
