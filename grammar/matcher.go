@@ -10,8 +10,11 @@ import (
 // next (Allowed), the token that came (Accept), and whether the text so far
 // is complete. Its state is a set of pushdown configurations whose stacks
 // are interned in the matcher's arena, so that equal states compare equal
-// and their masks are computed once. It satisfies the engine's Constraint.
-// A Matcher is not safe for concurrent use; make one per generation.
+// and their masks are computed once. After Accept, the node masks the new
+// state needs that are not computed yet are computed in the background,
+// overlapping the model's next step. It satisfies the engine's
+// Constraint. A Matcher is not safe for concurrent use; make one per
+// generation.
 type Matcher struct {
 	x        *Index
 	arena    []frame
@@ -22,6 +25,10 @@ type Matcher struct {
 	key      []byte
 	s        sim
 	a, b     []frame
+	// warming is closed when the node masks of the state Accept reached,
+	// computed in the background (overlapping the model's next forward
+	// pass), are ready; nil when none are being computed.
+	warming chan struct{}
 }
 
 // maxCachedMasks bounds a matcher's cache of whole masks (each the
@@ -48,6 +55,7 @@ func (m *Matcher) Complete() bool { return m.complete }
 // for token t. Words beyond the vocabulary are cleared. The end of text
 // (EOS) is not a token here: it is allowed when Complete.
 func (m *Matcher) Allowed(mask []uint64) {
+	m.settle()
 	if len(mask) < m.Words() {
 		panic(fmt.Sprintf("grammar: a mask of %d words for a vocabulary of %d tokens", len(mask), m.x.v.Size()))
 	}
@@ -118,6 +126,7 @@ func (m *Matcher) viable(c frame, text string) bool {
 // Accept advances past token tok. It fails, changing nothing, when the
 // grammar does not allow tok here.
 func (m *Matcher) Accept(tok int32) error {
+	m.settle()
 	text := m.x.v.Token(tok)
 	if text == "" {
 		return fmt.Errorf("grammar: token %d has no text a grammar can match", tok)
@@ -166,7 +175,40 @@ func (m *Matcher) Accept(tok int32) error {
 		return int(x.parent - y.parent)
 	})
 	m.cur, m.complete = cur, bottom
+	m.warm()
 	return nil
+}
+
+// warm starts computing the node masks the current state needs that no
+// matcher has computed yet, so that the next Allowed finds them ready.
+func (m *Matcher) warm() {
+	var cold []int32
+	m.x.mu.Lock()
+	for _, c := range m.cur {
+		if m.x.nodes[c.node] == nil {
+			cold = append(cold, c.node)
+		}
+	}
+	m.x.mu.Unlock()
+	if len(cold) == 0 {
+		return
+	}
+	done := make(chan struct{})
+	m.warming = done
+	go func() {
+		defer close(done)
+		for _, n := range cold {
+			m.x.node(n)
+		}
+	}()
+}
+
+// settle waits for warm's work.
+func (m *Matcher) settle() {
+	if m.warming != nil {
+		<-m.warming
+		m.warming = nil
+	}
 }
 
 func (m *Matcher) intern(f frame) int32 {
