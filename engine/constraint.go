@@ -21,10 +21,11 @@ import (
 // The end of the output is the constraint's to decide: the request's EOS
 // and stop tokens are allowed exactly when Complete reports true (whatever
 // the mask says of them), and IgnoreEOS has no effect. Once Complete and
-// with no token allowed, only EOS or a stop token may follow. Requests
-// with a constraint do not speculate (drafts would have to be checked
-// against the constraint token by token, and it would have to roll back),
-// cannot be teacher-forced and cannot be handed off.
+// with no token allowed, only EOS or a stop token may follow.
+// Log-probabilities are the model's own, before the mask. Constrained
+// requests do not speculate (drafts would have to be checked against the
+// constraint token by token, and it would have to roll back), cannot be
+// teacher-forced and cannot be handed off.
 type Constraint interface {
 	// Allowed sets mask to the tokens that may come next: bit t%64 of
 	// word t/64 for token t, len(mask) = (vocabulary size + 63) / 64.
