@@ -34,7 +34,7 @@ func (g *Grammar) Nodes() int { return len(g.final) }
 
 // Limits of Compile.
 const (
-	maxNodes    = 1 << 20 // automaton nodes of a whole grammar
+	maxNodes    = 1 << 17 // automaton nodes of a whole grammar (its tables: nodes × byte classes × 4 bytes)
 	inlineLimit = 2048    // a rule larger than this (in NFA states) is called, not copied
 )
 
