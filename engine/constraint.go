@@ -56,12 +56,14 @@ func checkConstraint(r *Request) error {
 
 // sample picks the next token of s from logits: plainly, or, when the
 // request has a constraint, among the tokens it allows, which it then
-// accepts. It returns -1 when the constraint fails; the request is then
-// finished with an error.
-func (e *Engine) sample(s *seq, logits []float32) int32 {
+// accepts. An error (the constraint allows nothing, or refuses the token)
+// must end the request with FinishError; sample itself changes nothing
+// but the request's sampler and constraint, so it may run outside the
+// engine's lock.
+func (e *Engine) sample(s *seq, logits []float32) (int32, error) {
 	c := s.req.Constraint
 	if c == nil {
-		return s.sampler.sample(logits)
+		return s.sampler.sample(logits), nil
 	}
 	words := (len(logits) + 63) / 64
 	if len(s.sampler.mask) != words {
@@ -82,24 +84,16 @@ func (e *Engine) sample(s *seq, logits []float32) int32 {
 		}
 	}
 	if !slices.ContainsFunc(mask, func(w uint64) bool { return w != 0 }) {
-		e.fail(s, fmt.Errorf("engine: the request's constraint allows no token after %d generated", len(s.tokens)-s.prompt))
-		return -1
+		return -1, fmt.Errorf("engine: the request's constraint allows no token after %d generated", len(s.tokens)-s.prompt)
 	}
 	tok := s.sampler.sample(logits)
 	if complete && slices.Contains(ends, tok) {
-		return tok
+		return tok, nil
 	}
 	if err := c.Accept(tok); err != nil {
-		e.fail(s, fmt.Errorf("engine: constraint: %w", err))
-		return -1
+		return -1, fmt.Errorf("engine: constraint: %w", err)
 	}
-	return tok
-}
-
-// fail finishes a running request with an error.
-func (e *Engine) fail(s *seq, err error) {
-	e.remove(s)
-	s.finish(FinishError, err)
+	return tok, nil
 }
 
 // applyMask sets the logits of the tokens mask leaves out to -Inf. Most

@@ -235,8 +235,12 @@ func (e *Engine) emit(s *seq, logits []float32) {
 	var tok int32
 	if s.req.Forced != nil && out < len(s.req.Forced) {
 		tok = s.req.Forced[out]
-	} else if tok = e.sample(s, logits); tok < 0 { // constraint.go: masked by the request's constraint; -1: it failed and finished the request
+	} else if t, err := e.sample(s, logits); err != nil { // constraint.go: masked by the request's constraint
+		e.remove(s)
+		s.finish(FinishError, err)
 		return
+	} else {
+		tok = t
 	}
 	e.commit(s, tok, logits)
 }
