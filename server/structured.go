@@ -342,9 +342,9 @@ func schemaError(param string, err error) *apiError {
 	var se *grammar.SchemaError
 	if errors.As(err, &se) && se.Keyword != "" {
 		if errors.Is(err, grammar.ErrUnsupported) {
-			return unsupported(param, "%s: the JSON Schema keyword %q is not supported (at %s).", param, se.Keyword, se.Path)
+			return unsupported(param, "%s: the JSON Schema keyword %q is not supported (%v).", param, se.Keyword, err)
 		}
-		return invalidf(param, "invalid_value", "%s: keyword %q at %s: %s.", param, se.Keyword, se.Path, se.Msg)
+		return invalidf(param, "invalid_value", "%s: keyword %q: %v.", param, se.Keyword, err)
 	}
 	return invalidf(param, "invalid_value", "%s: %v.", param, err)
 }

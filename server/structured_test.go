@@ -321,3 +321,32 @@ func FuzzDecodeStructured(f *testing.F) {
 		}
 	})
 }
+
+// TestStructuredErrorNamesKeyword: a schema keyword the compiler does not
+// support is a 400 whose message names it (and the tool, for parameters).
+func TestStructuredErrorNamesKeyword(t *testing.T) {
+	h := newHarness(t)
+	for _, tc := range []struct {
+		body any
+		want []string
+	}{
+		{map[string]any{"model": "strata-test", "messages": []map[string]string{{"role": "user", "content": "hi"}},
+			"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x",
+				"schema": map[string]any{"type": "object", "properties": map[string]any{"when": map[string]any{"type": "string", "pattern": `\bx`}}}}}},
+			[]string{"pattern"}},
+		{map[string]any{"model": "strata-test", "messages": []map[string]string{{"role": "user", "content": "hi"}},
+			"tools":       []any{map[string]any{"type": "function", "function": map[string]any{"name": "lookup", "parameters": map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "array", "uniqueItems": true}}}}}},
+			"tool_choice": "required"},
+			[]string{"uniqueItems", "lookup"}},
+	} {
+		status, body := h.post("/v1/chat/completions", tc.body)
+		if status != 400 {
+			t.Fatalf("status %d: %s", status, body)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(body), w) {
+				t.Errorf("error %s does not name %q", body, w)
+			}
+		}
+	}
+}
