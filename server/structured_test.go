@@ -350,3 +350,43 @@ func TestStructuredErrorNamesKeyword(t *testing.T) {
 		}
 	}
 }
+
+// TestStructuredToolGrammar: parallel_tool_calls false allows one call;
+// with tools and tool_choice "auto", a json_object response_format allows
+// the object or tool calls instead.
+func TestStructuredToolGrammar(t *testing.T) {
+	s := &Server{format: DeepSeekV4()}
+	tools := []chat.Tool{{Type: "function", Function: chat.ToolFunction{Name: "f", Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)}}}
+	call := "<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"n\" string=\"false\">3</｜DSML｜parameter>\n</｜DSML｜invoke>"
+	one := "\n\n<｜DSML｜tool_calls>\n" + call + "\n</｜DSML｜tool_calls>"
+	two := "\n\n<｜DSML｜tool_calls>\n" + call + "\n" + call + "\n</｜DSML｜tool_calls>"
+	for _, tc := range []struct {
+		st      structured
+		replies map[string]bool
+	}{
+		{structured{calls: "required", parallel: true}, map[string]bool{one: true, two: true, `{}`: false}},
+		{structured{calls: "required", parallel: false}, map[string]bool{one: true, two: false}},
+		{structured{calls: "function", name: "f", parallel: true}, map[string]bool{one: true, two: false}},
+		{structured{format: "json_object", parallel: true}, map[string]bool{one: true, two: true, `{"a":1}`: true, `[1]`: false}},
+	} {
+		x, aerr := s.replyGrammar(&tc.st, tools, ChatOptions{}, true)
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		g, err := grammar.Compile(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for reply, want := range tc.replies {
+			if ok, _ := g.Recognize([]byte(reply)); ok != want {
+				t.Errorf("%+v: %q accepted %v, want %v", tc.st, reply, ok, want)
+			}
+			if want && strings.Contains(reply, "DSML") {
+				p, err := chat.ParseDeepSeekV4(reply, false)
+				if err != nil || len(p.ToolCalls) == 0 || p.ToolCalls[0].Arguments != `{"n": 3}` {
+					t.Errorf("%q parsed as %+v (%v)", reply, p, err)
+				}
+			}
+		}
+	}
+}
