@@ -2,8 +2,8 @@ package chat
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"math/bits"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
