@@ -9,6 +9,7 @@ require (
 	github.com/ebitengine/purego v0.11.3
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	golang.org/x/image v0.48.0
 	golang.org/x/text v0.44.0
 )

@@ -73,6 +73,9 @@ type Request struct {
 	// event (FinishHandoff) carries the request's whole state, which
 	// another engine resumes (Resume).
 	Handoff bool
+	// Constraint, when set, restricts the generated tokens to those it
+	// allows (structured output); see Constraint for what it implies.
+	Constraint Constraint
 }
 
 // FinishReason says why a request ended.
@@ -232,6 +235,9 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	}
 	if err := r.Sampling.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if err := checkConstraint(&r); err != nil {
+		return nil, err
 	}
 	if r.Logprobs < 0 || r.Logprobs > 20 {
 		return nil, fmt.Errorf("engine: logprobs %d must be in [0, 20]", r.Logprobs)

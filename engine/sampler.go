@@ -78,6 +78,7 @@ type sampler struct {
 	held        []int32
 	buf         []float32 // scratch: processed logits
 	idx         []int32   // scratch: candidate order
+	mask        []uint64  // allowed tokens of a constrained request (constraint.go); nil: all
 }
 
 func newSampler(p Sampling, prompt []int32) *sampler {
@@ -124,6 +125,9 @@ func (s *sampler) penalized(logits []float32) []float32 {
 	p := &s.p
 	x := append(s.buf[:0], logits...)
 	s.buf = x
+	if s.mask != nil {
+		applyMask(x, s.mask) // constraint.go: disallowed tokens get -Inf
+	}
 	if rp := float32(p.RepetitionPenalty); rp > 0 && rp != 1 {
 		for t := range s.seen {
 			if x[t] > 0 {
@@ -213,6 +217,9 @@ func (s *sampler) distribution(logits []float32) dist {
 				break
 			}
 		}
+	}
+	for n > 1 && probs[n-1] == 0 {
+		n-- // never drawn (masked out, or underflowed): not even by rounding
 	}
 	var total float64
 	for _, q := range probs[:n] {

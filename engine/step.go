@@ -305,7 +305,10 @@ func (e *Engine) emit(s *seq, logits []float32, t *tally) (Event, bool) {
 	if s.req.Forced != nil && out < len(s.req.Forced) {
 		tok = s.req.Forced[out]
 	} else {
-		tok = s.sampler.sample(logits)
+		var err error
+		if tok, err = e.sample(s, logits); err != nil { // constraint.go: masked by the request's constraint
+			return Event{Finish: FinishError, Err: err, PromptTokens: s.prompt, OutputTokens: out}, true
+		}
 	}
 	return e.commit(s, tok, logits, t)
 }

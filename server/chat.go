@@ -174,6 +174,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalidf("n", "invalid_value", "n must be at most %d on this server, not %d.", s.opt.MaxChoices, req.N))
 		return
 	}
+	mkConstraint, aerr := s.constraint(&req.Structured, req.Tools, req.Chat, true) // structured.go
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	text, err := s.format.Render(req.Messages, req.Tools, req.Chat)
 	if err != nil {
 		writeError(w, invalidf("messages", "invalid_value", "The conversation cannot be rendered as a %s prompt: %v.", s.format.Name(), err))
@@ -196,6 +201,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	for i := range reqs {
 		reqs[i] = engineRequest(&req.genParams, promptToks, maxTokens, i)
 	}
+	constrain(reqs, mkConstraint)
 	choices, aerr := s.submit(ctx, reqs, req.N)
 	if aerr != nil {
 		writeError(w, aerr)

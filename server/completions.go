@@ -88,6 +88,11 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalidf("n", "invalid_value", "n times the number of prompts must be at most %d on this server, not %d.", s.opt.MaxChoices, k))
 		return
 	}
+	mkConstraint, aerr := s.constraint(&req.Structured, nil, ChatOptions{}, false) // structured.go
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	// Tokenize every prompt and check it against the context first.
 	toks := make([][]int32, len(req.Prompts))
 	echo := make([]string, len(req.Prompts))
@@ -129,6 +134,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			reqs = append(reqs, engineRequest(&req.genParams, toks[i], maxTokens[i], k))
 		}
 	}
+	constrain(reqs, mkConstraint)
 	choices, aerr := s.submit(ctx, reqs, req.N)
 	if aerr != nil {
 		writeError(w, aerr)

@@ -22,16 +22,18 @@
 // seed+i), seed (any integer; 0 is a seed like any other), stop (a string
 // or up to 16 strings), and these extensions: top_k, min_p,
 // repetition_penalty, ignore_eos, and skip_special_tokens (default true:
-// special tokens such as EOS produce no text). Unknown fields are ignored;
-// logit_bias is refused.
+// special tokens such as EOS produce no text), and response_format
+// (below; on /v1/completions an extension, as in vLLM). Unknown fields are
+// ignored; logit_bias is refused.
 //
 // /v1/chat/completions also takes messages (roles system, developer, user,
 // assistant, tool; content a string, null or an array of text parts),
 // max_completion_tokens or max_tokens (default: the rest of the context,
 // capped by Options.DefaultMaxTokens), logprobs and top_logprobs (0 to
-// 20), tools (functions), tool_choice ("auto" or "none"; "none" leaves the
-// tools out of the prompt; "required" and named functions are refused, as
-// nothing would enforce them), response_format {"type": "text"} only, and
+// 20), tools (functions), tool_choice ("auto", "none", which leaves the
+// tools out of the prompt, "required": one or more calls, or {"type":
+// "function", "function": {"name": ...}}: one call of that function),
+// parallel_tool_calls (false: at most one call), response_format, and
 // thinking mode, asked for in any of three ways, which must agree:
 //
 //	"reasoning_effort": "low"|"medium"|"high" (thinking), "xhigh"|"max"
@@ -40,6 +42,17 @@
 //	"chat_template_kwargs": {"thinking": bool} or {"enable_thinking": bool}
 //
 // Other chat_template_kwargs reach Jinja templates as variables.
+//
+// Structured output is enforced while decoding (structured.go, package
+// grammar): response_format {"type": "json_object"} makes the reply a JSON
+// object, {"type": "json_schema", "json_schema": {"name", "schema"}} a
+// document valid under the schema (strict or not; a keyword the compiler
+// does not support is a 400 naming it), and a forced tool_choice a DSML
+// tool-call block (DeepSeek-V4's format; other chat formats refuse it)
+// whose arguments validate against the tool's parameters. JSON is compact.
+// In thinking mode the reasoning up to </think> is free. With tools and
+// tool_choice "auto", a json response_format allows either the document
+// or tool calls.
 //
 // /v1/completions also takes prompt (a string, strings, token ids, or
 // arrays of token ids; n choices per prompt, choice p*n+i answering prompt

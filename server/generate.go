@@ -79,7 +79,7 @@ func (s *Server) budget(n, asked, def int, param string) (int, *apiError) {
 func (s *Server) submit(ctx context.Context, reqs []engine.Request, perPrompt int) ([]*choice, *apiError) {
 	out := make([]*choice, 0, len(reqs))
 	for i, r := range reqs {
-		if s.opt.DecodeURL != "" && r.MaxTokens > 1 {
+		if s.opt.DecodeURL != "" && r.MaxTokens > 1 && r.Constraint == nil { // a constraint's state does not travel
 			r.Handoff = true // a prefill worker: the decode worker generates after the first token
 		}
 		if s.submitHook != nil {

@@ -59,6 +59,9 @@ type genParams struct {
 	// User identifies the end user (user, safety_identifier); it goes to
 	// the access log.
 	User string
+	// Structured is what the output must be (response_format, and for
+	// chat a forced tool_choice); structured.go.
+	Structured structured
 }
 
 // chatRequest is a validated POST /v1/chat/completions request.
@@ -110,6 +113,7 @@ type paramsJSON struct {
 	IncludeStopStr    *bool              `json:"include_stop_str_in_output"`
 	MinTokens         *int               `json:"min_tokens"`
 	User              *string            `json:"user"`
+	ResponseFormat    json.RawMessage    `json:"response_format"`
 }
 
 type streamOptionsJSON struct {
@@ -126,11 +130,10 @@ type chatRequestJSON struct {
 	TopLogprobs         *int                       `json:"top_logprobs"`
 	Tools               []chat.Tool                `json:"tools"`
 	ToolChoice          json.RawMessage            `json:"tool_choice"`
-	ResponseFormat      json.RawMessage            `json:"response_format"`
+	ParallelToolCalls   *bool                      `json:"parallel_tool_calls"`
 	ReasoningEffort     *string                    `json:"reasoning_effort"`
 	Thinking            *thinkingJSON              `json:"thinking"`
 	ChatTemplateKwargs  map[string]json.RawMessage `json:"chat_template_kwargs"`
-	ParallelToolCalls   *bool                      `json:"parallel_tool_calls"`
 	Store               *bool                      `json:"store"`
 	ServiceTier         *string                    `json:"service_tier"`
 	Modalities          []string                   `json:"modalities"`
@@ -340,7 +343,7 @@ func decodeParams(p *paramsJSON, out *genParams, vocab int) *apiError {
 	if p.SkipSpecialTokens != nil {
 		out.SkipSpecial = *p.SkipSpecialTokens
 	}
-	return nil
+	return decodeResponseFormat(p.ResponseFormat, &out.Structured)
 }
 
 // decodeLogitBias reads logit_bias: token ids (as JSON object keys) to
@@ -438,52 +441,8 @@ func decodeChatRequest(data []byte, vocab int) (*chatRequest, *apiError) {
 	if req.Messages, req.Tools, err = decodeConversation(j.Messages, j.Tools); err != nil {
 		return nil, err
 	}
-	if choice := bytes.TrimSpace(j.ToolChoice); len(choice) > 0 && string(choice) != "null" {
-		var s string
-		if json.Unmarshal(choice, &s) != nil {
-			var named struct {
-				Type     string `json:"type"`
-				Function struct {
-					Name string `json:"name"`
-				} `json:"function"`
-			}
-			if json.Unmarshal(choice, &named) != nil || named.Type != "function" || named.Function.Name == "" {
-				return nil, invalidf("tool_choice", "invalid_value", "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}.")
-			}
-			return nil, checkConstraint("tool_choice", constraint{Kind: constrainTool, Tool: named.Function.Name})
-		}
-		switch s {
-		case "auto":
-		case "none":
-			req.Tools = nil
-		case "required":
-			return nil, checkConstraint("tool_choice", constraint{Kind: constrainAnyTool})
-		default:
-			return nil, invalidf("tool_choice", "invalid_value", "tool_choice must be \"auto\", \"none\" or \"required\", not %q.", s)
-		}
-	}
-	if rf := bytes.TrimSpace(j.ResponseFormat); len(rf) > 0 && string(rf) != "null" {
-		var f struct {
-			Type       string `json:"type"`
-			JSONSchema *struct {
-				Schema json.RawMessage `json:"schema"`
-			} `json:"json_schema"`
-		}
-		if json.Unmarshal(rf, &f) != nil {
-			return nil, invalidf("response_format", "invalid_type", "response_format must be an object with a type.")
-		}
-		switch f.Type {
-		case "text":
-		case "json_object":
-			return nil, checkConstraint("response_format", constraint{Kind: constrainJSON})
-		case "json_schema":
-			if f.JSONSchema == nil {
-				return nil, invalidf("response_format.json_schema", "missing_required_parameter", "response_format of type json_schema needs json_schema.")
-			}
-			return nil, checkConstraint("response_format", constraint{Kind: constrainSchema, Schema: f.JSONSchema.Schema})
-		default:
-			return nil, invalidf("response_format.type", "invalid_value", "response_format.type must be text, json_object or json_schema, not %q.", f.Type)
-		}
+	if req.Tools, err = decodeToolChoice(j.ToolChoice, req.Tools, j.ParallelToolCalls, &req.Structured); err != nil {
+		return nil, err
 	}
 	if v := j.ParallelToolCalls; v != nil {
 		req.SingleToolCall = !*v

@@ -83,8 +83,9 @@ type Server struct {
 	// submitHook, when set (by tests), may change each engine request just
 	// before it is submitted.
 	submitHook func(*engine.Request)
-	client     *http.Client // to the decode worker
-	eos        int32        // the engine's EOS
+	client     *http.Client    // to the decode worker
+	structured structuredCache // compiled grammars of structured output (structured.go)
+	eos        int32           // the engine's EOS
 	// aborted ends when Abort is called; every generation's context
 	// follows it, with cause errShuttingDown.
 	aborted context.Context

@@ -238,6 +238,15 @@ func (t *Tokenizer) Token(id int32) (string, bool) {
 	return t.tokens[id], true
 }
 
+// TokenBytes returns the bytes id decodes to (an added token's content
+// verbatim), which need not be valid UTF-8, and whether id exists.
+func (t *Tokenizer) TokenBytes(id int32) (string, bool) {
+	if id < 0 || int(id) >= len(t.valid) || !t.valid[id] {
+		return "", false
+	}
+	return t.decoded[id], true
+}
+
 // VocabSize returns one more than the largest token id, added tokens
 // included. It may be smaller than a model's embedding table, which is often
 // padded.
