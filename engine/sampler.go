@@ -155,7 +155,12 @@ func (s *sampler) penalized(logits []float32) []float32 {
 
 // distribution is what sample draws from: the penalized logits, then for
 // temperature 0 the argmax alone, else divided by the temperature, cut by
-// top-k, softmax, cut by top-p and min-p, renormalized.
+// top-k, softmax, cut by top-p and min-p, renormalized. It selects the
+// candidates it needs without sorting the vocabulary: the top k by a heap
+// of k, the top-p nucleus by popping a heap of all until the mass is
+// reached, the min-p survivors by one filtering pass; with no cut at all the
+// candidates stay in token order. Ties rank the lower token id first, so
+// the result is a function of the logits alone.
 func (s *sampler) distribution(logits []float32) dist {
 	p := &s.p
 	x := s.penalized(logits)
@@ -166,40 +171,58 @@ func (s *sampler) distribution(logits []float32) dist {
 	for i := range x {
 		x[i] *= inv
 	}
-	// Candidates by decreasing logit; ties by token id, so the order is a
-	// function of the logits alone.
-	idx := s.idx[:0]
-	for i := range x {
-		idx = append(idx, int32(i))
-	}
-	k := len(idx)
-	if p.TopK > 0 && p.TopK < k {
-		k = p.TopK
-	}
-	slices.SortFunc(idx, func(a, b int32) int {
-		if x[a] != x[b] {
-			if x[a] > x[b] {
-				return -1
-			}
-			return 1
+	V := len(x)
+	topP := p.TopP > 0 && p.TopP < 1
+	var idx []int32
+	var probs []float64
+	switch {
+	case p.TopK > 0 && p.TopK < V:
+		idx = topIndices(x, p.TopK)
+		probs = softmaxOf(x, idx)
+	default:
+		// Softmax over the whole vocabulary, in token order.
+		mx := float64(x[argmax(x)])
+		var sum float64
+		for _, v := range x {
+			sum += math.Exp(float64(v) - mx)
 		}
-		return int(a - b)
-	})
-	s.idx = idx
-	idx = slices.Clone(idx[:k])
-	// Softmax over the candidates in float64.
-	mx := float64(x[idx[0]])
-	probs := make([]float64, k)
-	var sum float64
-	for i, t := range idx {
-		probs[i] = math.Exp(float64(x[t]) - mx)
-		sum += probs[i]
+		prob := func(t int32) float64 { return math.Exp(float64(x[t])-mx) / sum }
+		switch {
+		case topP:
+			// Pop candidates best first until their mass reaches top-p.
+			h := rankHeap{x: x, idx: s.idx[:0]}
+			for i := range V {
+				h.idx = append(h.idx, int32(i))
+			}
+			h.init()
+			var c float64
+			for len(h.idx) > 0 && (len(idx) == 0 || c < p.TopP) {
+				t := h.pop()
+				q := prob(t)
+				idx, probs = append(idx, t), append(probs, q)
+				c += q
+			}
+			s.idx = h.idx[:0]
+		case p.MinP > 0:
+			floor := p.MinP * prob(argmax(x))
+			for i := range V {
+				if prob(int32(i)) >= floor {
+					idx = append(idx, int32(i))
+				}
+			}
+			sortRanked(x, idx)
+			for _, t := range idx {
+				probs = append(probs, prob(t))
+			}
+		default:
+			idx, probs = make([]int32, V), make([]float64, V)
+			for i := range V {
+				idx[i], probs[i] = int32(i), prob(int32(i))
+			}
+		}
 	}
-	for i := range probs {
-		probs[i] /= sum
-	}
-	n := k
-	if p.TopP > 0 && p.TopP < 1 {
+	n := len(idx)
+	if topP && p.TopK > 0 && p.TopK < V {
 		var c float64
 		for i, q := range probs {
 			c += q
@@ -209,7 +232,8 @@ func (s *sampler) distribution(logits []float32) dist {
 			}
 		}
 	}
-	if p.MinP > 0 {
+	if p.MinP > 0 && (topP || p.TopK > 0 && p.TopK < V) {
+		// (Without top-k or top-p the filter above has applied it.)
 		floor := p.MinP * probs[0]
 		for i := 1; i < n; i++ {
 			if probs[i] < floor {
@@ -218,7 +242,7 @@ func (s *sampler) distribution(logits []float32) dist {
 			}
 		}
 	}
-	for n > 1 && probs[n-1] == 0 {
+	for n > 1 && probs[n-1] == 0 && (topP || p.MinP > 0 || p.TopK > 0 && p.TopK < V) {
 		n-- // never drawn (masked out, or underflowed): not even by rounding
 	}
 	var total float64
@@ -229,6 +253,122 @@ func (s *sampler) distribution(logits []float32) dist {
 		probs[i] /= total
 	}
 	return dist{idx: idx[:n], p: probs[:n]}
+}
+
+// topIndices returns the k best-ranked indices of x, best first.
+func topIndices(x []float32, k int) []int32 {
+	h := rankHeap{x: x, idx: make([]int32, 0, k), worstFirst: true}
+	for i := range len(x) {
+		t := int32(i)
+		if len(h.idx) < k {
+			h.push(t)
+		} else if h.before(t, h.idx[0]) {
+			h.idx[0] = t
+			h.down(0)
+		}
+	}
+	sortRanked(x, h.idx)
+	return h.idx
+}
+
+// softmaxOf is the softmax of x over the candidates idx (best first), in float64.
+func softmaxOf(x []float32, idx []int32) []float64 {
+	mx := float64(x[idx[0]])
+	probs := make([]float64, len(idx))
+	var sum float64
+	for i, t := range idx {
+		probs[i] = math.Exp(float64(x[t]) - mx)
+		sum += probs[i]
+	}
+	for i := range probs {
+		probs[i] /= sum
+	}
+	return probs
+}
+
+// sortRanked sorts idx by decreasing x, ties by index.
+func sortRanked(x []float32, idx []int32) {
+	slices.SortFunc(idx, func(a, b int32) int {
+		if x[a] != x[b] {
+			if x[a] > x[b] {
+				return -1
+			}
+			return 1
+		}
+		return int(a - b)
+	})
+}
+
+// rankHeap is a binary heap of indices into x ordered by rank (larger
+// value first, ties to the lower index): best at the root, or with
+// worstFirst the worst at the root (for keeping the k best).
+type rankHeap struct {
+	x          []float32
+	idx        []int32
+	worstFirst bool
+}
+
+// before reports whether a ranks before b.
+func (h *rankHeap) before(a, b int32) bool {
+	if h.x[a] != h.x[b] {
+		return h.x[a] > h.x[b]
+	}
+	return a < b
+}
+
+// above reports whether a belongs nearer the root than b.
+func (h *rankHeap) above(a, b int32) bool {
+	if h.worstFirst {
+		return h.before(b, a)
+	}
+	return h.before(a, b)
+}
+
+func (h *rankHeap) init() {
+	for i := len(h.idx)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *rankHeap) push(t int32) {
+	h.idx = append(h.idx, t)
+	for i := len(h.idx) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.above(h.idx[i], h.idx[p]) {
+			break
+		}
+		h.idx[i], h.idx[p] = h.idx[p], h.idx[i]
+		i = p
+	}
+}
+
+func (h *rankHeap) pop() int32 {
+	t := h.idx[0]
+	last := len(h.idx) - 1
+	h.idx[0] = h.idx[last]
+	h.idx = h.idx[:last]
+	if last > 0 {
+		h.down(0)
+	}
+	return t
+}
+
+func (h *rankHeap) down(i int) {
+	n := len(h.idx)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if r := c + 1; r < n && h.above(h.idx[r], h.idx[c]) {
+			c = r
+		}
+		if !h.above(h.idx[c], h.idx[i]) {
+			return
+		}
+		h.idx[i], h.idx[c] = h.idx[c], h.idx[i]
+		i = c
+	}
 }
 
 // draw picks a token from d with one random number (none when d has one token).

@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -165,5 +168,148 @@ func TestVerifyPreservesDistribution(t *testing.T) {
 	}
 	if tok, ok := g.verify(target, 1, dist{}); tok != 3 || ok {
 		t.Errorf("greedy verify of another token: %d %v", tok, ok)
+	}
+}
+
+// sortedDistribution is the distribution by a full sort of the vocabulary
+// (how the sampler once made it): the reference the partial selection
+// must agree with.
+func sortedDistribution(x []float32, p Sampling) map[int32]float64 {
+	inv := float32(1 / p.Temperature)
+	y := make([]float32, len(x))
+	idx := make([]int32, len(x))
+	for i := range x {
+		y[i], idx[i] = x[i]*inv, int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		if y[a] != y[b] {
+			if y[a] > y[b] {
+				return -1
+			}
+			return 1
+		}
+		return int(a - b)
+	})
+	k := len(idx)
+	if p.TopK > 0 && p.TopK < k {
+		k = p.TopK
+	}
+	idx = idx[:k]
+	mx := float64(y[idx[0]])
+	probs := make([]float64, k)
+	var sum float64
+	for i, t := range idx {
+		probs[i] = math.Exp(float64(y[t]) - mx)
+		sum += probs[i]
+	}
+	n := k
+	for i := range probs {
+		probs[i] /= sum
+	}
+	if p.TopP > 0 && p.TopP < 1 {
+		var c float64
+		for i, q := range probs {
+			if c += q; c >= p.TopP {
+				n = i + 1
+				break
+			}
+		}
+	}
+	if p.MinP > 0 {
+		for i := 1; i < n; i++ {
+			if probs[i] < p.MinP*probs[0] {
+				n = i
+				break
+			}
+		}
+	}
+	var total float64
+	for _, q := range probs[:n] {
+		total += q
+	}
+	out := map[int32]float64{}
+	for i, t := range idx[:n] {
+		out[t] = probs[i] / total
+	}
+	return out
+}
+
+// TestDistributionMatchesSort: selecting candidates by heaps and filters
+// gives the distribution a full sort gives (same tokens, probabilities
+// equal up to the order of summation), for every combination of cuts,
+// with ties in the logits.
+func TestDistributionMatchesSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for trial := range 200 {
+		V := 1 + r.IntN(3000)
+		x := make([]float32, V)
+		for i := range x {
+			x[i] = float32(math.Round(r.NormFloat64()*8) / 4) // many ties
+		}
+		p := Sampling{Temperature: 0.3 + r.Float64()*1.5}
+		switch trial % 8 {
+		case 1:
+			p.TopK = 1 + r.IntN(V)
+		case 2:
+			p.TopP = r.Float64()
+		case 3:
+			p.MinP = r.Float64() * 0.5
+		case 4:
+			p.TopK, p.TopP = 1+r.IntN(V), r.Float64()
+		case 5:
+			p.TopP, p.MinP = r.Float64(), r.Float64()*0.5
+		case 6:
+			p.TopK, p.TopP, p.MinP = 1+r.IntN(V), r.Float64(), r.Float64()*0.5
+		case 7:
+			p.TopK, p.MinP = 1+r.IntN(V), r.Float64()*0.5
+		}
+		want := sortedDistribution(x, p)
+		d := newSampler(p, nil).distribution(x)
+		got := map[int32]float64{}
+		var total float64
+		for i, tok := range d.idx {
+			if d.p[i] > 0 || want[tok] > 0 {
+				got[tok] = d.p[i]
+			}
+			total += d.p[i]
+		}
+		for tok, q := range want {
+			if q == 0 {
+				delete(want, tok)
+			}
+		}
+		if len(got) != len(want) || math.Abs(total-1) > 1e-9 {
+			t.Fatalf("trial %d (%+v, V=%d): %d candidates (mass %g), want %d", trial, p, V, len(got), total, len(want))
+		}
+		for tok, q := range want {
+			if g, ok := got[tok]; !ok || math.Abs(g-q) > 1e-12+1e-9*q {
+				t.Fatalf("trial %d (%+v): token %d probability %g, want %g", trial, p, tok, g, q)
+			}
+		}
+	}
+}
+
+// BenchmarkDistribution: one sampling distribution over DeepSeek-V4's
+// vocabulary (129280), by partial selection and, for comparison, by the
+// full sort it replaced.
+func BenchmarkDistribution(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 5))
+	x := make([]float32, 129280)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * 3)
+	}
+	for _, p := range []Sampling{{Temperature: 0.8, TopP: 0.95}, {Temperature: 0.8, TopK: 40}, {Temperature: 0.8, MinP: 0.05}, {Temperature: 0.8}} {
+		name := fmt.Sprintf("topk=%d,topp=%g,minp=%g", p.TopK, p.TopP, p.MinP)
+		b.Run(name+"/select", func(b *testing.B) {
+			s := newSampler(p, nil)
+			for range b.N {
+				s.distribution(x)
+			}
+		})
+		b.Run(name+"/sort", func(b *testing.B) {
+			for range b.N {
+				sortedDistribution(x, p)
+			}
+		})
 	}
 }
