@@ -25,6 +25,12 @@ type Config struct {
 	MaxBatchTokens int
 	// MaxSeqs is the most sequences in one step.
 	MaxSeqs int
+	// StepTarget, when set, schedules for latency: decodes first, and the
+	// prompt tokens of a step sized by the measured step cost to take about
+	// this long, shared between the prompts being prefilled (so a long
+	// prompt neither stalls running streams nor keeps a short one waiting).
+	// Zero schedules first come, first served under MaxBatchTokens.
+	StepTarget time.Duration
 	// PageBytes and Pages size the cache pool.
 	PageBytes, Pages int
 	// MaxContext bounds prompt plus generated tokens (0: no bound beyond the pool).

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/golden"
@@ -18,6 +19,9 @@ type BatchedOptions struct {
 	// full length plus another at its prompt: two decoding requests share
 	// batches, and run out of pages as they grow.
 	Pages int
+	// StepTarget schedules for latency (Config.StepTarget) instead of
+	// first come, first served.
+	StepTarget time.Duration
 }
 
 // RequestResult is one request's agreement with the reference.
@@ -127,7 +131,7 @@ func CheckBatched(ctx context.Context, m model.Model, c *golden.Case, opt Batche
 	for _, s := range m.CacheSpecs() {
 		pageBytes = max(pageBytes, s.SlotBytes)
 	}
-	cfg := Config{MaxBatchTokens: opt.Budget, MaxSeqs: 16, PageBytes: pageBytes, EOS: -1, Pages: opt.Pages}
+	cfg := Config{MaxBatchTokens: opt.Budget, MaxSeqs: 16, PageBytes: pageBytes, EOS: -1, Pages: opt.Pages, StepTarget: opt.StepTarget}
 	if cfg.Pages <= 0 {
 		pagesFor := func(n int) int { return cache.TotalPages(m.CacheSpecs(), n, pageBytes) }
 		largest := 0

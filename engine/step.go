@@ -366,53 +366,6 @@ func (e *Engine) remove(s *seq) {
 	e.waiting = slices.DeleteFunc(e.waiting, func(x *seq) bool { return x == s })
 }
 
-// schedule picks this step's work. Running sequences go first, in arrival
-// order (decodes and continuing prefills alike); waiting ones are admitted
-// in arrival order while the token budget, the sequence limit and the pool
-// allow, and never past one that does not fit, so none starves. When a
-// running sequence cannot get the pages for its tokens, the latest-arriving
-// running sequence is preempted (its pages freed, to be recomputed later)
-// until it can.
-func (e *Engine) schedule() []planned {
-	budget := e.cfg.MaxBatchTokens
-	var plan []planned
-	for i := 0; i < len(e.running) && budget > 0 && len(plan) < e.cfg.MaxSeqs; i++ {
-		s := e.running[i]
-		n := s.chunk(s.computed(), min(len(s.tokens)-s.computed(), budget))
-		k := 0
-		if s.computed() == len(s.tokens)-1 { // a decode: maybe speculate
-			k = e.draftLen(s, budget-n, e.cfg.MaxBatchTokens-budget, len(plan))
-		}
-		for s.cs.Reserve(s.cs.Len()+n+k) != nil {
-			if e.prefix != nil && e.prefix.evict(nil) {
-				continue
-			}
-			victim := e.running[len(e.running)-1]
-			e.preempt(victim)
-			if victim == s {
-				break
-			}
-		}
-		if s.cs == nil {
-			break // s itself was preempted: everything after it is too
-		}
-		plan = append(plan, planned{s, n, k})
-		budget -= n + k
-	}
-	for len(e.waiting) > 0 && budget > 0 && len(plan) < e.cfg.MaxSeqs {
-		s := e.waiting[0]
-		n, ok := e.admit(s, budget)
-		if !ok {
-			break
-		}
-		e.waiting = e.waiting[1:]
-		e.running = append(e.running, s)
-		plan = append(plan, planned{s: s, n: n})
-		budget -= n
-	}
-	return plan
-}
-
 // admit takes the fixed pages of s, restores the longest prefix snapshot of
 // its tokens if there is one, and takes the growing pages of the tokens it
 // will compute this step (at most budget), all or none. It admits only when

@@ -65,6 +65,12 @@ func runBenchServe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&lc.MaxTokens, "max-tokens", 64, "largest max_tokens of a request")
 	fs.Uint64Var(&lc.Seed, "seed", 1, "seed of the request mix")
 	fs.IntVar(&lc.Verify, "verify", 32, "requests to replay for the determinism check (negative: none)")
+	var fair fairScenario
+	fs.IntVar(&fair.long, "long-prompt", 0, "instead of the load: the long-prompt scenario with a prompt of this many tokens arriving while -streams streams decode, and -shorts short requests after -short-delay; run first come first served and with -step-target, side by side")
+	fs.IntVar(&fair.streams, "streams", 4, "with -long-prompt: steady streams")
+	fs.IntVar(&fair.streamTokens, "stream-tokens", 100000, "with -long-prompt: tokens each steady stream may generate (they are stopped when the long prompt's first token comes)")
+	fs.IntVar(&fair.shorts, "shorts", 4, "with -long-prompt: short requests")
+	fs.DurationVar(&fair.shortDelay, "short-delay", time.Second, "with -long-prompt: when the short requests follow the long prompt")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: strata bench serve [flags]\n\n"+
 			"Starts strata serve in-process on a loopback port (or targets -url) and sends\n"+
@@ -81,6 +87,13 @@ func runBenchServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if fair.long > 0 {
+		if *url != "" || *synthetic {
+			return fmt.Errorf("-long-prompt runs the in-process server on -model")
+		}
+		cfg.maxSeqs = max(cfg.maxSeqs, fair.streams+fair.shorts+1)
+		return benchLongPrompt(ctx, cfg, fair, stdout)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 

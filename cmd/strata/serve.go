@@ -31,6 +31,7 @@ type serveConfig struct {
 	maxSeqs          int
 	maxQueue         int
 	batchTokens      int
+	stepTarget       time.Duration
 	cachePages       int
 	cacheMemory      int64 // used when cachePages is 0
 	maxBody          int64
@@ -111,6 +112,7 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	}
 	eng, err := engine.New(m, engine.Config{
 		MaxBatchTokens: cfg.batchTokens,
+		StepTarget:     cfg.stepTarget,
 		MaxSeqs:        cfg.maxSeqs,
 		Pages:          pages,
 		MaxContext:     info.MaxContext,
@@ -151,7 +153,7 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	log.Info("model loaded", "model", cfg.dir, "name", name, "architecture", info.Arch, "layers", info.Layers, "hidden", info.Hidden,
 		"vocab", m.VocabSize(), "chat_format", format.Name(), "cache_pages", pages, "page_bytes", pageBytes,
 		"cache_bytes", int64(pages)*int64(pageBytes), "max_context", srv.MaxContext(),
-		"max_concurrency", cfg.maxSeqs, "max_queue", cfg.maxQueue, "batch_tokens", cfg.batchTokens,
+		"max_concurrency", cfg.maxSeqs, "max_queue", cfg.maxQueue, "batch_tokens", cfg.batchTokens, "step_target", cfg.stepTarget,
 		"role", cfg.role, "speculation", cfg.speculation, "prefix_cache", !cfg.noPrefixCache)
 	ok = true
 	return &served{model: m, eng: eng, srv: srv, tok: tok, name: name}, nil
@@ -191,6 +193,7 @@ func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.IntVar(&cfg.maxSeqs, "max-concurrency", 64, "most requests the engine runs at once (sequences in one step)")
 	fs.IntVar(&cfg.maxQueue, "max-queue", 256, "most requests waiting for the engine; beyond it requests get 503")
 	fs.IntVar(&cfg.batchTokens, "batch-tokens", 512, "token budget of one engine step (decode tokens plus prefill chunks)")
+	fs.DurationVar(&cfg.stepTarget, "step-target", 100*time.Millisecond, "schedule for latency: decodes first, each step's prompt tokens sized by the measured step cost to take about this long and shared between prompts (0: first come, first served, -batch-tokens per step)")
 	fs.IntVar(&cfg.cachePages, "cache-pages", 0, "cache pool pages (0: as many as -cache-memory holds)")
 	fs.Func("cache-memory", "cache pool size when -cache-pages is 0, e.g. 512MiB, 2GiB (default 1GiB)", func(s string) error {
 		n, err := parseBytes(s)
