@@ -125,3 +125,9 @@ type Prefaulter interface {
 type DecodeReader interface {
 	DecodeReadBytes(n int) (weights, cache int64)
 }
+
+// PrefillCounter is a model that can say how much arithmetic prefilling n
+// tokens takes: the numerator of the prefill speed floor.
+type PrefillCounter interface {
+	PrefillFLOPs(n int) float64
+}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -22,11 +24,21 @@ import (
 // benchPrompts are n prompts of length tokens cut from the model's golden
 // input ids (held-out text for the shipped model), repeated as needed.
 func benchPrompts(dir string, n, length int) ([][]int32, error) {
-	c, err := golden.Load(dir)
-	if err != nil {
-		return nil, fmt.Errorf("bench prompts come from the model's golden data: %w", err)
+	var src []int32
+	if c, err := golden.Load(dir); err == nil {
+		src = c.InputIDs
+	} else {
+		// No golden data (a synthetic checkpoint, say): ids spread over the
+		// vocabulary, the same every run.
+		vocab, err := vocabSize(dir)
+		if err != nil {
+			return nil, err
+		}
+		src = make([]int32, 4096)
+		for i := range src {
+			src[i] = int32(1 + (i*7919+104729)%(vocab-1))
+		}
 	}
-	src := c.InputIDs
 	var out [][]int32
 	for i := range n {
 		p := make([]int32, length)
@@ -41,7 +53,7 @@ func benchPrompts(dir string, n, length int) ([][]int32, error) {
 // runBenchDecode measures decode speed with and without speculative decoding.
 func runBenchDecode(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench decode", flag.ContinueOnError)
-	dir := fs.String("model", defaultModel, "model folder (with golden data, whose input ids are the prompts)")
+	dir := fs.String("model", defaultModel, "model folder (prompts from its golden data if it has some, else spread over its vocabulary)")
 	batches := fs.String("batch", "1,16", "concurrent requests")
 	n := fs.Int("n", 128, "tokens generated per request")
 	promptLen := fs.Int("prompt", 64, "prompt tokens per request")
@@ -282,4 +294,29 @@ func prefixAlign(m model.Model) int {
 		return a.PrefixAlign()
 	}
 	return 0
+}
+
+// vocabSize reads a checkpoint's vocabulary size from its config.json
+// (top level, or the text_config of multimodal checkpoints).
+func vocabSize(dir string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return 0, err
+	}
+	var c struct {
+		Vocab      int `json:"vocab_size"`
+		TextConfig *struct {
+			Vocab int `json:"vocab_size"`
+		} `json:"text_config"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return 0, fmt.Errorf("%s/config.json: %w", dir, err)
+	}
+	if c.Vocab <= 1 && c.TextConfig != nil {
+		c.Vocab = c.TextConfig.Vocab
+	}
+	if c.Vocab <= 1 {
+		return 0, fmt.Errorf("%s/config.json: no vocab_size", dir)
+	}
+	return c.Vocab, nil
 }

@@ -23,9 +23,10 @@ import (
 // benchmarks are the subcommands of strata bench.
 func benchmarks() map[string]command {
 	return map[string]command{
-		"serve":  {"a bounded load of concurrent streaming clients against strata serve", runBenchServe},
-		"decode": {"decode speed at batch 1 and 16: plain, MTP and n-gram speculation, acceptance rates", runBenchDecode},
-		"prefix": {"time to first token on a long shared system prompt, with and without the prefix cache", runBenchPrefix},
+		"serve":   {"a bounded load of concurrent streaming clients against strata serve", runBenchServe},
+		"decode":  {"decode speed at batch 1 and 16: plain, MTP and n-gram speculation, acceptance rates", runBenchDecode},
+		"prefix":  {"time to first token on a long shared system prompt, with and without the prefix cache", runBenchPrefix},
+		"prefill": {"prefill tokens/s (and GFLOP/s) of one prompt on any checkpoint", runBenchPrefill},
 	}
 }
 

@@ -28,6 +28,7 @@ func commands() map[string]command {
 		"perplexity":   {"perplexity of a text file under a model, to judge quantization", runPerplexity},
 		"serve":        {"serve a model over an OpenAI-compatible HTTP API (chat, completions, models, health, metrics)", runServe},
 		"bench":        {"benchmarks: 'bench serve' runs a bounded load of streaming clients against strata serve", runBench},
+		"synth":        {"write a random-weight checkpoint of a config in the released format", runSynth},
 	}
 }
 

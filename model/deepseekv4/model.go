@@ -227,3 +227,47 @@ func (m *Model) DecodeReadBytes(n int) (weights, kv int64) {
 
 // Prefault faults in the checkpoint's pages (see safetensors.Checkpoint.Prefault).
 func (m *Model) Prefault(ctx context.Context) error { return m.ck.Prefault(ctx) }
+
+// PrefillFLOPs is the arithmetic of prefilling n tokens in one pass:
+// two per weight of every matrix a token goes through (the active experts
+// only, the output head for the last position), and the attention
+// products over the keys each position sees. It is the numerator of the
+// prefill speed floor.
+func (m *Model) PrefillFLOPs(n int) float64 {
+	c := m.Cfg
+	var perTok float64
+	mat := func(ws ...*compute.Matrix) {
+		for _, w := range ws {
+			perTok += 2 * float64(w.Rows) * float64(w.Cols)
+		}
+	}
+	mat(m.W.Head.HCFn)
+	var attn float64
+	for l, L := range m.W.Layers {
+		a := &L.Attn
+		mat(L.HCAttn.Fn, L.HCFFN.Fn, a.WqA, a.WqB, a.Wkv, a.WoB, L.FFN.Gate, L.FFN.Shared.W1, L.FFN.Shared.W2, L.FFN.Shared.W3)
+		mat(a.WoA...)
+		if a.Comp != nil {
+			mat(a.Comp.Wkv, a.Comp.Wgate)
+		}
+		if a.Indexer != nil {
+			mat(a.Indexer.Comp.Wkv, a.Indexer.Comp.Wgate, a.Indexer.WqB, a.Indexer.WeightsProj)
+		}
+		e := L.FFN.Experts[0]
+		perTok += float64(c.ExpertsPerTok) * 2 * (float64(e.W1.Rows*e.W1.Cols) + float64(e.W2.Rows*e.W2.Cols) + float64(e.W3.Rows*e.W3.Cols))
+		// Keys per position, summed over positions 0..n-1: the window and
+		// the compressed entries (the indexer's top-k at most on CSA).
+		for p := range n {
+			keys := min(p+1, c.Window)
+			switch spec := c.Layers[l]; spec.Attn {
+			case HCA:
+				keys += (p + 1) / spec.Rate
+			case CSA:
+				keys += min((p+1)/spec.Rate, c.IndexTopK)
+				attn += 2 * float64((p+1)/spec.Rate) * float64(c.IndexHeads*c.IndexHeadDim)
+			}
+			attn += 4 * float64(keys) * float64(c.Heads*c.HeadDim)
+		}
+	}
+	return perTok*float64(n) + attn + 2*float64(m.W.Output.Rows)*float64(m.W.Output.Cols)
+}
