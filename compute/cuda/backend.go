@@ -49,6 +49,21 @@ type Backend struct {
 	moeTabs map[*compute.Matrix]*moeTables
 	optin   int // dynamic shared memory a block may use
 	closed  bool
+
+	// profile, when set, times every launch with events (no graphs).
+	profile *Profile
+	events  []Event
+}
+
+// Profile is the GPU time of each kernel over the flushes it was on for.
+type Profile struct {
+	Kernels map[string]*KernelTime
+}
+
+// KernelTime is one kernel's launches and their total GPU time.
+type KernelTime struct {
+	Launches int
+	Ms       float64
 }
 
 // Stats counts what a Backend has queued.
@@ -176,6 +191,9 @@ func (b *Backend) flushOn(t *Thread) error {
 	defer func() { b.rec.launches = b.rec.launches[:0] }()
 	s := t.Stream()
 	b.stats.Flushes++
+	if b.profile != nil {
+		return b.flushProfiled(t, s)
+	}
 	if b.graphs {
 		key := b.rec.key()
 		exec, seen := b.gc.lookup(key)
@@ -202,6 +220,59 @@ func (b *Backend) flushOn(t *Thread) error {
 		}
 	}
 	b.stats.Launches += int64(len(b.rec.launches))
+	return nil
+}
+
+// StartProfile makes later flushes time every kernel (direct launches, one
+// event pair each); StopProfile returns what they measured.
+func (b *Backend) StartProfile() { b.profile = &Profile{Kernels: map[string]*KernelTime{}} }
+
+// StopProfile ends the profile (after the queued work) and returns it.
+func (b *Backend) StopProfile() (*Profile, error) {
+	err := b.Sync()
+	p := b.profile
+	b.profile = nil
+	return p, err
+}
+
+func (b *Backend) flushProfiled(t *Thread, s Stream) error {
+	n := len(b.rec.launches)
+	for len(b.events) < n+1 {
+		e, err := t.NewEvent(true)
+		if err != nil {
+			return err
+		}
+		b.events = append(b.events, e)
+	}
+	if err := t.Record(b.events[0], s); err != nil {
+		return err
+	}
+	for i := range b.rec.launches {
+		if err := t.replay(&b.rec.launches[i], s); err != nil {
+			return err
+		}
+		if err := t.Record(b.events[i+1], s); err != nil {
+			return err
+		}
+	}
+	b.stats.Launches += int64(n)
+	if err := t.Sync(s); err != nil {
+		return err
+	}
+	for i := range b.rec.launches {
+		ms, err := t.Elapsed(b.events[i], b.events[i+1])
+		if err != nil {
+			return err
+		}
+		name := b.k.names[b.rec.launches[i].f]
+		kt := b.profile.Kernels[name]
+		if kt == nil {
+			kt = &KernelTime{}
+			b.profile.Kernels[name] = kt
+		}
+		kt.Launches++
+		kt.Ms += ms
+	}
 	return nil
 }
 
@@ -254,6 +325,9 @@ func (b *Backend) Close() error {
 		}
 		for _, mt := range b.moeTabs {
 			errs = append(errs, t.Free(mt.tab))
+		}
+		for _, e := range b.events {
+			errs = append(errs, t.DestroyEvent(e))
 		}
 		return errors.Join(errs...)
 	})

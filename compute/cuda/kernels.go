@@ -37,8 +37,10 @@ type Kernels struct {
 
 	rmsnorm, rope, softmax, topk, gather, empty Func
 
-	// fns are the model-level kernels (model.cu, moe.cu) by name.
-	fns map[string]Func
+	// fns are the model-level kernels (model.cu, moe.cu) by name; names
+	// every loaded kernel's name (profiles).
+	fns   map[string]Func
+	names map[Func]string
 }
 
 // modelKernels names the kernels the Backend launches by name.
@@ -79,10 +81,12 @@ func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernel
 		}
 		k.mods = append(k.mods, m)
 	}
+	k.names = map[Func]string{}
 	fn := func(dst *Func, name string) {
 		for _, m := range k.mods {
 			if f, err := t.function(m, name); err == nil {
 				*dst = f
+				k.names[f] = name
 				return
 			}
 		}
