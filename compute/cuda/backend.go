@@ -107,9 +107,11 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true,
 		gc: graphCache{limit: 16}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{}}
 	b.rt = newRecorder(&b.rec)
-	b.optin = dev.Props().SharedPerBlockOptin
-	if b.optin < 48<<10 {
-		b.optin = 48 << 10
+	// The opt-in covers static and dynamic shared memory together: leave
+	// the kernels' static buffers (a few hundred bytes) their room.
+	b.optin = dev.Props().SharedPerBlockOptin - 1024
+	if b.optin < 47<<10 {
+		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
 		for _, name := range []string{"attention", "indexer_scores", "compress_emit", "round_trip", "moe_sort"} {
