@@ -51,7 +51,7 @@ var modelKernels = []string{
 	"compress_bias", "compress_emit", "compress_ring",
 	"indexer_scores", "indexer_fix", "attention",
 	"store_ring", "load_ring", "round_trip",
-	"moe_route", "moe_sort", "swiglu_act", "moe_combine",
+	"moe_route", "moe_sort", "swiglu_act", "moe_combine", "split_bf16",
 	"moe_gemv_f32", "moe_gemv_bf16", "moe_gemv_f16", "moe_gemv_fp8", "moe_gemv_fp4",
 	"moe_gemv_f32_s", "moe_gemv_bf16_s", "moe_gemv_f16_s", "moe_gemv_fp8_s", "moe_gemv_fp4_s",
 }

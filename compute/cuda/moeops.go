@@ -56,9 +56,10 @@ func (b *Backend) tables(a *compute.MoEArgs) *moeTables {
 
 var moeGemvKernels = [5]string{"moe_gemv_f32", "moe_gemv_bf16", "moe_gemv_f16", "moe_gemv_fp8", "moe_gemv_fp4"}
 
-// moeGemv records the pairs' products with matrix j (0: W1 with W3 beside
-// it, 2: W2 alone) of the experts: y[q] = W_e·x[q / xDiv].
-func (b *Backend) moeGemv(mt *moeTables, m *Matrix, y1, y3, x Ptr, xDiv int, order, idx Ptr, P int, tab1, tab3 Ptr) {
+// moeGemv records the pairs' products with the experts' matrices of m's
+// shape (W1 with W3 beside it when y3 is set, else W2): y[q] = W_e·x[q /
+// xDiv], one block row per tile of moe_sort's list.
+func (b *Backend) moeGemv(m *Matrix, y1, y3, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr) {
 	name := moeGemvKernels[m.DType]
 	if !m.vec() {
 		name += "_s"
@@ -67,9 +68,9 @@ func (b *Backend) moeGemv(mt *moeTables, m *Matrix, y1, y3, x Ptr, xDiv int, ord
 	if y3 != 0 {
 		z = 2
 	}
-	const rowsPerBlock, tile = 16, 8 // 8 warps of MOE_ROWS_PER_WARP; MOE_TILE
-	b.launch(name, Dim3{X: blocks(m.Rows, rowsPerBlock), Y: blocks(P, tile), Z: z}, Dim3{X: 256}, 0,
-		b.args().Ptr(y1).Ptr(y3).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Int(P).Ptr(tab1).Ptr(tab3).
+	const rowsPerBlock = 16 // 8 warps of MOE_ROWS_PER_WARP
+	b.launch(name, Dim3{X: blocks(m.Rows, rowsPerBlock), Y: tiles, Z: z}, Dim3{X: 256}, 0,
+		b.args().Ptr(y1).Ptr(y3).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
 			Int(m.Rows).Int(m.Cols).Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()))
 }
 
@@ -109,8 +110,13 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	b.launch("moe_route", Dim3{X: T}, Dim3{X: 32}, 0,
 		b.args().Ptr(b.ptr(idx)).Ptr(b.ptr(wt)).Ptr(b.ptr(scores)).Ptr(b.ptr(a.Bias)).Ptr(b.ptr(a.Tid2Eid)).
 			Ptr(b.ptr(tokens)).Int(E).Int(K).Int(int(a.Scoring)).F32(a.RoutedScale))
+	// Tiles of at most 8 (MOE_TILE) pairs of one expert: at most P/8 + E
+	// of them, and at most P.
 	order := b.Scratch(compute.I32, 1, P)
-	b.launch("moe_sort", Dim3{X: 1}, Dim3{X: 1024}, 8*E, b.args().Ptr(b.ptr(order)).Ptr(b.ptr(idx)).Int(P).Int(E))
+	tiles := min(P, P/8+E)
+	chunks := b.Scratch(compute.I32, tiles, 2)
+	b.launch("moe_sort", Dim3{X: 1}, Dim3{X: 1024}, 8*E,
+		b.args().Ptr(b.ptr(order)).Ptr(b.ptr(chunks)).Ptr(b.ptr(idx)).Int(P).Int(E).Int(tiles))
 
 	I := mt.w1.Rows
 	if mt.w1.Cols != D || mt.w2.Rows != D || mt.w2.Cols != I || mt.w3.Rows != I {
@@ -119,10 +125,10 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	g, u := b.Scratch(compute.F32, P, I), b.Scratch(compute.F32, P, I)
 	tab := mt.tab
 	tab1, tab2, tab3 := tab, tab.Add(int64(16*E)), tab.Add(int64(32*E))
-	b.moeGemv(mt, mt.w1, b.ptr(g), b.ptr(u), b.ptr(x), K, b.ptr(order), b.ptr(idx), P, tab1, tab3)
+	b.moeGemv(mt.w1, b.ptr(g), b.ptr(u), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3)
 	b.swiglu(b.ptr(g), b.ptr(u), P*I, a.Limit)
 	ye := b.Scratch(compute.F32, P, D)
-	b.moeGemv(mt, mt.w2, b.ptr(ye), 0, b.ptr(g), 1, b.ptr(order), b.ptr(idx), P, tab2, 0)
+	b.moeGemv(mt.w2, b.ptr(ye), 0, b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0)
 
 	var shared Ptr
 	if s := a.Shared; s.W1 != nil {

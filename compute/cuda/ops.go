@@ -43,7 +43,30 @@ func (b *Backend) matMul(y, x compute.Tensor, w *compute.Matrix, mode Mode) {
 		panic(fmt.Sprintf("cuda: MatMul of x %d×%d by W %d×%d into y %d×%d", x.Rows, x.Cols, w.Rows, w.Cols, y.Rows, y.Cols))
 	}
 	m := b.mustMat(w)
-	b.fail(b.k.MatMul(b.rt, 0, b.ptr(y), b.ptr(x), x.Rows, m, mode))
+	T := x.Rows
+	if mode != Fast || T <= FastGEMVMaxT || !bf16Exact(m.DType) || !b.k.tensorCores {
+		b.fail(b.k.MatMul(b.rt, 0, b.ptr(y), b.ptr(x), T, m, Strict))
+		return
+	}
+	// Fast: x = hi + lo, both bf16-exact, each through the tensor cores,
+	// the two products added in float32.
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	hi, lo := b.Scratch(compute.F32, T, x.Cols), b.Scratch(compute.F32, T, x.Cols)
+	part := b.Scratch(compute.F32, T, w.Rows)
+	n := T * x.Cols
+	b.launch("split_bf16", Dim3{X: blocks(n, opThreads)}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(hi)).Ptr(b.ptr(lo)).Ptr(b.ptr(x)).Int(n))
+	b.fail(b.k.MatMul(b.rt, 0, b.ptr(part), b.ptr(hi), T, m, Fast))
+	b.fail(b.k.MatMul(b.rt, 0, b.ptr(y), b.ptr(lo), T, m, Fast))
+	b.AddRepeated(y, part, 1)
+}
+
+// bf16Exact reports whether every weight of a format is a bfloat16 value
+// (the fast products take the tensor cores only for those: F32 and F16
+// weights would be rounded).
+func bf16Exact(dt compute.DType) bool {
+	return dt == compute.BF16 || dt == compute.FP8 || dt == compute.FP4
 }
 
 // copyCols records dst[r][:cols] = src[r][:cols] for rows rows of the given

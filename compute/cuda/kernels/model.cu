@@ -490,3 +490,16 @@ extern "C" __global__ void __launch_bounds__(MT) round_trip(float* dst, const fl
   encode_row(sl, src + r * cols, fmt, cols, rope, buf);
   for (int i = threadIdx.x; i < cols; i += blockDim.x) dst[r * cols + i] = slot_value(sl, fmt, cols, rope, i);
 }
+
+// split_bf16 writes x = hi + lo with hi = bf16(x) (round to nearest even)
+// and lo = x - hi (exact), both as float32: the fast products multiply each
+// on the tensor cores, whose bf16 rounding then leaves only lo's, ~2^-17 of
+// x. For n values.
+extern "C" __global__ void __launch_bounds__(MT) split_bf16(float* hi, float* lo, const float* x, int n) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float v = x[i];
+  const float h = __uint_as_float(bf16_rn(v) << 16);
+  hi[i] = h;
+  lo[i] = __fsub_rn(v, h);
+}

@@ -89,7 +89,8 @@ extern "C" __global__ void __launch_bounds__(32)
 // moe_sort writes into order the P pair ids grouped by expert (by a
 // counting sort; the order within an expert is unspecified and does not
 // change any result). One block; dynamic shared memory: 2·E ints.
-extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, const int* idx, int P, int E) {
+extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, int* chunks, const int* idx, int P, int E,
+                                                              int maxChunks) {
   DYN_SHARED(int, cnt);
   int* cur = cnt + E;
   for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
@@ -104,6 +105,18 @@ extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, const in
     }
   }
   __syncthreads();
+  // The tiles of the products: runs of at most MOE_TILE pairs of one
+  // expert, as (first sorted position, count); count 0 ends the list.
+  if (threadIdx.x == 0) {
+    int n = 0;
+    for (int e = 0; e < E; ++e)
+      for (int off = 0; off < cnt[e] && n < maxChunks; off += MOE_TILE, ++n) {
+        chunks[2 * n] = cur[e] + off;
+        chunks[2 * n + 1] = min(MOE_TILE, cnt[e] - off);
+      }
+    for (; n < maxChunks; ++n) chunks[2 * n] = 0, chunks[2 * n + 1] = 0;
+  }
+  __syncthreads();
   for (int q = threadIdx.x; q < P; q += blockDim.x) {
     const int at = (int)atomicAdd((unsigned int*)&cur[idx[q]], 1u);
     order[at] = q;
@@ -113,17 +126,19 @@ extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, const in
 // moe_gemv computes y[q] = W_e·x[q / xDiv] for the sorted pairs q of
 // expert e = idx[q] (tables of the experts' data and scale pointers);
 // blockIdx.z = 1 takes the second table and output (the up projection
-// beside the gate). Grid (ceil(rows/16), ceil(P/MOE_TILE), 1 or 2).
+// beside the gate). Block y takes tile y of moe_sort's list (at most
+// MOE_TILE pairs of one expert). Grid (ceil(rows/16), tiles, 1 or 2).
 template <int FMT, bool VEC>
 __device__ __forceinline__ void moe_gemv_body(float* y1, float* y3, const float* x, int xDiv, const int* order,
-                                              const int* idx, int P, const u64* tab1, const u64* tab3, int rows,
+                                              const int* idx, const int* chunks, const u64* tab1, const u64* tab3, int rows,
                                               int cols, int blockRows, int blockCols, int scaleCols) {
   typedef gemv_fmt<FMT> F;
   __shared__ int sq[MOE_TILE], se[MOE_TILE];
   float* y = blockIdx.z ? y3 : y1;
   const u64* tab = blockIdx.z ? tab3 : tab1;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int q0 = blockIdx.y * MOE_TILE, qn = min(MOE_TILE, P - q0);
+  const int q0 = chunks[2 * blockIdx.y], qn = chunks[2 * blockIdx.y + 1];
+  if (qn == 0) return;
   if (threadIdx.x < qn) {
     sq[threadIdx.x] = order[q0 + threadIdx.x];
     se[threadIdx.x] = idx[sq[threadIdx.x]];
@@ -135,7 +150,7 @@ __device__ __forceinline__ void moe_gemv_body(float* y1, float* y3, const float*
   for (int i = 0; i < qn;) {
     const int e = se[i];
     int j = i + 1;
-    while (j < qn && se[j] == e) ++j;
+    while (j < qn && se[j] == e) ++j;  // one run: the tiles hold one expert
     const int len = j - i;
     const u8* w = (const u8*)tab[2 * e];
     const u8* sc = (const u8*)tab[2 * e + 1];
@@ -192,17 +207,19 @@ __device__ __forceinline__ void moe_gemv_body(float* y1, float* y3, const float*
 
 #define MOE_GEMV_ENTRY(F, FMT)                                                                                   \
   extern "C" __global__ void __launch_bounds__(256)                                                             \
-      moe_gemv_##F(float* y1, float* y3, const float* x, int xDiv, const int* order, const int* idx, int P,      \
-                   const u64* tab1, const u64* tab3, int rows, int cols, int blockRows, int blockCols,           \
+      moe_gemv_##F(float* y1, float* y3, const float* x, int xDiv, const int* order, const int* idx,            \
+                   const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols, int blockRows,      \
+                   int blockCols,                                                                                \
                    int scaleCols) {                                                                              \
-    moe_gemv_body<FMT, true>(y1, y3, x, xDiv, order, idx, P, tab1, tab3, rows, cols, blockRows, blockCols,     \
+    moe_gemv_body<FMT, true>(y1, y3, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows, blockCols,     \
                              scaleCols);                                                                         \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(256)                                                             \
-      moe_gemv_##F##_s(float* y1, float* y3, const float* x, int xDiv, const int* order, const int* idx, int P,  \
-                       const u64* tab1, const u64* tab3, int rows, int cols, int blockRows, int blockCols,       \
+      moe_gemv_##F##_s(float* y1, float* y3, const float* x, int xDiv, const int* order, const int* idx,        \
+                       const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols, int blockRows,  \
+                       int blockCols,                                                                            \
                        int scaleCols) {                                                                          \
-    moe_gemv_body<FMT, false>(y1, y3, x, xDiv, order, idx, P, tab1, tab3, rows, cols, blockRows, blockCols,    \
+    moe_gemv_body<FMT, false>(y1, y3, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows, blockCols,    \
                               scaleCols);                                                                        \
   }
 MOE_GEMV_ENTRY(f32, FMT_F32)
