@@ -178,14 +178,14 @@ func BenchmarkFlash(b *testing.B) {
 	for _, n := range contexts {
 		for _, B := range batches {
 			st := be.Stats()
-			sec, _ := decode(B, n, 10, false)
+			sec, _ := decode(B, n, 6, false)
 			used := be.Stats().GraphLaunches > st.GraphLaunches
 			floor := (weightsFor(B) + float64(B)*kvFor(n)) / hbmBytesPerSec
 			fmt.Printf("FLASH | %d | %d | %.3f | %.0f | %.3f | %.2fx | %v |\n", B, n, 1e3*sec, float64(B)/sec, 1e3*floor, sec/floor, used)
 		}
 	}
 	be.SetGraphs(false)
-	sec, _ := decode(1, contexts[0], 10, false)
+	sec, _ := decode(1, contexts[0], 6, false)
 	be.SetGraphs(true)
 	fmt.Printf("FLASH | 1 | %d | %.3f | %.0f | - | - | off |\n", contexts[0], 1e3*sec, 1/sec)
 
