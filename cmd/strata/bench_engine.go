@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/golden"
 	"github.com/strata-inference/strata/internal/membw"
@@ -58,6 +57,7 @@ func runBenchDecode(ctx context.Context, args []string, stdout io.Writer) error 
 	n := fs.Int("n", 128, "tokens generated per request")
 	promptLen := fs.Int("prompt", 64, "prompt tokens per request")
 	threads := fs.Int("threads", 0, "compute goroutines (0: one per CPU)")
+	device := deviceFlag(fs)
 	maxDraft := fs.Int("max-draft", 4, "most drafted tokens per step")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -66,7 +66,12 @@ func runBenchDecode(ctx context.Context, args []string, stdout io.Writer) error 
 	if err != nil {
 		return err
 	}
-	m, err := loadModel(*dir, cpu.New(*threads), model.Options{})
+	be, beClose, err := openBackend(*device, *threads)
+	if err != nil {
+		return err
+	}
+	defer beClose.Close()
+	m, err := loadModel(*dir, be, model.Options{})
 	if err != nil {
 		return err
 	}
@@ -199,10 +204,16 @@ func runBenchPrefix(ctx context.Context, args []string, stdout io.Writer) error 
 	user := fs.Int("user", 24, "tokens of distinct user message per request")
 	requests := fs.Int("requests", 8, "requests, one after another")
 	threads := fs.Int("threads", 0, "compute goroutines (0: one per CPU)")
+	device := deviceFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	m, err := loadModel(*dir, cpu.New(*threads), model.Options{})
+	be, beClose, err := openBackend(*device, *threads)
+	if err != nil {
+		return err
+	}
+	defer beClose.Close()
+	m, err := loadModel(*dir, be, model.Options{})
 	if err != nil {
 		return err
 	}

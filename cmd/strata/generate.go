@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/strata-inference/strata/cache"
-	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/model"
 	"github.com/strata-inference/strata/tokenizer"
@@ -38,6 +37,7 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.Float64Var(&sp.RepetitionPenalty, "repetition-penalty", 0, "penalize tokens already seen (1 or 0: off)")
 	fs.Uint64Var(&sp.Seed, "seed", 1, "sampling seed")
 	threads := fs.Int("threads", 0, "compute goroutines (0: one per CPU)")
+	device := deviceFlag(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: strata generate [flags]\n\nGenerates from a prompt (greedily unless -temperature is set) and prints the\ntokens as they come, then the prefill and decode speed.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -53,7 +53,12 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("-n %d: want at least one token", *n)
 	}
 	start := time.Now()
-	m, err := loadModel(*dir, cpu.New(*threads), model.Options{})
+	be, beClose, err := openBackend(*device, *threads)
+	if err != nil {
+		return err
+	}
+	defer beClose.Close()
+	m, err := loadModel(*dir, be, model.Options{})
 	if err != nil {
 		return err
 	}

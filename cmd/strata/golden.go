@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/strata-inference/strata/compute/cpu"
+	"github.com/strata-inference/strata/compute"
 	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/golden"
 	"github.com/strata-inference/strata/model"
@@ -16,6 +16,7 @@ import (
 func runCheckGolden(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("check-golden", flag.ContinueOnError)
 	threads := fs.Int("threads", 0, "compute goroutines (0: one per CPU)")
+	device := deviceFlag(fs)
 	batched := fs.Bool("batched", false, "run the decode and chunked paths and the greedy continuation as concurrent requests through the scheduler, with a pool small enough to force preemption")
 	budget := fs.Int("budget", 37, "with -batched: per-step token budget")
 	fs.Usage = func() {
@@ -46,12 +47,16 @@ flags:
 		fs.Usage()
 		return fmt.Errorf("no case folder given")
 	}
-	be := cpu.New(*threads)
+	be, beClose, err := openBackend(*device, *threads)
+	if err != nil {
+		return err
+	}
+	defer beClose.Close()
 	failed := false
 	for _, dir := range fs.Args() {
 		check := checkOne
 		if *batched {
-			check = func(ctx context.Context, dir string, be *cpu.Backend, w io.Writer) (bool, error) {
+			check = func(ctx context.Context, dir string, be compute.Backend, w io.Writer) (bool, error) {
 				return checkBatched(ctx, dir, be, *budget, w)
 			}
 		}
@@ -69,7 +74,7 @@ flags:
 	return nil
 }
 
-func checkOne(ctx context.Context, dir string, be *cpu.Backend, w io.Writer) (bool, error) {
+func checkOne(ctx context.Context, dir string, be compute.Backend, w io.Writer) (bool, error) {
 	c, err := golden.Load(dir)
 	if err != nil {
 		return false, err
@@ -110,7 +115,7 @@ func verdict(ok bool) string {
 	return "FAIL"
 }
 
-func checkBatched(ctx context.Context, dir string, be *cpu.Backend, budget int, w io.Writer) (bool, error) {
+func checkBatched(ctx context.Context, dir string, be compute.Backend, budget int, w io.Writer) (bool, error) {
 	c, err := golden.Load(dir)
 	if err != nil {
 		return false, err

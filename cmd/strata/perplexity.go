@@ -22,6 +22,7 @@ func runPerplexity(ctx context.Context, args []string, stdout io.Writer) error {
 	batch := fs.Int("batch", 4, "windows per forward pass")
 	maxWindows := fs.Int("max-windows", 0, "score at most this many windows (0: all)")
 	threads := fs.Int("threads", 0, "compute goroutines (0: one per CPU)")
+	device := deviceFlag(fs)
 	cacheDType := fs.String("cache-dtype", "f32", "how the cache stores KV entries and indexer keys: f32, bf16 or fp8")
 	compare := fs.Bool("compare", false, "also run the f32-cache model on the same windows and report the mean KL divergence and top-1 agreement of this one against it")
 	fs.Usage = func() {
@@ -60,7 +61,12 @@ flags:
 	if err != nil {
 		return err
 	}
-	m, err := loadModel(*dir, cpu.New(*threads), model.Options{CacheDType: dt})
+	be, beClose, err := openBackend(*device, *threads)
+	if err != nil {
+		return err
+	}
+	defer beClose.Close()
+	m, err := loadModel(*dir, be, model.Options{CacheDType: dt})
 	if err != nil {
 		return err
 	}

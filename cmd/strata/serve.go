@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/strata-inference/strata/cache"
-	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/model"
 	"github.com/strata-inference/strata/server"
@@ -39,6 +38,7 @@ type serveConfig struct {
 	defaultMaxTokens int
 	maxChoices       int
 	threads          int
+	device           string
 	chatFormat       string // "deepseek-v4" or "jinja"
 	role             string // "both", "prefill" or "decode"
 	decodeURL        string // prefill role: the decode worker
@@ -62,7 +62,11 @@ func (s *served) Close() error { return s.model.Close() }
 // loadServed loads the model and tokenizer in cfg.dir and builds the
 // engine and the server.
 func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
-	m, err := loadModel(cfg.dir, cpu.New(cfg.threads), model.Options{})
+	be, _, err := openBackend(cfg.device, cfg.threads) // lives as long as the process
+	if err != nil {
+		return nil, err
+	}
+	m, err := loadModel(cfg.dir, be, model.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +213,7 @@ func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.IntVar(&cfg.defaultMaxTokens, "default-max-tokens", 4096, "tokens a chat choice may generate when the request sets no max_tokens (0: the rest of the context)")
 	fs.IntVar(&cfg.maxChoices, "max-choices", 16, "most choices (n, times prompts for /v1/completions) in one request")
 	fs.IntVar(&cfg.threads, "threads", 0, "compute goroutines (0: one per CPU)")
+	addDeviceFlag(fs, &cfg.device)
 	fs.StringVar(&cfg.role, "role", "both", "both: serve requests whole; prefill: run prompts and first tokens here and hand requests to -decode-url; decode: also accept requests handed off by prefill workers (POST /internal/handoff)")
 	fs.StringVar(&cfg.decodeURL, "decode-url", "", "with -role prefill: the decode worker's base URL, e.g. http://127.0.0.1:8001")
 	fs.StringVar(&cfg.speculation, "speculation", "off", "speculative decoding: off, mtp (the checkpoint's MTP layer) or ngram (prompt lookup)")

@@ -36,6 +36,24 @@ type Kernels struct {
 	unavailable error
 
 	rmsnorm, rope, softmax, topk, gather, empty Func
+
+	// fns are the model-level kernels (model.cu, moe.cu) by name; names
+	// every loaded kernel's name (profiles).
+	fns   map[string]Func
+	names map[Func]string
+}
+
+// modelKernels names the kernels the Backend launches by name.
+var modelKernels = []string{
+	"embed_f32", "embed_bf16", "embed_f16", "embed_fp8", "embed_fp4",
+	"add_repeated", "copy_cols", "scale_f32", "rope_heads",
+	"hc_pre_finish", "hc_post", "hc_head_finish",
+	"compress_bias", "compress_emit", "compress_ring",
+	"indexer_scores", "indexer_fix", "attention",
+	"store_ring", "load_ring", "round_trip",
+	"moe_route", "moe_sort", "swiglu_act", "moe_combine", "split_bf16",
+	"moe_gemv_f32", "moe_gemv_bf16", "moe_gemv_f16", "moe_gemv_fp8", "moe_gemv_fp4",
+	"moe_gemv_f32_s", "moe_gemv_bf16_s", "moe_gemv_f16_s", "moe_gemv_fp8_s", "moe_gemv_fp4_s",
 }
 
 var dtypeNames = [5]string{"f32", "bf16", "f16", "fp8", "fp4"}
@@ -63,10 +81,12 @@ func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernel
 		}
 		k.mods = append(k.mods, m)
 	}
+	k.names = map[Func]string{}
 	fn := func(dst *Func, name string) {
 		for _, m := range k.mods {
 			if f, err := t.function(m, name); err == nil {
 				*dst = f
+				k.names[f] = name
 				return
 			}
 		}
@@ -90,6 +110,12 @@ func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernel
 	fn(&k.topk, "topk")
 	fn(&k.gather, "gather")
 	fn(&k.empty, "empty")
+	k.fns = make(map[string]Func, len(modelKernels))
+	for _, name := range modelKernels {
+		var f Func
+		fn(&f, name)
+		k.fns[name] = f
+	}
 	if len(missing) > 0 {
 		k.unavailable = errors.Join(missing...)
 		if !keepGoing {

@@ -42,17 +42,23 @@ type Thread struct {
 	stream Stream // the thread's default stream, non-blocking
 	params uintptr
 	args   Args
+	rec    *recording // set on a recording Thread (no driver): Launch records
 }
 
-// maxArgs bounds the parameters of one kernel launch.
-const maxArgs = 32
+// maxArgs bounds the 8-byte parameter slots of one kernel launch (a
+// struct parameter takes several).
+const maxArgs = 48
 
 // Args are the parameters of one launch, written into C memory (pinned
-// host memory of the thread) so that no Go pointer reaches the driver.
+// host memory of the thread) so that no Go pointer reaches the driver. A
+// recording Thread's Args live in Go memory and are copied at replay.
 type Args struct {
-	vals []uint64  // one 8-byte slot per parameter
-	ptrs []uintptr // kernelParams: the slots' addresses
-	n    int
+	vals []uint64  // 8-byte slots
+	ptrs []uintptr // kernelParams: each parameter's address
+	offs [maxArgs]uint8
+	base uintptr // the C address of vals[0]; 0 while recording
+	n    int     // parameters
+	used int     // slots
 }
 
 // init allocates the thread's default stream and launch parameter block.
@@ -67,9 +73,7 @@ func (t *Thread) init() error {
 	b := cBytes(t.params, size)
 	t.args.vals = unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), maxArgs)
 	t.args.ptrs = unsafe.Slice((*uintptr)(unsafe.Pointer(&b[maxArgs*8])), maxArgs)
-	for i := range maxArgs {
-		t.args.ptrs[i] = t.params + uintptr(8*i)
-	}
+	t.args.base = t.params
 	return nil
 }
 
@@ -372,17 +376,29 @@ func (t *Thread) DestroyGraphExec(ge GraphExec) error {
 
 // Args returns the thread's parameter block, emptied, for the next Launch.
 func (t *Thread) Args() *Args {
-	t.args.n = 0
+	t.args.n, t.args.used = 0, 0
 	return &t.args
 }
 
-func (a *Args) slot() *uint64 {
-	if a.n == maxArgs {
-		panic("cuda: more than 32 kernel parameters")
+// slots returns k consecutive slots for the next parameter.
+func (a *Args) slots(k int) []uint64 {
+	if a.used+k > maxArgs {
+		panic(fmt.Sprintf("cuda: more than %d kernel parameter slots", maxArgs))
+	}
+	a.offs[a.n] = uint8(a.used)
+	if a.base != 0 {
+		a.ptrs[a.n] = a.base + uintptr(8*a.used)
 	}
 	a.n++
-	return &a.vals[a.n-1]
+	a.used += k
+	return a.vals[a.used-k : a.used]
 }
+
+func (a *Args) slot() *uint64 { return &a.slots(1)[0] }
+
+// Struct appends a parameter of a struct type whose bytes are words
+// (little-endian, 8-byte aligned, as the kernel's struct lays them out).
+func (a *Args) Struct(words ...uint64) *Args { copy(a.slots(len(words)), words); return a }
 
 // Ptr appends a device pointer parameter.
 func (a *Args) Ptr(p Ptr) *Args { *a.slot() = uint64(p); return a }
@@ -400,11 +416,21 @@ func (a *Args) Int(v int) *Args {
 func (a *Args) F32(v float32) *Args { *a.slot() = uint64(math.Float32bits(v)); return a }
 
 // Launch queues kernel f on s with the parameters in a (from t.Args()).
+// On a recording Thread it appends the launch to the recording instead.
 func (t *Thread) Launch(f Func, grid, block Dim3, shared int, s Stream, a *Args) error {
 	if err := t.ok(); err != nil {
 		return err
 	}
 	g, b := grid.norm(), block.norm()
+	if t.rec != nil {
+		r := launchRec{f: f, grid: g, block: b, shared: shared}
+		if a != nil {
+			r.vals = append([]uint64(nil), a.vals[:a.used]...)
+			r.offs = append([]uint8(nil), a.offs[:a.n]...)
+		}
+		t.rec.launches = append(t.rec.launches, r)
+		return nil
+	}
 	var params uintptr
 	if a != nil && a.n > 0 {
 		params = t.params + maxArgs*8
@@ -415,6 +441,17 @@ func (t *Thread) Launch(f Func, grid, block Dim3, shared int, s Stream, a *Args)
 		return t.drv.check(r, fmt.Sprintf("cuLaunchKernel(grid %v, block %v, shared %d)", g, b, shared))
 	}
 	return nil
+}
+
+// replay launches a recorded launch on s.
+func (t *Thread) replay(r *launchRec, s Stream) error {
+	a := t.Args()
+	copy(a.vals, r.vals)
+	for i, o := range r.offs {
+		a.ptrs[i] = a.base + uintptr(8*int(o))
+	}
+	a.n, a.used = len(r.offs), len(r.vals)
+	return t.Launch(r.f, r.grid, r.block, r.shared, s, a)
 }
 
 func (d Dim3) norm() Dim3 {

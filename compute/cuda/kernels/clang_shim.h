@@ -49,4 +49,12 @@ __device__ long long min(long long, long long);
 __device__ double sqrt(double);
 __device__ double exp(double);
 __device__ void sincos(double, double*, double*);
+__device__ float rintf(float);
+__device__ float fabsf(float);
+__device__ float fminf(float, float);
+__device__ float fmaxf(float, float);
+__device__ double log1p(double);
+__device__ int max(int, int);
+__device__ void __syncwarp(unsigned int mask = 0xFFFFFFFFu);
+__device__ int __shfl_xor_sync(unsigned int, int, int);
 #endif

@@ -54,10 +54,14 @@ __device__ __forceinline__ float e2m1(u32 n) {
 __device__ __forceinline__ float bf16_to_f32(u32 h) { return __uint_as_float((h & 0xFFFFu) << 16); }
 
 __device__ __forceinline__ float f16_to_f32(u32 h) {
+#ifdef STRATA_EMU
+  return emu_f16_to_f32((unsigned short)h);
+#else
   float f;
   unsigned short s = (unsigned short)h;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(s));
   return f;
+#endif
 }
 
 // bf16_rn returns the bfloat16 bits nearest to f (ties to even); NaNs stay

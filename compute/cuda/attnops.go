@@ -1,0 +1,186 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/strata-inference/strata/compute"
+	"github.com/strata-inference/strata/quant"
+)
+
+// The Attention ops of Backend. The kernels find each token's span in the
+// span table on the device and size their loops by what they read there,
+// so that grids depend on shapes only (what a graph replay needs); where
+// a grid needs a bound, the page tables' capacity gives it.
+
+// paged packs p as the kernels' Paged struct (slots.cuh): pool, pages,
+// pageBytes, then stride, perPage, slotBytes, fmt, width, rope as int32s.
+func (b *Backend) paged(p compute.Paged) []uint64 {
+	if !p.Pool.Valid() {
+		return make([]uint64, 6)
+	}
+	two := func(lo, hi int) uint64 { return uint64(uint32(int32(lo))) | uint64(uint32(int32(hi)))<<32 }
+	return []uint64{
+		uint64(b.ptr(p.Pool)), uint64(b.ptr(p.Pages)), uint64(p.Pool.Cols),
+		two(p.Pages.Cols, p.PerPage), two(p.SlotBytes, int(p.Format)), two(p.Width, p.Rope),
+	}
+}
+
+// capacity is the most slots a span of p can address.
+func capacity(p compute.Paged) int { return p.Pages.Cols * p.PerPage }
+
+// spanArgs appends the span table and its row count.
+func (b *Backend) spanArgs(a *Args, sp compute.Spans) *Args {
+	return a.Ptr(b.ptr(sp.Tab)).Int(sp.Tab.Rows)
+}
+
+// Compress implements compute.Attention.
+func (b *Backend) Compress(a *compute.CompressArgs, sp compute.Spans) {
+	width, rate := a.Width, a.Rate
+	cw, ringSlots := width, rate
+	overlap := 0
+	if a.Overlap {
+		cw, ringSlots, overlap = 2*width, 2*rate, 1
+	}
+	T := a.A.Rows
+	checkShape("Compress A", a.A, T, cw)
+	checkShape("Compress Z", a.Z, T, cw)
+	if T == 0 {
+		return
+	}
+	if 4*width > b.optin {
+		panic(fmt.Sprintf("cuda: Compress of width %d", width))
+	}
+	pos := b.ptr(sp.Pos)
+	b.launch("compress_bias", Dim3{X: T, Y: blocks(cw, opThreads)}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(a.Z)).Ptr(b.ptr(a.Ape)).Ptr(pos).Int(cw).Int(rate))
+	ar := b.args().Ptr(b.ptr(a.A)).Ptr(b.ptr(a.Z))
+	b.spanArgs(ar, sp).Ptr(pos).Struct(b.paged(a.Ring)...).Struct(b.paged(a.Entries)...).
+		Ptr(b.ptr(a.Norm)).Ptr(b.ptr(a.InvFreq)).Int(a.InvFreq.Len()).Int(width).Int(rate).Int(overlap).F32(a.Eps)
+	b.launch("compress_emit", Dim3{X: T}, Dim3{X: opThreads}, 4*width, ar)
+	ar = b.args().Ptr(b.ptr(a.A)).Ptr(b.ptr(a.Z))
+	b.spanArgs(ar, sp).Ptr(pos).Struct(b.paged(a.Ring)...).Int(cw).Int(ringSlots)
+	b.launch("compress_ring", Dim3{X: T}, Dim3{X: opThreads}, 0, ar)
+}
+
+// indexerWarps and indexerPerBlock are IDX_WARPS and IDX_PER_BLOCK.
+const (
+	indexerWarps    = 8
+	indexerPerBlock = 64
+)
+
+// IndexerSelect implements compute.Attention: scores for every entry a span
+// can hold (-Inf past the token's closed ones), the TopK kernel over them,
+// then the tokens with at most TopK entries take all of theirs.
+func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
+	nI, dI, K := a.Heads, a.Dim, a.TopK
+	T := a.Q.Rows
+	checkShape("IndexerSelect Q", a.Q, T, nI*dI)
+	checkShape("IndexerSelect W", a.W, T, nI)
+	checkShape("IndexerSelect Sel", a.Sel, T, K)
+	if T == 0 {
+		return
+	}
+	wscale := float32(1 / math.Sqrt(float64(nI)))
+	b.launch("scale_f32", Dim3{X: blocks(T*nI, opThreads)}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(a.W)).Int(T*nI).F32(wscale))
+	pos := b.ptr(sp.Pos)
+	if maxE := capacity(a.Keys); maxE > K {
+		if K > MaxTopK {
+			panic(fmt.Sprintf("cuda: IndexerSelect of top %d (at most %d)", K, MaxTopK))
+		}
+		shared := 4 * (nI*(dI+1) + nI + indexerWarps*(dI+nI))
+		if shared > b.optin {
+			panic(fmt.Sprintf("cuda: IndexerSelect of %d heads of %d needs %d bytes of shared memory", nI, dI, shared))
+		}
+		mark := b.ScratchMark()
+		defer b.ResetScratch(mark)
+		scores := b.Scratch(compute.F32, T, maxE)
+		ar := b.args().Ptr(b.ptr(scores)).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.W))
+		b.spanArgs(ar, sp).Ptr(pos).Struct(b.paged(a.Keys)...).Int(nI).Int(dI).Int(a.Rate).Int(maxE).Int(K).
+			F32(float32(1 / math.Sqrt(float64(dI))))
+		b.launch("indexer_scores", Dim3{X: T, Y: blocks(maxE, indexerPerBlock)}, Dim3{X: opThreads}, shared, ar)
+		b.fail(b.k.TopK(b.rt, 0, b.ptr(a.Sel), b.ptr(scores), T, maxE, K))
+	}
+	b.launch("indexer_fix", Dim3{X: T}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(a.Sel)).Ptr(b.ptr(a.N)).Ptr(pos).Int(a.Rate).Int(K))
+}
+
+// SparseAttention implements compute.Attention: one block per token and
+// head.
+func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
+	H, d := a.Heads, a.Dim
+	T := a.Q.Rows
+	checkShape("SparseAttention Q", a.Q, T, H*d)
+	checkShape("SparseAttention KV", a.KV, T, d)
+	checkShape("SparseAttention Out", a.Out, T, H*d)
+	if T == 0 {
+		return
+	}
+	hasComp, selK := 0, 0
+	maxKeys := a.WindowSize
+	if a.Compressed.Pool.Valid() {
+		hasComp = 1
+		if a.Sel.Valid() {
+			selK = a.Sel.Cols
+			maxKeys += selK
+		} else {
+			maxKeys += capacity(a.Compressed)
+		}
+	}
+	shared := 16*maxKeys + 4*d
+	if shared > b.optin {
+		panic(fmt.Sprintf("cuda: SparseAttention over %d keys of %d needs %d bytes of shared memory", maxKeys, d, shared))
+	}
+	ar := b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.KV))
+	b.spanArgs(ar, sp).Ptr(b.ptr(sp.Pos)).Struct(b.paged(a.Window)...).Int(a.WindowSize).
+		Struct(b.paged(a.Compressed)...).Int(hasComp).Int(max(a.Rate, 1)).Ptr(b.ptr(a.Sel)).Ptr(b.ptr(a.N)).Int(selK).
+		Ptr(b.ptr(a.Sink)).Int(H).Int(d).F32(a.Scale).Int(maxKeys)
+	b.launch("attention", Dim3{X: T, Y: H}, Dim3{X: opThreads}, shared, ar)
+}
+
+// StoreRing implements compute.Attention.
+func (b *Backend) StoreRing(ring compute.Paged, size int, src compute.Tensor, sp compute.Spans) {
+	if src.Rows == 0 {
+		return
+	}
+	ar := b.args().Struct(b.paged(ring)...).Int(size).Ptr(b.ptr(src)).Int(src.Cols)
+	b.launch("store_ring", Dim3{X: src.Rows}, Dim3{X: opThreads}, 0, b.spanArgs(ar, sp))
+}
+
+// LoadRing implements compute.Attention.
+func (b *Backend) LoadRing(dst compute.Tensor, ring compute.Paged, size int, sp compute.Spans) {
+	if dst.Rows == 0 {
+		return
+	}
+	ar := b.args().Ptr(b.ptr(dst)).Int(dst.Cols).Struct(b.paged(ring)...).Int(size)
+	b.launch("load_ring", Dim3{X: dst.Rows}, Dim3{X: opThreads}, 0, b.spanArgs(ar, sp).Ptr(b.ptr(sp.Pos)))
+}
+
+// slotBytes is the size of a width-wide vector in format f.
+func slotBytes(width, rope int, f compute.SlotFormat) int {
+	switch f {
+	case compute.SlotBF16:
+		return 2 * width
+	case compute.SlotFP8KV:
+		return quant.FP8KVBytes(width, rope)
+	case compute.SlotFP8Key:
+		return quant.FP8KeyBytes(width)
+	}
+	return 4 * width
+}
+
+// RoundTrip implements compute.Attention.
+func (b *Backend) RoundTrip(dst, src compute.Tensor, f compute.SlotFormat, rope int) {
+	checkShape("RoundTrip dst", dst, src.Rows, src.Cols)
+	if src.Rows == 0 {
+		return
+	}
+	if f == compute.SlotF32 {
+		b.copyCols(b.ptr(dst), src.Cols, b.ptr(src), src.Cols, src.Rows, src.Cols)
+		return
+	}
+	shared := (slotBytes(src.Cols, rope, f) + 15) / 16 * 16
+	b.launch("round_trip", Dim3{X: src.Rows}, Dim3{X: opThreads}, shared,
+		b.args().Ptr(b.ptr(dst)).Ptr(b.ptr(src)).Int(src.Cols).Int(int(f)).Int(rope))
+}

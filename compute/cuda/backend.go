@@ -1,0 +1,602 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/strata-inference/strata/compute"
+)
+
+var _ compute.Backend = (*Backend)(nil)
+
+// Backend is a compute.Backend on one GPU: every tensor is device memory,
+// weights are uploaded once in their stored formats, and every op is a
+// kernel.
+//
+// Ops do not call CUDA as they are made: they record their launches (on
+// the caller's goroutine), and the recording is flushed to the device's
+// thread in one Device.Do at the next transfer (Write, Read, Copy), Sync,
+// Free or full ResetScratch. A recording that recurs with the same
+// launches and parameters (a decode step of an unchanged batch: the step's
+// metadata is written to the same scratch addresses before it, and every
+// kernel reads it from there) is captured into a CUDA graph the second
+// time and replayed from the graph after that.
+//
+// Errors of queued work surface at the next Read or Sync, and stick.
+type Backend struct {
+	dev  *Device
+	own  bool
+	k    *Kernels
+	mode Mode
+	ctx  context.Context
+
+	rec    recording
+	rt     *Thread // records launches
+	graphs bool
+	gc     graphCache
+	stats  Stats
+
+	err error
+
+	arena    *buffer
+	off      int64 // scratch bytes handed out since the last full reset
+	peak     int64
+	overflow []*buffer // scratch beyond the arena, freed at the next full reset
+
+	allocs  map[*buffer]struct{} // Alloc and Vector memory, freed at Close
+	mats    []*Matrix
+	moeTabs map[*compute.Matrix]*moeTables
+	optin   int // dynamic shared memory a block may use
+	closed  bool
+
+	// profile, when set, times every launch with events (no graphs).
+	profile *Profile
+	events  []Event
+}
+
+// Profile is the GPU time of each kernel over the flushes it was on for.
+type Profile struct {
+	Kernels map[string]*KernelTime
+}
+
+// KernelTime is one kernel's launches and their total GPU time.
+type KernelTime struct {
+	Launches int
+	Ms       float64
+}
+
+// Stats counts what a Backend has queued.
+type Stats struct {
+	Flushes, Launches       int64 // recordings flushed, kernels launched directly
+	GraphLaunches, Captures int64 // recordings replayed from a graph, graphs captured
+}
+
+// buffer is device memory.
+type buffer struct {
+	p Ptr
+	n int64
+}
+
+func (b *buffer) Bytes() int64 { return b.n }
+
+// initialArena is the first scratch arena; it grows at a full reset to what
+// the steps before needed.
+const initialArena = 64 << 20
+
+// NewBackend opens device opts.Ordinal and returns a Backend on it that
+// computes in mode; Close closes the device too. Without a driver the
+// error wraps ErrNoDriver.
+func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) {
+	dev, err := Open(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	b, err := NewBackendOn(dev, mode)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	b.own = true
+	return b, nil
+}
+
+// NewBackendOn returns a Backend on an open device, which Close leaves
+// open (several Backends may share a device, one goroutine each).
+func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
+	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true,
+		gc: graphCache{limit: 16}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{}}
+	b.rt = newRecorder(&b.rec)
+	// The opt-in covers static and dynamic shared memory together: leave
+	// the kernels' static buffers (a few hundred bytes) their room.
+	b.optin = dev.Props().SharedPerBlockOptin - 1024
+	if b.optin < 47<<10 {
+		b.optin = 47 << 10
+	}
+	err := dev.Do(b.ctx, func(t *Thread) error {
+		for _, name := range []string{"attention", "indexer_scores", "compress_emit", "round_trip", "moe_sort"} {
+			if f := b.k.fns[name]; f != 0 {
+				if err := t.SetMaxDynamicShared(f, b.optin); err != nil {
+					return fmt.Errorf("cuda: %s: %w", name, err)
+				}
+			}
+		}
+		p, err := t.Alloc(initialArena)
+		if err != nil {
+			return err
+		}
+		b.arena = &buffer{p: p, n: initialArena}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Device returns the backend's device.
+func (b *Backend) Device() *Device { return b.dev }
+
+// SetGraphs turns the capture and replay of recurring recordings on or off
+// (on by default).
+func (b *Backend) SetGraphs(on bool) { b.graphs = on }
+
+// Stats returns the counts of what the backend has queued so far.
+func (b *Backend) Stats() Stats { return b.stats }
+
+// Mode returns the backend's numerics.
+func (b *Backend) Mode() Mode { return b.mode }
+
+// Name implements compute.Memory.
+func (b *Backend) Name() string {
+	m := "strict"
+	if b.mode == Fast {
+		m = "fast"
+	}
+	return fmt.Sprintf("cuda:%d (%s, %s)", 0, b.dev.Props().Name, m)
+}
+
+// fail keeps the first error.
+func (b *Backend) fail(err error) {
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+}
+
+// do runs fn on the device thread after the recorded launches, keeping the
+// first error.
+func (b *Backend) do(fn func(t *Thread) error) error {
+	if b.closed {
+		b.fail(errors.New("cuda: backend used after Close"))
+		return b.err
+	}
+	err := b.dev.Do(b.ctx, func(t *Thread) error {
+		if err := b.flushOn(t); err != nil {
+			return err
+		}
+		if fn != nil {
+			return fn(t)
+		}
+		return nil
+	})
+	b.fail(err)
+	return err
+}
+
+// flushOn launches the recorded work on t's stream: from a cached graph
+// when this recording was captured, capturing it when it was seen once
+// before, else directly.
+func (b *Backend) flushOn(t *Thread) error {
+	if len(b.rec.launches) == 0 {
+		return nil
+	}
+	defer func() { b.rec.launches = b.rec.launches[:0] }()
+	s := t.Stream()
+	b.stats.Flushes++
+	if b.profile != nil {
+		return b.flushProfiled(t, s)
+	}
+	if b.graphs {
+		key := b.rec.key()
+		exec, seen := b.gc.lookup(key)
+		if exec != 0 {
+			b.stats.GraphLaunches++
+			return t.LaunchGraph(exec, s)
+		}
+		if seen {
+			g, err := b.capture(t, s)
+			if err == nil {
+				if old := b.gc.add(key, g); old != 0 {
+					t.DestroyGraphExec(old)
+				}
+				b.stats.Captures++
+				b.stats.GraphLaunches++
+				return t.LaunchGraph(g, s)
+			}
+			// A capture that fails leaves the work to direct launches.
+		}
+	}
+	for i := range b.rec.launches {
+		if err := t.replay(&b.rec.launches[i], s); err != nil {
+			return err
+		}
+	}
+	b.stats.Launches += int64(len(b.rec.launches))
+	return nil
+}
+
+// StartProfile makes later flushes time every kernel (direct launches, one
+// event pair each); StopProfile returns what they measured.
+func (b *Backend) StartProfile() { b.profile = &Profile{Kernels: map[string]*KernelTime{}} }
+
+// StopProfile ends the profile (after the queued work) and returns it.
+func (b *Backend) StopProfile() (*Profile, error) {
+	err := b.Sync()
+	p := b.profile
+	b.profile = nil
+	return p, err
+}
+
+func (b *Backend) flushProfiled(t *Thread, s Stream) error {
+	n := len(b.rec.launches)
+	for len(b.events) < n+1 {
+		e, err := t.NewEvent(true)
+		if err != nil {
+			return err
+		}
+		b.events = append(b.events, e)
+	}
+	if err := t.Record(b.events[0], s); err != nil {
+		return err
+	}
+	for i := range b.rec.launches {
+		if err := t.replay(&b.rec.launches[i], s); err != nil {
+			return err
+		}
+		if err := t.Record(b.events[i+1], s); err != nil {
+			return err
+		}
+	}
+	b.stats.Launches += int64(n)
+	if err := t.Sync(s); err != nil {
+		return err
+	}
+	for i := range b.rec.launches {
+		ms, err := t.Elapsed(b.events[i], b.events[i+1])
+		if err != nil {
+			return err
+		}
+		name := b.k.names[b.rec.launches[i].f]
+		kt := b.profile.Kernels[name]
+		if kt == nil {
+			kt = &KernelTime{}
+			b.profile.Kernels[name] = kt
+		}
+		kt.Launches++
+		kt.Ms += ms
+	}
+	return nil
+}
+
+// capture records the recording's launches into an executable graph.
+func (b *Backend) capture(t *Thread, s Stream) (GraphExec, error) {
+	if err := t.BeginCapture(s); err != nil {
+		return 0, err
+	}
+	var lerr error
+	for i := range b.rec.launches {
+		if lerr = t.replay(&b.rec.launches[i], s); lerr != nil {
+			break
+		}
+	}
+	g, err := t.EndCapture(s)
+	if lerr != nil || err != nil {
+		if g != 0 {
+			t.DestroyGraph(g)
+		}
+		return 0, errors.Join(lerr, err)
+	}
+	defer t.DestroyGraph(g)
+	return t.Instantiate(g)
+}
+
+// Close frees everything the backend allocated (and closes the device if
+// NewBackend opened it).
+func (b *Backend) Close() error {
+	if b.closed {
+		return nil
+	}
+	err := b.dev.Do(b.ctx, func(t *Thread) error {
+		var errs []error
+		errs = append(errs, b.flushOn(t), t.Sync(t.Stream()))
+		for _, g := range b.gc.graphs {
+			errs = append(errs, t.DestroyGraphExec(g.exec))
+		}
+		b.gc.graphs = nil
+		for buf := range b.allocs {
+			errs = append(errs, t.Free(buf.p))
+		}
+		for _, m := range b.mats {
+			errs = append(errs, t.FreeMatrix(m))
+		}
+		for _, o := range b.overflow {
+			errs = append(errs, t.Free(o.p))
+		}
+		if b.arena != nil {
+			errs = append(errs, t.Free(b.arena.p))
+		}
+		for _, mt := range b.moeTabs {
+			errs = append(errs, t.Free(mt.tab))
+		}
+		for _, e := range b.events {
+			errs = append(errs, t.DestroyEvent(e))
+		}
+		return errors.Join(errs...)
+	})
+	b.closed = true
+	if b.own {
+		err = errors.Join(err, b.dev.Close())
+	}
+	return err
+}
+
+// ptr is the device address of t (0 for the zero Tensor).
+func (b *Backend) ptr(t compute.Tensor) Ptr {
+	if !t.Valid() {
+		return 0
+	}
+	buf, ok := t.Buf.(*buffer)
+	if !ok {
+		panic(fmt.Sprintf("cuda: a %T tensor is not this backend's", t.Buf))
+	}
+	if t.Off < 0 || t.Off+t.Bytes() > buf.n {
+		panic(fmt.Sprintf("cuda: tensor %v outside its buffer of %d bytes", t, buf.n))
+	}
+	return buf.p.Add(t.Off)
+}
+
+func sizeOf(dt compute.DType, rows, cols int) int64 {
+	if dt.Size() == 0 {
+		panic(fmt.Sprintf("cuda: no tensors of %v", dt))
+	}
+	if rows < 0 || cols < 0 {
+		panic(fmt.Sprintf("cuda: tensor of %d×%d", rows, cols))
+	}
+	return int64(rows) * int64(cols) * int64(dt.Size())
+}
+
+// Alloc implements compute.Memory.
+func (b *Backend) Alloc(dt compute.DType, rows, cols int) (compute.Tensor, error) {
+	n := sizeOf(dt, rows, cols)
+	buf := &buffer{n: n}
+	err := b.dev.Do(b.ctx, func(t *Thread) error {
+		p, err := t.Alloc(max(n, 256))
+		if err != nil {
+			return err
+		}
+		buf.p = p
+		return t.Memset8(p, 0, max(n, 256), t.Stream())
+	})
+	if err != nil {
+		return compute.Tensor{}, fmt.Errorf("cuda: Alloc(%v, %d×%d): %w", dt, rows, cols, err)
+	}
+	b.allocs[buf] = struct{}{}
+	return compute.Tensor{Buf: buf, DT: dt, Rows: rows, Cols: cols}, nil
+}
+
+// Free implements compute.Memory.
+func (b *Backend) Free(t compute.Tensor) {
+	buf, ok := t.Buf.(*buffer)
+	if !ok {
+		return
+	}
+	if _, mine := b.allocs[buf]; !mine {
+		return
+	}
+	delete(b.allocs, buf)
+	b.do(func(th *Thread) error {
+		if err := th.Sync(th.Stream()); err != nil {
+			return err
+		}
+		return th.Free(buf.p)
+	})
+}
+
+// scratchAlign keeps every scratch tensor 256-byte aligned (16-byte loads,
+// coalescing).
+const scratchAlign = 256
+
+// Scratch implements compute.Memory.
+func (b *Backend) Scratch(dt compute.DType, rows, cols int) compute.Tensor {
+	n := sizeOf(dt, rows, cols)
+	at := b.off
+	b.off += (n + scratchAlign - 1) / scratchAlign * scratchAlign
+	b.peak = max(b.peak, b.off)
+	if b.arena != nil && at+n <= b.arena.n {
+		return compute.Tensor{Buf: b.arena, Off: at, DT: dt, Rows: rows, Cols: cols}
+	}
+	// Beyond the arena: memory of its own until the next full reset.
+	buf := &buffer{n: n}
+	err := b.dev.Do(b.ctx, func(t *Thread) error {
+		p, err := t.Alloc(max(n, 256))
+		buf.p = p
+		return err
+	})
+	if err != nil {
+		panic(fmt.Sprintf("cuda: scratch of %d bytes: %v", n, err))
+	}
+	b.overflow = append(b.overflow, buf)
+	return compute.Tensor{Buf: buf, DT: dt, Rows: rows, Cols: cols}
+}
+
+// ScratchMark implements compute.Memory.
+func (b *Backend) ScratchMark() int64 { return b.off }
+
+// ResetScratch implements compute.Memory. A full reset after a step that
+// outgrew the arena waits for the queued work and reallocates the arena.
+func (b *Backend) ResetScratch(mark int64) {
+	if mark > 0 {
+		b.off = min(b.off, mark)
+		return
+	}
+	if len(b.overflow) > 0 || (b.arena != nil && b.peak > b.arena.n) {
+		want := b.peak + b.peak/4 + (1 << 20)
+		b.do(func(t *Thread) error {
+			if err := t.Sync(t.Stream()); err != nil {
+				return err
+			}
+			for _, o := range b.overflow {
+				t.Free(o.p)
+			}
+			b.overflow = b.overflow[:0]
+			if b.arena.n < want {
+				if err := t.Free(b.arena.p); err != nil {
+					return err
+				}
+				b.arena = nil
+				p, err := t.Alloc(want)
+				if err != nil {
+					return err
+				}
+				b.arena = &buffer{p: p, n: want}
+			}
+			return nil
+		})
+	}
+	b.off, b.peak = 0, 0
+}
+
+// Upload implements compute.Memory: the matrix is copied to the device once,
+// in its stored format.
+func (b *Backend) Upload(w *compute.Matrix) error {
+	_, err := b.mat(w)
+	return err
+}
+
+// mat returns w's device copy, uploading it first if need be.
+func (b *Backend) mat(w *compute.Matrix) (*Matrix, error) {
+	if m, ok := w.Resident.(*Matrix); ok {
+		return m, nil
+	}
+	var m *Matrix
+	err := b.do(func(t *Thread) error {
+		var err error
+		if m, err = t.UploadMatrix(w, t.Stream()); err != nil {
+			return err
+		}
+		return t.Sync(t.Stream())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cuda: uploading a %v matrix %d×%d: %w", w.DType, w.Rows, w.Cols, err)
+	}
+	b.mats = append(b.mats, m)
+	w.Resident = m
+	return m, nil
+}
+
+// mustMat is mat for ops, which cannot return errors: a failure sticks.
+func (b *Backend) mustMat(w *compute.Matrix) *Matrix {
+	m, err := b.mat(w)
+	if err != nil {
+		panic(err.Error())
+	}
+	return m
+}
+
+// Vector implements compute.Memory.
+func (b *Backend) Vector(v []float32) (compute.Tensor, error) {
+	t, err := b.Alloc(compute.F32, 1, len(v))
+	if err != nil {
+		return t, err
+	}
+	b.Write(t, v)
+	return t, b.err
+}
+
+// hostBytes returns the bytes of a host slice for Write and Read.
+func hostBytes(v any) ([]byte, int, bool) {
+	switch s := v.(type) {
+	case []float32:
+		return Bytes(s), len(s), true
+	case []int32:
+		return Bytes(s), len(s), true
+	case []byte:
+		return s, len(s), true
+	}
+	return nil, 0, false
+}
+
+// checkHost checks that host data v of n elements (bytes for []byte) fits t.
+func checkHost(op string, v any, n int, t compute.Tensor) {
+	want := t.Len()
+	switch v.(type) {
+	case []byte:
+		want = int(t.Bytes())
+	case []float32:
+		if t.DT != compute.F32 {
+			panic(fmt.Sprintf("cuda: %s of []float32 with a %v tensor", op, t.DT))
+		}
+	case []int32:
+		if t.DT != compute.I32 {
+			panic(fmt.Sprintf("cuda: %s of []int32 with a %v tensor", op, t.DT))
+		}
+	}
+	if n != want {
+		panic(fmt.Sprintf("cuda: %s of %d elements with a tensor of %d", op, n, want))
+	}
+}
+
+// Write implements compute.Memory.
+func (b *Backend) Write(dst compute.Tensor, src any) {
+	bs, n, ok := hostBytes(src)
+	if !ok {
+		panic(fmt.Sprintf("cuda: Write from %T", src))
+	}
+	checkHost("Write", src, n, dst)
+	p := b.ptr(dst)
+	b.do(func(t *Thread) error { return t.CopyToDevice(p, bs, t.Stream()) })
+}
+
+// Read implements compute.Memory.
+func (b *Backend) Read(dst any, src compute.Tensor) error {
+	bs, n, ok := hostBytes(dst)
+	if !ok {
+		return fmt.Errorf("cuda: Read into %T", dst)
+	}
+	checkHost("Read", dst, n, src)
+	p := b.ptr(src)
+	b.do(func(t *Thread) error {
+		if err := t.CopyFromDevice(bs, p, t.Stream()); err != nil {
+			return err
+		}
+		return t.Sync(t.Stream())
+	})
+	return b.err
+}
+
+// Copy implements compute.Memory.
+func (b *Backend) Copy(dst, src compute.Tensor, regions []compute.Region) {
+	d, s := b.ptr(dst), b.ptr(src)
+	for _, r := range regions {
+		if r.Dst < 0 || r.Src < 0 || r.Dst+r.Bytes > dst.Bytes() || r.Src+r.Bytes > src.Bytes() {
+			panic(fmt.Sprintf("cuda: Copy of %d bytes from %d of %d to %d of %d", r.Bytes, r.Src, src.Bytes(), r.Dst, dst.Bytes()))
+		}
+	}
+	b.do(func(t *Thread) error {
+		for _, r := range regions {
+			if err := t.Copy(d.Add(r.Dst), s.Add(r.Src), r.Bytes, t.Stream()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Sync implements compute.Memory.
+func (b *Backend) Sync() error {
+	b.do(func(t *Thread) error { return t.Sync(t.Stream()) })
+	return b.err
+}
+
+// Err returns the first error of the queued work seen so far.
+func (b *Backend) Err() error { return b.err }

@@ -1,0 +1,267 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-inference/strata/cache"
+	"github.com/strata-inference/strata/compute"
+	"github.com/strata-inference/strata/model"
+	"github.com/strata-inference/strata/model/deepseekv4"
+	"github.com/strata-inference/strata/quant"
+)
+
+// flashConfig is DeepSeek-V4-Flash's width in the released formats (FP8
+// with 128×128 UE8M0 blocks, FP4 experts) with layers of the Flash pattern
+// (window, window, CSA 4, HCA 128, ...); %d are the layer count, the
+// compress ratios and the routed experts.
+const flashConfig = `{
+  "model_type": "deepseek_v4", "vocab_size": 129280, "hidden_size": 4096, "num_hidden_layers": %d,
+  "num_attention_heads": 64, "num_key_value_heads": 1, "head_dim": 512, "qk_rope_head_dim": 64,
+  "q_lora_rank": 1024, "o_groups": 8, "o_lora_rank": 1024,
+  "index_n_heads": 64, "index_head_dim": 128, "index_topk": 512,
+  "n_routed_experts": %d, "num_experts_per_tok": 6, "moe_intermediate_size": 2048, "n_shared_experts": 1,
+  "num_hash_layers": 3, "compress_ratios": [%s], "sliding_window": 128,
+  "hc_mult": 4, "hc_sinkhorn_iters": 20, "hc_eps": 1e-6, "rms_norm_eps": 1e-6,
+  "routed_scaling_factor": 1.5, "swiglu_limit": 10.0, "scoring_func": "sqrtsoftplus",
+  "rope_theta": 10000, "compress_rope_theta": 160000,
+  "rope_scaling": {"type": "yarn", "factor": 16, "original_max_position_embeddings": 65536, "beta_fast": 32, "beta_slow": 1},
+  "max_position_embeddings": 1048576, "num_nextn_predict_layers": 0, "bos_token_id": 0, "eos_token_id": 1,
+  "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "scale_fmt": "ue8m0", "weight_block_size": [128, 128]},
+  "expert_dtype": "fp4"
+}`
+
+// envInt reads an integer setting of the benchmark.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+// hbmBytesPerSec is the H200's HBM bandwidth the floors use.
+const hbmBytesPerSec = 4.3e12
+
+// BenchmarkFlash times a Flash-width model with random weights on the
+// device (fast mode, fp8 cache): decode steps at several batch sizes and
+// contexts next to the HBM floor, a decode step with graphs off, the
+// kernels of one decode step, and an 8K-token prefill. Settings:
+// STRATA_FLASH_LAYERS (4), STRATA_FLASH_EXPERTS (256), STRATA_FLASH_BATCHES
+// (1,8,64,256), STRATA_FLASH_CONTEXTS (4096,65536), STRATA_FLASH_PREFILL
+// (8192), STRATA_FLASH_DIR (where the checkpoint is written).
+func BenchmarkFlash(b *testing.B) {
+	dev := device(b)
+	layers, experts := envInt("STRATA_FLASH_LAYERS", 4), envInt("STRATA_FLASH_EXPERTS", 256)
+	ratios := make([]string, layers)
+	for l := range ratios {
+		ratios[l] = "0"
+		if l >= 2 {
+			ratios[l] = []string{"4", "128"}[(l-2)%2]
+		}
+	}
+	cfgJSON := fmt.Sprintf(flashConfig, layers, experts, strings.Join(ratios, ", "))
+	dir := os.Getenv("STRATA_FLASH_DIR")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), fmt.Sprintf("strata-flash-%d-%d", layers, experts))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors.index.json")); err != nil {
+		start := time.Now()
+		if err := deepseekv4.WriteSynthetic(dir, []byte(cfgJSON), 1); err != nil {
+			b.Fatal(err)
+		}
+		fmt.Printf("FLASH wrote %d layers, %d experts to %s in %.1fs\n", layers, experts, dir, time.Since(start).Seconds())
+	}
+	be, err := NewBackendOn(dev, Fast)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	fp8, err := cache.ParseDType("fp8")
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	m, err := deepseekv4.LoadWith(dir, be, model.Options{CacheDType: fp8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	fmt.Printf("FLASH loaded on %s in %.1fs\n", be.Name(), time.Since(start).Seconds())
+	cfg := m.Cfg
+	ctx := context.Background()
+
+	// Bytes a decode step reads: every weight once (the routed experts: the
+	// expected distinct ones of B tokens' K choices), and per token its
+	// window, selected entries and indexer keys in the fp8 layouts.
+	wb1, _ := m.DecodeReadBytes(0)
+	e0 := m.W.Layers[0].FFN.Experts[0]
+	eb := e0.W1.Bytes() + e0.W2.Bytes() + e0.W3.Bytes()
+	K, E := cfg.ExpertsPerTok, len(m.W.Layers[0].FFN.Experts)
+	weightsFor := func(B int) float64 {
+		distinct := float64(E) * (1 - math.Pow(1-float64(K)/float64(E), float64(B)))
+		return float64(wb1) + float64(len(cfg.Layers))*(distinct-float64(K))*float64(eb)
+	}
+	kvSlot, keySlot := int64(quant.FP8KVBytes(cfg.HeadDim, cfg.RopeDim)), int64(quant.FP8KeyBytes(cfg.IndexHeadDim))
+	kvFor := func(n int) float64 {
+		var kv int64
+		for _, spec := range cfg.Layers {
+			kv += int64(cfg.Window) * kvSlot
+			switch spec.Attn {
+			case deepseekv4.HCA:
+				kv += int64(n/spec.Rate) * kvSlot
+			case deepseekv4.CSA:
+				kv += int64(n/spec.Rate)*keySlot + int64(min(n/spec.Rate, cfg.IndexTopK))*kvSlot
+			}
+		}
+		return float64(kv)
+	}
+
+	decode := func(B, n, steps int, profile bool) (float64, *Profile) {
+		pool, err := cache.PoolFor(be, m.CacheSpecs(), n+steps+4, B)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pool.Close()
+		batch := &model.Batch{}
+		var seqs []*cache.Seq
+		for i := range B {
+			s, err := m.NewSeq(pool)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.Skip(n) // the cache as the device memory holds it: a step reads what it would after a prefill
+			seqs = append(seqs, s)
+			batch.Tokens = append(batch.Tokens, int32((i*7919+13)%cfg.VocabSize))
+			batch.Spans = append(batch.Spans, model.Span{Seq: s, Start: i, Len: 1, Logits: model.LastLogits})
+		}
+		defer func() {
+			for _, s := range seqs {
+				s.Release()
+			}
+		}()
+		step := func() {
+			if _, err := m.Forward(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for range 3 { // capture and warm
+			step()
+		}
+		if profile {
+			be.StartProfile()
+			step()
+			p, err := be.StopProfile()
+			if err != nil {
+				b.Fatal(err)
+			}
+			return 0, p
+		}
+		t0 := time.Now()
+		for range steps {
+			step()
+		}
+		return time.Since(t0).Seconds() / float64(steps), nil
+	}
+
+	batches := intList(os.Getenv("STRATA_FLASH_BATCHES"), []int{1, 8, 64, 256})
+	contexts := intList(os.Getenv("STRATA_FLASH_CONTEXTS"), []int{4096, 65536})
+	fmt.Printf("FLASH %d layers (%s), %d experts of %d (fp4), weights %.2f GB read at batch 1\n", layers, strings.Join(ratios, ","), E, cfg.MoEInter, weightsFor(1)/1e9)
+	fmt.Println("FLASH | batch | context | ms/step | tokens/s | floor ms | of floor | graphs |")
+	for _, n := range contexts {
+		for _, B := range batches {
+			st := be.Stats()
+			sec, _ := decode(B, n, 6, false)
+			used := be.Stats().GraphLaunches > st.GraphLaunches
+			floor := (weightsFor(B) + float64(B)*kvFor(n)) / hbmBytesPerSec
+			fmt.Printf("FLASH | %d | %d | %.3f | %.0f | %.3f | %.2fx | %v |\n", B, n, 1e3*sec, float64(B)/sec, 1e3*floor, sec/floor, used)
+		}
+	}
+	be.SetGraphs(false)
+	sec, _ := decode(1, contexts[0], 6, false)
+	be.SetGraphs(true)
+	fmt.Printf("FLASH | 1 | %d | %.3f | %.0f | - | - | off |\n", contexts[0], 1e3*sec, 1/sec)
+
+	_, p := decode(1, contexts[0], 1, true)
+	type row struct {
+		name string
+		kt   *KernelTime
+	}
+	var rows []row
+	total := 0.0
+	for n, kt := range p.Kernels {
+		rows = append(rows, row{n, kt})
+		total += kt.Ms
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].kt.Ms > rows[j].kt.Ms })
+	fmt.Printf("FLASH kernels of one decode step (batch 1, context %d): %.3f ms of GPU time in all\n", contexts[0], total)
+	for _, r := range rows {
+		fmt.Printf("FLASH kernel | %s | %d | %.3f ms | %.0f%% |\n", r.name, r.kt.Launches, r.kt.Ms, 100*r.kt.Ms/total)
+	}
+
+	if L := envInt("STRATA_FLASH_PREFILL", 8192); L > 0 {
+		pool, err := cache.PoolFor(be, m.CacheSpecs(), L+1, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		run := func() float64 {
+			s, err := m.NewSeq(pool)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Release()
+			toks := make([]int32, L)
+			for i := range toks {
+				toks[i] = int32((i*7919 + 13) % cfg.VocabSize)
+			}
+			t0 := time.Now()
+			if _, err := m.Forward(ctx, &model.Batch{Tokens: toks, Spans: []model.Span{{Seq: s, Len: L, Logits: model.LastLogits}}}); err != nil {
+				b.Fatal(err)
+			}
+			return time.Since(t0).Seconds()
+		}
+		run() // sizes the scratch arena
+		sec := run()
+		pool.Close()
+		flops := 2 * float64(L) * float64(activeParams(m)) // matrix products only
+		fmt.Printf("FLASH prefill %d tokens: %.3f s, %.0f tokens/s, %.1f TFLOP/s of matrix products (bf16 dense peak ~790)\n", L, sec, float64(L)/sec, flops/sec/1e12)
+	}
+}
+
+// activeParams is the weights one token multiplies: every matrix but the
+// routed experts, which count K times.
+func activeParams(m *deepseekv4.Model) int64 {
+	var n int64
+	add := func(rows, cols int) { n += int64(rows) * int64(cols) }
+	W := m.W
+	add(W.Output.Rows, W.Output.Cols)
+	for _, L := range W.Layers {
+		a := &L.Attn
+		for _, w := range append([]*compute.Matrix{a.WqA, a.WqB, a.Wkv, a.WoB, L.FFN.Gate, L.FFN.Shared.W1, L.FFN.Shared.W2, L.FFN.Shared.W3}, a.WoA...) {
+			add(w.Rows, w.Cols)
+		}
+		e := L.FFN.Experts[0]
+		n += int64(m.Cfg.ExpertsPerTok) * (int64(e.W1.Rows)*int64(e.W1.Cols) + int64(e.W2.Rows)*int64(e.W2.Cols) + int64(e.W3.Rows)*int64(e.W3.Cols))
+	}
+	return n
+}
+
+func intList(s string, def []int) []int {
+	if s == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if v, err := strconv.Atoi(strings.TrimSpace(f)); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}

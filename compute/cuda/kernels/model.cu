@@ -1,0 +1,505 @@
+// model.cu: the model-level operations of compute.Backend that are not
+// matrix products (embedding, hyper-connection mixing, the compressor, the
+// indexer's scores, sparse attention, the cache rings), computed as the CPU
+// backend computes them: float32 with the same products and sums in the
+// same order where that is cheap (per channel, per key), float64
+// exponentials rounded to float32, and fixed-order block reductions
+// elsewhere. Every output depends only on its own token's inputs and on the
+// shapes: batch-invariant.
+
+#define MT 256
+
+// ---- embedding, gathers, elementwise ----
+
+template <int FMT>
+__device__ __forceinline__ void embed_body(float* h, const u8* w, const u8* sc, const int* tokens, int rows, int D,
+                                           int copies, int blockRows, int blockCols, int scaleCols) {
+  const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
+  if (i >= D) return;
+  const int tok = tokens[t];
+  const float v = (tok < 0 || tok >= rows) ? __uint_as_float(QNAN_BITS)
+                                           : elem<FMT>(w, sc, tok, i, D, blockRows, blockCols, scaleCols);
+  for (int c = 0; c < copies; ++c) h[((long long)t * copies + c) * D + i] = v;
+}
+
+#define EMBED_ENTRY(F, FMT)                                                                                   \
+  extern "C" __global__ void __launch_bounds__(MT) embed_##F(float* h, const u8* w, const u8* sc,            \
+                                                             const int* tokens, int rows, int D, int copies, \
+                                                             int blockRows, int blockCols, int scaleCols) {  \
+    embed_body<FMT>(h, w, sc, tokens, rows, D, copies, blockRows, blockCols, scaleCols);                     \
+  }
+EMBED_ENTRY(f32, FMT_F32)
+EMBED_ENTRY(bf16, FMT_BF16)
+EMBED_ENTRY(f16, FMT_F16)
+EMBED_ENTRY(fp8, FMT_FP8)
+EMBED_ENTRY(fp4, FMT_FP4)
+
+// add_repeated: h[r] += e[r / n], rows of cols; grid (rows, ceil(cols/MT)).
+extern "C" __global__ void __launch_bounds__(MT) add_repeated(float* h, const float* e, int cols, int n) {
+  const int r = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
+  if (i >= cols) return;
+  h[(long long)r * cols + i] = __fadd_rn(h[(long long)r * cols + i], e[(long long)(r / n) * cols + i]);
+}
+
+// copy_cols copies cols values of each row between strided rows; grid (rows,
+// ceil(cols/MT)).
+extern "C" __global__ void __launch_bounds__(MT) copy_cols(float* dst, int ldd, const float* src, int lds, int cols) {
+  const int r = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
+  if (i >= cols) return;
+  dst[(long long)r * ldd + i] = src[(long long)r * lds + i];
+}
+
+// scale_f32: x[i] *= s for n values.
+extern "C" __global__ void __launch_bounds__(MT) scale_f32(float* x, int n, float s) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = __fmul_rn(x[i], s);
+}
+
+// rope_heads is rope (rows.cu) with one position per heads rows: row r
+// turns by pos[r / heads]. Grid (rows, ceil(nf/MT)).
+extern "C" __global__ void __launch_bounds__(MT)
+    rope_heads(float* x, int n, const int* pos, int heads, const float* invFreq, int nf, int inverse) {
+  const int i = blockIdx.y * blockDim.x + threadIdx.x;
+  if (i >= nf) return;
+  const int r = blockIdx.x;
+  const float ang = __fmul_rn((float)pos[r / heads], invFreq[i]);
+  double sd, cd;
+  sincos((double)ang, &sd, &cd);
+  const float c = (float)cd;
+  const float s = inverse ? -(float)sd : (float)sd;
+  float* p = x + (long long)r * n + (n - 2 * nf) + 2 * i;
+  const float a = p[0], b = p[1];
+  p[0] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+  p[1] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+}
+
+// ---- hyper-connections ----
+
+#define HC_MAX 16
+
+// softmax32 is the CPU's: float32 max and sum, float64 exponentials.
+__device__ __forceinline__ void softmax32(float* x, int n) {
+  float mx = __int_as_float(0xFF800000);
+  for (int i = 0; i < n; ++i) mx = gomax(mx, x[i]);
+  float s = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float e = exp_f(__fsub_rn(x[i], mx));
+    x[i] = e;
+    s = __fadd_rn(s, e);
+  }
+  for (int i = 0; i < n; ++i) x[i] = __fdiv_rn(x[i], s);
+}
+
+__device__ __forceinline__ void sinkhorn_cols(float* c, int hc, float eps) {
+  for (int k = 0; k < hc; ++k) {
+    float s = 0.0f;
+    for (int j = 0; j < hc; ++j) s = __fadd_rn(s, c[j * hc + k]);
+    s = __fadd_rn(s, eps);
+    for (int j = 0; j < hc; ++j) c[j * hc + k] = __fdiv_rn(c[j * hc + k], s);
+  }
+}
+
+__device__ __forceinline__ void sinkhorn_rows(float* c, int hc, float eps) {
+  for (int j = 0; j < hc; ++j) {
+    float s = 0.0f;
+    for (int k = 0; k < hc; ++k) s = __fadd_rn(s, c[j * hc + k]);
+    s = __fadd_rn(s, eps);
+    for (int k = 0; k < hc; ++k) c[j * hc + k] = __fdiv_rn(c[j * hc + k], s);
+  }
+}
+
+// hc_pre_finish turns each token's mix (mix row t, (2+hc)·hc values) into
+// pre, post and comb (Sinkhorn) as the CPU's HCPre, and writes x[t] =
+// Σ_j pre_j·h[t][j]. One block a token; thread 0 does the small algebra.
+extern "C" __global__ void __launch_bounds__(MT)
+    hc_pre_finish(float* x, float* post, float* comb, const float* h, const float* mix, const float* base,
+                  const float* scale, int hc, int D, float eps, int iters) {
+  __shared__ float pre[HC_MAX];
+  __shared__ float c[HC_MAX * HC_MAX];
+  const int t = blockIdx.x, nMix = (2 + hc) * hc;
+  const float* mx = mix + (long long)t * nMix;
+  if (threadIdx.x == 0) {
+    for (int j = 0; j < hc; ++j) {
+      pre[j] = __fadd_rn(sigmoid_f(__fadd_rn(__fmul_rn(mx[j], scale[0]), base[j])), eps);
+      post[t * hc + j] = __fmul_rn(2.0f, sigmoid_f(__fadd_rn(__fmul_rn(mx[hc + j], scale[1]), base[hc + j])));
+    }
+    for (int i = 0; i < hc * hc; ++i) c[i] = __fadd_rn(__fmul_rn(mx[2 * hc + i], scale[2]), base[2 * hc + i]);
+    for (int j = 0; j < hc; ++j) {
+      softmax32(c + j * hc, hc);
+      for (int k = 0; k < hc; ++k) c[j * hc + k] = __fadd_rn(c[j * hc + k], eps);
+    }
+    sinkhorn_cols(c, hc, eps);
+    for (int it = 0; it < iters - 1; ++it) {
+      sinkhorn_rows(c, hc, eps);
+      sinkhorn_cols(c, hc, eps);
+    }
+    for (int i = 0; i < hc * hc; ++i) comb[(long long)t * hc * hc + i] = c[i];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    float acc = 0.0f;
+    for (int j = 0; j < hc; ++j) acc = __fadd_rn(acc, __fmul_rn(pre[j], h[((long long)t * hc + j) * D + i]));
+    x[(long long)t * D + i] = acc;
+  }
+}
+
+// hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
+// ceil(D/MT)).
+extern "C" __global__ void __launch_bounds__(MT)
+    hc_post(float* h, const float* y, const float* post, const float* comb, int hc, int D) {
+  const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
+  if (i >= D) return;
+  float old[HC_MAX];
+  for (int j = 0; j < hc; ++j) old[j] = h[((long long)t * hc + j) * D + i];
+  const float yv = y[(long long)t * D + i];
+  const float* c = comb + (long long)t * hc * hc;
+  for (int k = 0; k < hc; ++k) {
+    float v = __fmul_rn(post[t * hc + k], yv);
+    for (int j = 0; j < hc; ++j) v = __fadd_rn(v, __fmul_rn(c[j * hc + k], old[j]));
+    h[((long long)t * hc + k) * D + i] = v;
+  }
+}
+
+// hc_head_finish: x[r] = Σ_j pre_j·h[r][j] with pre_j = sigmoid(mix·scale[0]
+// + base[j]) + eps; grid (R, ceil(D/MT)).
+extern "C" __global__ void __launch_bounds__(MT)
+    hc_head_finish(float* x, const float* h, const float* mix, const float* base, const float* scale, int hc, int D,
+                   float eps) {
+  const int r = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
+  if (i >= D) return;
+  float acc = 0.0f;
+  for (int j = 0; j < hc; ++j) {
+    const float pre = __fadd_rn(sigmoid_f(__fadd_rn(__fmul_rn(mix[r * hc + j], scale[0]), base[j])), eps);
+    acc = __fadd_rn(acc, __fmul_rn(pre, h[((long long)r * hc + j) * D + i]));
+  }
+  x[(long long)r * D + i] = acc;
+}
+
+// ---- compressor ----
+
+// compress_bias: z[t] += ape[pos[t] % rate]; grid (T, ceil(cw/MT)).
+extern "C" __global__ void __launch_bounds__(MT) compress_bias(float* z, const float* ape, const int* pos, int cw,
+                                                               int rate) {
+  const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
+  if (i >= cw) return;
+  const int p = pos[t] % rate;
+  z[(long long)t * cw + i] = __fadd_rn(z[(long long)t * cw + i], ape[(long long)p * cw + i]);
+}
+
+// cmp_token returns the values and scores of position q of span sp: this
+// step's rows of A and Z, or the ring's slot for earlier positions.
+__device__ __forceinline__ void cmp_token(const float* A, const float* Z, const Paged& ring, const Span& sp, int q,
+                                          int cw, int ringSlots, const float** a, const float** z) {
+  if (q >= sp.pos0) {
+    const long long r = sp.start + q - sp.pos0;
+    *a = A + r * cw;
+    *z = Z + r * cw;
+  } else {
+    const float* sl = (const float*)slot_ptr(ring, sp.index, q % ringSlots);
+    *a = sl;
+    *z = sl + cw;
+  }
+}
+
+// compress_emit writes the entry of the window that closes at each token
+// (position p with (p+1) % rate == 0): per channel the softmax over the
+// window's scores of its values (in the CPU's slot order), then the RMS
+// norm, the RoPE at the window's first position, and the entries' format.
+// One block a token; dynamic shared memory: width floats.
+extern "C" __global__ void __launch_bounds__(MT)
+    compress_emit(const float* A, const float* Z, const int* tab, int nspans, const int* pos, Paged ring, Paged ents,
+                  const float* norm, const float* invFreq, int nf, int width, int rate, int overlap, float eps) {
+  __shared__ float buf[32];
+  DYN_SHARED(float, out);
+  const int t = blockIdx.x, p = pos[t];
+  if ((p + 1) % rate != 0) return;
+  const Span sp = span_of(tab, nspans, t);
+  if (sp.index < 0) return;
+  const int w = (p + 1) / rate - 1;
+  const int cw = overlap ? 2 * width : width, ringSlots = overlap ? 2 * rate : rate;
+  const int off = overlap ? width : 0;
+  const float ninf = __int_as_float(0xFF800000);
+  for (int i = threadIdx.x; i < width; i += blockDim.x) {
+    float mx = ninf;
+    const float *a, *z;
+    if (overlap && w > 0)
+      for (int q = (w - 1) * rate; q < w * rate; ++q) {
+        cmp_token(A, Z, ring, sp, q, cw, ringSlots, &a, &z);
+        mx = gomax(mx, z[i]);
+      }
+    for (int q = w * rate; q < (w + 1) * rate; ++q) {
+      cmp_token(A, Z, ring, sp, q, cw, ringSlots, &a, &z);
+      mx = gomax(mx, z[off + i]);
+    }
+    float num = 0.0f, den = 0.0f;
+    if (overlap && w > 0)
+      for (int q = (w - 1) * rate; q < w * rate; ++q) {
+        cmp_token(A, Z, ring, sp, q, cw, ringSlots, &a, &z);
+        const float e = exp_f(__fsub_rn(z[i], mx));
+        den = __fadd_rn(den, e);
+        num = __fadd_rn(num, __fmul_rn(e, a[i]));
+      }
+    for (int q = w * rate; q < (w + 1) * rate; ++q) {
+      cmp_token(A, Z, ring, sp, q, cw, ringSlots, &a, &z);
+      const float e = exp_f(__fsub_rn(z[off + i], mx));
+      den = __fadd_rn(den, e);
+      num = __fadd_rn(num, __fmul_rn(e, a[off + i]));
+    }
+    out[i] = __fdiv_rn(num, den);
+  }
+  __syncthreads();
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < width; i += blockDim.x) ss = __fmaf_rn(out[i], out[i], ss);
+  ss = bsum(ss, buf);
+  const float r = (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(ss, (float)width), eps)));
+  for (int i = threadIdx.x; i < width; i += blockDim.x) {
+    const float v = __fmul_rn(out[i], r);
+    out[i] = norm ? __fmul_rn(norm[i], v) : v;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < nf; i += blockDim.x) {
+    const float ang = __fmul_rn((float)(w * rate), invFreq[i]);
+    double sd, cd;
+    sincos((double)ang, &sd, &cd);
+    const float c = (float)cd, s = (float)sd;
+    float* q = out + (width - 2 * nf) + 2 * i;
+    const float a = q[0], b = q[1];
+    q[0] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+    q[1] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+  }
+  __syncthreads();
+  encode_row(slot_ptr(ents, sp.index, w), out, ents.fmt, width, ents.rope, buf);
+}
+
+// compress_ring keeps, for each span's last ringSlots positions, the token's
+// values and scores in ring slot p % ringSlots. One block a token.
+extern "C" __global__ void __launch_bounds__(MT) compress_ring(const float* A, const float* Z, const int* tab,
+                                                               int nspans, const int* pos, Paged ring, int cw,
+                                                               int ringSlots) {
+  const int t = blockIdx.x, p = pos[t];
+  const Span sp = span_of(tab, nspans, t);
+  if (sp.index < 0 || p < max(sp.pos0, sp.pos0 + sp.n - ringSlots)) return;
+  float* sl = (float*)slot_ptr(ring, sp.index, p % ringSlots);
+  for (int i = threadIdx.x; i < cw; i += blockDim.x) {
+    sl[i] = A[(long long)t * cw + i];
+    sl[cw + i] = Z[(long long)t * cw + i];
+  }
+}
+
+// ---- indexer ----
+
+#define IDX_WARPS 8
+#define IDX_PER_WARP 8
+#define IDX_PER_BLOCK (IDX_WARPS * IDX_PER_WARP)
+
+// dot4 is the CPU's dot: four partial sums in index order, then paired.
+__device__ __forceinline__ float dot4(const float* a, const float* b, int n) {
+  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+  int i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 = __fadd_rn(s0, __fmul_rn(a[i], b[i]));
+    s1 = __fadd_rn(s1, __fmul_rn(a[i + 1], b[i + 1]));
+    s2 = __fadd_rn(s2, __fmul_rn(a[i + 2], b[i + 2]));
+    s3 = __fadd_rn(s3, __fmul_rn(a[i + 3], b[i + 3]));
+  }
+  for (; i < n; ++i) s0 = __fadd_rn(s0, __fmul_rn(a[i], b[i]));
+  return __fadd_rn(__fadd_rn(s0, s1), __fadd_rn(s2, s3));
+}
+
+// indexer_scores writes scores[t][e] = Σ_h w_h·relu(q_h·k_e)·sscale for the
+// entries e < n = (pos+1)/rate of tokens with n > topk (the others take
+// all their entries: indexer_fix), -Inf for n <= e < maxE. Grid (T,
+// ceil(maxE/IDX_PER_BLOCK)); dynamic shared memory: heads·(dim+1) + heads
+// + IDX_WARPS·(dim + heads) floats.
+extern "C" __global__ void __launch_bounds__(MT)
+    indexer_scores(float* scores, const float* Q, const float* W, const int* tab, int nspans, const int* pos,
+                   Paged keys, int heads, int dim, int rate, int maxE, int topk, float sscale) {
+  DYN_SHARED(float, sm);
+  const int t = blockIdx.x, n = (pos[t] + 1) / rate;
+  if (n <= topk) return;
+  const int e0 = blockIdx.y * IDX_PER_BLOCK;
+  float* row = scores + (long long)t * maxE;
+  const float ninf = __int_as_float(0xFF800000);
+  if (e0 >= n) {
+    for (int e = e0 + threadIdx.x; e < min(e0 + IDX_PER_BLOCK, maxE); e += blockDim.x) row[e] = ninf;
+    return;
+  }
+  const Span sp = span_of(tab, nspans, t);
+  const int qs = dim + 1;
+  float* q = sm;
+  float* wh = q + heads * qs;
+  float* kb = wh + heads;
+  float* ct = kb + IDX_WARPS * dim;
+  for (int i = threadIdx.x; i < heads * dim; i += blockDim.x) q[(i / dim) * qs + i % dim] = Q[(long long)t * heads * dim + i];
+  for (int h = threadIdx.x; h < heads; h += blockDim.x) wh[h] = W[(long long)t * heads + h];
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float* k = kb + warp * dim;
+  float* c = ct + warp * heads;
+  for (int j = 0; j < IDX_PER_WARP; ++j) {
+    const int e = e0 + warp * IDX_PER_WARP + j;
+    if (e >= maxE) break;
+    if (e >= n || sp.index < 0) {
+      if (lane == 0) row[e] = ninf;
+      continue;
+    }
+    const u8* sl = slot_ptr(keys, sp.index, e);
+    for (int i = lane; i < dim; i += 32) k[i] = slot_value(sl, keys.fmt, dim, keys.rope, i);
+    __syncwarp();
+    for (int h = lane; h < heads; h += 32) {
+      const float v = dot4(q + h * qs, k, dim);
+      c[h] = v > 0.0f ? __fmul_rn(__fmul_rn(v, sscale), wh[h]) : 0.0f;
+    }
+    __syncwarp();
+    if (lane == 0) {
+      float s = 0.0f;
+      for (int h = 0; h < heads; ++h) s = __fadd_rn(s, c[h]);
+      row[e] = s;
+    }
+    __syncwarp();
+  }
+}
+
+// indexer_fix writes, for tokens with at most topk closed entries, all of
+// them in order (then -1s), and every token's count. One block a token.
+extern "C" __global__ void __launch_bounds__(MT) indexer_fix(int* sel, int* cnt, const int* pos, int rate, int topk) {
+  const int t = blockIdx.x, n = (pos[t] + 1) / rate;
+  if (n <= topk) {
+    for (int i = threadIdx.x; i < topk; i += blockDim.x) sel[(long long)t * topk + i] = i < n ? i : -1;
+    if (threadIdx.x == 0) cnt[t] = n;
+  } else if (threadIdx.x == 0) {
+    cnt[t] = topk;
+  }
+}
+
+// ---- sparse attention ----
+
+// key_value returns channel i of key j (kind 0: a row of this step's KV,
+// 1: a window slot, 2: a compressed entry).
+__device__ __forceinline__ float key_value(const u8* p, int kind, const Paged& win, const Paged& comp, int dim, int i) {
+  if (kind == 0) return ((const float*)p)[i];
+  if (kind == 1) return slot_value(p, win.fmt, dim, win.rope, i);
+  return slot_value(p, comp.fmt, dim, comp.rope, i);
+}
+
+// attention computes one token's output for one head over its keys (the
+// window's positions, then the compressed entries: Sel's or all closed
+// ones), each key also its value, with the head's sink in the softmax
+// denominator. Grid (T, heads); dynamic shared memory: maxKeys·(8+4+4) +
+// 4·dim bytes.
+extern "C" __global__ void __launch_bounds__(MT)
+    attention(float* out, const float* Q, const float* KV, const int* tab, int nspans, const int* pos, Paged win,
+              int winSize, Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK,
+              const float* sink, int heads, int dim, float scale, int maxKeys) {
+  __shared__ float buf[32];
+  DYN_SHARED(u8, sm);
+  const u8** kp = (const u8**)sm;
+  float* lg = (float*)(sm + 8ll * maxKeys);
+  int* kind = (int*)(sm + 12ll * maxKeys);
+  float* qv = (float*)(sm + 16ll * maxKeys);
+  const int t = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
+  const Span sp = span_of(tab, nspans, t);
+  float* o = out + ((long long)t * heads + h) * dim;
+  const int p = pos[t];
+  const int kw0 = max(0, p - winSize + 1), nw = p - kw0 + 1;
+  int nc = 0;
+  if (hasComp) nc = sel ? cnt[t] : (p + 1) / rate;
+  const int nk = nw + nc;
+  if (sp.index < 0 || nk > maxKeys) {
+    for (int i = tid; i < dim; i += nt) o[i] = __uint_as_float(QNAN_BITS);
+    return;
+  }
+  for (int j = tid; j < nk; j += nt) {
+    if (j < nw) {
+      const int kpos = kw0 + j;
+      if (kpos >= sp.pos0) {
+        kp[j] = (const u8*)(KV + (long long)(sp.start + kpos - sp.pos0) * dim);
+        kind[j] = 0;
+      } else {
+        kp[j] = slot_ptr(win, sp.index, kpos % winSize);
+        kind[j] = 1;
+      }
+    } else {
+      const int c = j - nw;
+      kp[j] = slot_ptr(comp, sp.index, sel ? sel[(long long)t * selK + c] : c);
+      kind[j] = 2;
+    }
+  }
+  for (int i = tid; i < dim; i += nt) qv[i] = Q[((long long)t * heads + h) * dim + i];
+  __syncthreads();
+  const int lane = tid & 31, warp = tid >> 5, nwarps = nt >> 5;
+  for (int j = warp; j < nk; j += nwarps) {
+    float acc = 0.0f;
+    for (int i = lane; i < dim; i += 32) acc = __fmaf_rn(qv[i], key_value(kp[j], kind[j], win, comp, dim, i), acc);
+    acc = warp_sum(acc);
+    if (lane == 0) lg[j] = __fmul_rn(acc, scale);
+  }
+  __syncthreads();
+  const float sk = sink[h];
+  float mx = sk;
+  for (int j = tid; j < nk; j += nt) mx = fmaxf(mx, lg[j]);
+  mx = block_reduce_max(mx, buf);
+  float part = 0.0f;
+  for (int j = tid; j < nk; j += nt) {
+    const float e = exp_f(__fsub_rn(lg[j], mx));
+    lg[j] = e;
+    part = __fadd_rn(part, e);
+  }
+  const float den = __fadd_rn(exp_f(__fsub_rn(sk, mx)), bsum(part, buf));
+  for (int j = tid; j < nk; j += nt) lg[j] = __fdiv_rn(lg[j], den);
+  __syncthreads();
+  for (int i = tid; i < dim; i += nt) {
+    float acc = 0.0f;
+    for (int j = 0; j < nk; ++j) acc = __fadd_rn(acc, __fmul_rn(lg[j], key_value(kp[j], kind[j], win, comp, dim, i)));
+    o[i] = acc;
+  }
+}
+
+// ---- cache rings ----
+
+// store_ring writes the last size positions of every span's rows of src
+// (cols wide) into ring slots p % size, in the ring's format. One block a
+// row of src; rows in no span are left alone.
+extern "C" __global__ void __launch_bounds__(MT) store_ring(Paged ring, int size, const float* src, int cols,
+                                                            const int* tab, int nspans) {
+  __shared__ float buf[32];
+  const int t = blockIdx.x;
+  const Span sp = span_of(tab, nspans, t);
+  if (sp.index < 0) return;
+  const int p = sp.pos0 + (t - sp.start);
+  if (p < max(sp.pos0, sp.pos0 + sp.n - size)) return;
+  encode_row(slot_ptr(ring, sp.index, p % size), src + (long long)t * cols, ring.fmt, cols, ring.rope, buf);
+}
+
+// load_ring writes into dst[t] the ring slot of t's span at pos[t] % size.
+extern "C" __global__ void __launch_bounds__(MT) load_ring(float* dst, int cols, Paged ring, int size, const int* tab,
+                                                           int nspans, const int* pos) {
+  const int t = blockIdx.x;
+  const Span sp = span_of(tab, nspans, t);
+  if (sp.index < 0) return;
+  const u8* sl = slot_ptr(ring, sp.index, pos[t] % size);
+  for (int i = threadIdx.x; i < cols; i += blockDim.x) dst[(long long)t * cols + i] = slot_value(sl, ring.fmt, cols, ring.rope, i);
+}
+
+// round_trip writes each row of src as a slot of format fmt gives it back.
+// Dynamic shared memory: the slot's bytes.
+extern "C" __global__ void __launch_bounds__(MT) round_trip(float* dst, const float* src, int cols, int fmt, int rope) {
+  __shared__ float buf[32];
+  DYN_SHARED(u8, sl);
+  const long long r = blockIdx.x;
+  encode_row(sl, src + r * cols, fmt, cols, rope, buf);
+  for (int i = threadIdx.x; i < cols; i += blockDim.x) dst[r * cols + i] = slot_value(sl, fmt, cols, rope, i);
+}
+
+// split_bf16 writes x = hi + lo with hi = bf16(x) (round to nearest even)
+// and lo = x - hi (exact), both as float32: the fast products multiply each
+// on the tensor cores, whose bf16 rounding then leaves only lo's, ~2^-17 of
+// x. For n values.
+extern "C" __global__ void __launch_bounds__(MT) split_bf16(float* hi, float* lo, const float* x, int n) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float v = x[i];
+  const float h = __uint_as_float(bf16_rn(v) << 16);
+  hi[i] = h;
+  lo[i] = __fsub_rn(v, h);
+}

@@ -1,0 +1,269 @@
+// moe.cu: mixture-of-experts routing and the experts' products, as the CPU
+// backend's MoE computes them. A (token, choice) pair is a "pair"; the
+// experts' matrix-vector products run once per pair, with a reduction
+// order that depends only on the matrix's shape (lane-strided 16-byte
+// chunks, then a butterfly), so a token's result never depends on the
+// other pairs of the batch: batch-invariant. Pairs are sorted by expert so
+// that a block decodes each weight row once for up to MOE_TILE pairs.
+
+#define MOE_TILE 8
+#define MOE_ROWS_PER_WARP 2
+#define MOE_MAX_E 1024
+
+// rank_before reports whether value a at index i ranks before b at j: the
+// CPU TopK's order (larger first, NaN above numbers, ties to the lower
+// index).
+__device__ __forceinline__ bool rank_before(float a, int i, float b, int j) {
+  if (a > b) return true;
+  if (a < b) return false;
+  const bool na = a != a, nb = b != b;
+  if (na != nb) return na;
+  return i < j;
+}
+
+__device__ __forceinline__ double softplus_d(double x) { return x > 20.0 ? x : log1p(exp(x)); }
+
+// moe_route scores each token's router logits in place (scoring 0:
+// sqrt-softplus, 1: sigmoid, 2: softmax), picks its K experts (tid2eid's
+// row of its token id when given, else the K best biased scores) and their
+// weights (normalized, times routedScale). One warp a token.
+extern "C" __global__ void __launch_bounds__(32)
+    moe_route(int* idx, float* wt, float* scores, const float* bias, const int* tid2eid, const int* tokens, int E,
+              int K, int scoring, float routedScale) {
+  __shared__ unsigned char chosen[MOE_MAX_E];
+  const int t = blockIdx.x, lane = threadIdx.x;
+  float* s = scores + (long long)t * E;
+  if (scoring == 2) {
+    if (lane == 0) {
+      float mx = __int_as_float(0xFF800000);
+      for (int e = 0; e < E; ++e) mx = fmaxf(mx, s[e]);
+      float sum = 0.0f;
+      for (int e = 0; e < E; ++e) {
+        const float v = exp_f(__fsub_rn(s[e], mx));
+        s[e] = v;
+        sum = __fadd_rn(sum, v);
+      }
+      for (int e = 0; e < E; ++e) s[e] = __fdiv_rn(s[e], sum);
+    }
+  } else {
+    for (int e = lane; e < E; e += 32)
+      s[e] = scoring == 0 ? (float)sqrt(softplus_d((double)s[e])) : sigmoid_f(s[e]);
+  }
+  __syncwarp();
+  int* it = idx + (long long)t * K;
+  if (tid2eid) {
+    for (int k = lane; k < K; k += 32) it[k] = tid2eid[(long long)tokens[t] * K + k];
+  } else {
+    for (int e = lane; e < E; e += 32) chosen[e] = 0;
+    __syncwarp();
+    for (int k = 0; k < K; ++k) {
+      int best = -1;
+      float bv = 0.0f;
+      for (int e = lane; e < E; e += 32) {
+        if (chosen[e]) continue;
+        const float v = __fadd_rn(s[e], bias[e]);
+        if (best < 0 || rank_before(v, e, bv, best)) best = e, bv = v;
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const int ob = __shfl_xor_sync(0xFFFFFFFFu, best, o);
+        const float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, o);
+        if (ob >= 0 && (best < 0 || rank_before(ov, ob, bv, best))) best = ob, bv = ov;
+      }
+      if (lane == 0) {
+        it[k] = best;
+        chosen[best] = 1;
+      }
+      __syncwarp();
+    }
+  }
+  __syncwarp();
+  if (lane == 0) {
+    float sum = 0.0f;
+    for (int k = 0; k < K; ++k) sum = __fadd_rn(sum, s[it[k]]);
+    for (int k = 0; k < K; ++k)
+      wt[(long long)t * K + k] = __fmul_rn(__fdiv_rn(s[it[k]], __fadd_rn(sum, 1e-20f)), routedScale);
+  }
+}
+
+// moe_sort writes into order the P pair ids grouped by expert (by a
+// counting sort; the order within an expert is unspecified and does not
+// change any result). One block; dynamic shared memory: 2·E ints.
+extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, int* chunks, const int* idx, int P, int E,
+                                                              int maxChunks) {
+  DYN_SHARED(int, cnt);
+  int* cur = cnt + E;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
+  __syncthreads();
+  for (int q = threadIdx.x; q < P; q += blockDim.x) atomicAdd((unsigned int*)&cnt[idx[q]], 1u);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int run = 0;
+    for (int e = 0; e < E; ++e) {
+      cur[e] = run;
+      run += cnt[e];
+    }
+  }
+  __syncthreads();
+  // The tiles of the products: runs of at most MOE_TILE pairs of one
+  // expert, as (first sorted position, count); count 0 ends the list.
+  if (threadIdx.x == 0) {
+    int n = 0;
+    for (int e = 0; e < E; ++e)
+      for (int off = 0; off < cnt[e] && n < maxChunks; off += MOE_TILE, ++n) {
+        chunks[2 * n] = cur[e] + off;
+        chunks[2 * n + 1] = min(MOE_TILE, cnt[e] - off);
+      }
+    for (; n < maxChunks; ++n) chunks[2 * n] = 0, chunks[2 * n + 1] = 0;
+  }
+  __syncthreads();
+  for (int q = threadIdx.x; q < P; q += blockDim.x) {
+    const int at = (int)atomicAdd((unsigned int*)&cur[idx[q]], 1u);
+    order[at] = q;
+  }
+}
+
+// moe_gemv computes y[q] = W_e·x[q / xDiv] for the sorted pairs q of
+// expert e = idx[q] (tables of the experts' data and scale pointers);
+// blockIdx.z = 1 takes the second table and output (the up projection
+// beside the gate). Block y takes tile y of moe_sort's list (at most
+// MOE_TILE pairs of one expert). Grid (ceil(rows/16), tiles, 1 or 2).
+template <int FMT, bool VEC>
+__device__ __forceinline__ void moe_gemv_body(float* y1, float* y3, const float* x, int xDiv, const int* order,
+                                              const int* idx, const int* chunks, const u64* tab1, const u64* tab3, int rows,
+                                              int cols, int blockRows, int blockCols, int scaleCols) {
+  typedef gemv_fmt<FMT> F;
+  __shared__ int sq[MOE_TILE], se[MOE_TILE];
+  float* y = blockIdx.z ? y3 : y1;
+  const u64* tab = blockIdx.z ? tab3 : tab1;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int q0 = chunks[2 * blockIdx.y], qn = chunks[2 * blockIdx.y + 1];
+  if (qn == 0) return;
+  if (threadIdx.x < qn) {
+    sq[threadIdx.x] = order[q0 + threadIdx.x];
+    se[threadIdx.x] = idx[sq[threadIdx.x]];
+  }
+  __syncthreads();
+  const long long rowBytes =
+      FMT == FMT_F32 ? 4ll * cols : (FMT == FMT_FP8 ? (long long)cols : (FMT == FMT_FP4 ? cols / 2 : 2ll * cols));
+  const int r0 = (blockIdx.x * (blockDim.x >> 5) + warp) * MOE_ROWS_PER_WARP;
+  for (int i = 0; i < qn;) {
+    const int e = se[i];
+    int j = i + 1;
+    while (j < qn && se[j] == e) ++j;  // one run: the tiles hold one expert
+    const int len = j - i;
+    const u8* w = (const u8*)tab[2 * e];
+    const u8* sc = (const u8*)tab[2 * e + 1];
+    const float* xs[MOE_TILE];
+#pragma unroll
+    for (int pi = 0; pi < MOE_TILE; ++pi) xs[pi] = x + (long long)(sq[min(i + pi, j - 1)] / xDiv) * cols;
+    for (int rr = 0; rr < MOE_ROWS_PER_WARP; ++rr) {
+      const int r = r0 + rr;
+      if (r >= rows) break;
+      float acc[MOE_TILE];
+#pragma unroll
+      for (int pi = 0; pi < MOE_TILE; ++pi) acc[pi] = 0.0f;
+      if (VEC) {
+        const int nch = (int)(rowBytes / 16);
+        for (int c = lane; c < nch; c += 32) {
+          const uint4 q = __ldg((const uint4*)(w + r * rowBytes) + c);
+          float part[MOE_TILE];
+#pragma unroll
+          for (int pi = 0; pi < MOE_TILE; ++pi) part[pi] = 0.0f;
+#pragma unroll
+          for (int s = 0; s < F::SUBS; ++s) {
+            float wv[F::SUB];
+            decode_sub<FMT>(q, s, wv);
+            const int col = c * F::PER + s * F::SUB;
+#pragma unroll
+            for (int pi = 0; pi < MOE_TILE; ++pi) {
+              if (pi < len) {
+#pragma unroll
+                for (int k = 0; k < F::SUB; ++k) part[pi] = __fmaf_rn(wv[k], xs[pi][col + k], part[pi]);
+              }
+            }
+          }
+          const float s = chunk_scale<FMT>(q, sc, r, c, cols, blockRows, blockCols, scaleCols);
+#pragma unroll
+          for (int pi = 0; pi < MOE_TILE; ++pi) acc[pi] = __fmaf_rn(part[pi], s, acc[pi]);
+        }
+      } else {
+        for (int k = lane; k < cols; k += 32) {
+          const float v = elem<FMT>(w, sc, r, k, cols, blockRows, blockCols, scaleCols);
+#pragma unroll
+          for (int pi = 0; pi < MOE_TILE; ++pi)
+            if (pi < len) acc[pi] = __fmaf_rn(v, xs[pi][k], acc[pi]);
+        }
+      }
+#pragma unroll
+      for (int pi = 0; pi < MOE_TILE; ++pi) {
+        const float a = warp_sum(acc[pi]);
+        if (pi < len && lane == 0) y[(long long)sq[i + pi] * rows + r] = a;
+      }
+    }
+    i = j;
+  }
+}
+
+#define MOE_GEMV_ENTRY(F, FMT)                                                                                   \
+  extern "C" __global__ void __launch_bounds__(256)                                                             \
+      moe_gemv_##F(float* y1, float* y3, const float* x, int xDiv, const int* order, const int* idx,            \
+                   const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols, int blockRows,      \
+                   int blockCols,                                                                                \
+                   int scaleCols) {                                                                              \
+    moe_gemv_body<FMT, true>(y1, y3, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows, blockCols,     \
+                             scaleCols);                                                                         \
+  }                                                                                                              \
+  extern "C" __global__ void __launch_bounds__(256)                                                             \
+      moe_gemv_##F##_s(float* y1, float* y3, const float* x, int xDiv, const int* order, const int* idx,        \
+                       const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols, int blockRows,  \
+                       int blockCols,                                                                            \
+                       int scaleCols) {                                                                          \
+    moe_gemv_body<FMT, false>(y1, y3, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows, blockCols,    \
+                              scaleCols);                                                                        \
+  }
+MOE_GEMV_ENTRY(f32, FMT_F32)
+MOE_GEMV_ENTRY(bf16, FMT_BF16)
+MOE_GEMV_ENTRY(f16, FMT_F16)
+MOE_GEMV_ENTRY(fp8, FMT_FP8)
+MOE_GEMV_ENTRY(fp4, FMT_FP4)
+
+__device__ __forceinline__ float gomin(float a, float b) {
+  if (a != a || b != b) return __uint_as_float(QNAN_BITS);
+  return a < b ? a : b;
+}
+
+// swiglu_act: g = silu(min(g, L)) · clamp(u, -L, L), for n values.
+extern "C" __global__ void __launch_bounds__(256) swiglu_act(float* g, const float* u, int n, float L) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float gv = gomin(g[i], L);
+  const float uv = gomin(gomax(u[i], -L), L);
+  g[i] = __fmul_rn(__fmul_rn(gv, sigmoid_f(gv)), uv);
+}
+
+// moe_combine: y[t] = Σ_k wt[t][k]·ye[t·K+k] over the token's choices in
+// the CPU's order (by expert, then choice), plus shared[t] when given.
+// Grid (T, ceil(D/256)).
+extern "C" __global__ void __launch_bounds__(256)
+    moe_combine(float* y, const float* ye, const float* wt, const int* idx, const float* shared, int K, int D) {
+  const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
+  if (i >= D) return;
+  int ord[16];
+  for (int k = 0; k < K; ++k) {
+    int j = k;
+    const int ek = idx[(long long)t * K + k];
+    while (j > 0 && idx[(long long)t * K + ord[j - 1]] > ek) {
+      ord[j] = ord[j - 1];
+      --j;
+    }
+    ord[j] = k;
+  }
+  float acc = 0.0f;
+  for (int m = 0; m < K; ++m) {
+    const long long q = (long long)t * K + ord[m];
+    acc = __fadd_rn(acc, __fmul_rn(wt[q], ye[q * D + i]));
+  }
+  if (shared) acc = __fadd_rn(acc, shared[(long long)t * D + i]);
+  y[(long long)t * D + i] = acc;
+}

@@ -1,0 +1,146 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/strata-inference/strata/compute"
+)
+
+// moeTables are a MoE layer's experts on the device: for each of W1, W2, W3
+// a table of [E][data, scale] device pointers (the kernels pick a pair's
+// expert there), and the shape and format they share.
+type moeTables struct {
+	tab        Ptr // W1's table, then W2's, then W3's: 3·E·2 u64s
+	e          int
+	w1, w2, w3 *Matrix // expert 0's, for the shape and format
+}
+
+// tables returns (building once) the device tables of a's experts.
+func (b *Backend) tables(a *compute.MoEArgs) *moeTables {
+	key := a.Experts[0].W1
+	if t, ok := b.moeTabs[key]; ok {
+		return t
+	}
+	E := len(a.Experts)
+	host := make([]uint64, 3*E*2)
+	mt := &moeTables{e: E}
+	for e := range a.Experts {
+		for j, w := range []*compute.Matrix{a.Experts[e].W1, a.Experts[e].W2, a.Experts[e].W3} {
+			m := b.mustMat(w)
+			ref := [3]**Matrix{&mt.w1, &mt.w2, &mt.w3}[j]
+			if *ref == nil {
+				*ref = m
+			} else if r := *ref; r.DType != m.DType || r.Rows != m.Rows || r.Cols != m.Cols ||
+				r.BlockRows != m.BlockRows || r.BlockCols != m.BlockCols {
+				panic(fmt.Sprintf("cuda: MoE expert %d's W%d is %v %d×%d, expert 0's %v %d×%d", e, j+1,
+					m.DType, m.Rows, m.Cols, r.DType, r.Rows, r.Cols))
+			}
+			host[(j*E+e)*2] = uint64(m.Data)
+			host[(j*E+e)*2+1] = uint64(m.Scale)
+		}
+	}
+	err := b.do(func(t *Thread) error {
+		p, err := t.Alloc(int64(8 * len(host)))
+		if err != nil {
+			return err
+		}
+		mt.tab = p
+		return t.CopyToDevice(p, Bytes(host), t.Stream())
+	})
+	if err != nil {
+		panic(fmt.Sprintf("cuda: MoE expert tables: %v", err))
+	}
+	b.moeTabs[key] = mt
+	return mt
+}
+
+var moeGemvKernels = [5]string{"moe_gemv_f32", "moe_gemv_bf16", "moe_gemv_f16", "moe_gemv_fp8", "moe_gemv_fp4"}
+
+// moeGemv records the pairs' products with the experts' matrices of m's
+// shape (W1 with W3 beside it when y3 is set, else W2): y[q] = W_e·x[q /
+// xDiv], one block row per tile of moe_sort's list.
+func (b *Backend) moeGemv(m *Matrix, y1, y3, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr) {
+	name := moeGemvKernels[m.DType]
+	if !m.vec() {
+		name += "_s"
+	}
+	z := 1
+	if y3 != 0 {
+		z = 2
+	}
+	const rowsPerBlock = 16 // 8 warps of MOE_ROWS_PER_WARP
+	b.launch(name, Dim3{X: blocks(m.Rows, rowsPerBlock), Y: tiles, Z: z}, Dim3{X: 256}, 0,
+		b.args().Ptr(y1).Ptr(y3).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
+			Int(m.Rows).Int(m.Cols).Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()))
+}
+
+// swiglu records g = silu(min(g, L))·clamp(u, ±L) over n values.
+func (b *Backend) swiglu(g, u Ptr, n int, limit float32) {
+	if n == 0 {
+		return
+	}
+	b.launch("swiglu_act", Dim3{X: blocks(n, 256)}, Dim3{X: 256}, 0, b.args().Ptr(g).Ptr(u).Int(n).F32(limit))
+}
+
+// MoE implements compute.Experts: the router's product (float32 always,
+// the choice must not flip), routing one warp a token, the pairs sorted by
+// expert, each pair's gate and up products, SwiGLU, down product, then the
+// weighted sum per token in the CPU's order plus the shared expert.
+func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
+	T, D := x.Rows, x.Cols
+	E, K := a.Gate.Rows, a.K
+	checkShape("MoE y", y, T, D)
+	if tokens.Len() != T {
+		panic(fmt.Sprintf("cuda: MoE of %d rows with %d tokens", T, tokens.Len()))
+	}
+	if E > 1024 || K > 16 || len(a.Experts) != E {
+		panic(fmt.Sprintf("cuda: MoE of %d experts (%d given), top %d (at most 1024, 16)", E, len(a.Experts), K))
+	}
+	if T == 0 {
+		return
+	}
+	mt := b.tables(a)
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	P := T * K
+	scores := b.Scratch(compute.F32, T, E)
+	b.matMul(scores, x, a.Gate, Strict)
+	idx := b.Scratch(compute.I32, T, K)
+	wt := b.Scratch(compute.F32, T, K)
+	b.launch("moe_route", Dim3{X: T}, Dim3{X: 32}, 0,
+		b.args().Ptr(b.ptr(idx)).Ptr(b.ptr(wt)).Ptr(b.ptr(scores)).Ptr(b.ptr(a.Bias)).Ptr(b.ptr(a.Tid2Eid)).
+			Ptr(b.ptr(tokens)).Int(E).Int(K).Int(int(a.Scoring)).F32(a.RoutedScale))
+	// Tiles of at most 8 (MOE_TILE) pairs of one expert: at most P/8 + E
+	// of them, and at most P.
+	order := b.Scratch(compute.I32, 1, P)
+	tiles := min(P, P/8+E)
+	chunks := b.Scratch(compute.I32, tiles, 2)
+	b.launch("moe_sort", Dim3{X: 1}, Dim3{X: 1024}, 8*E,
+		b.args().Ptr(b.ptr(order)).Ptr(b.ptr(chunks)).Ptr(b.ptr(idx)).Int(P).Int(E).Int(tiles))
+
+	I := mt.w1.Rows
+	if mt.w1.Cols != D || mt.w2.Rows != D || mt.w2.Cols != I || mt.w3.Rows != I {
+		panic(fmt.Sprintf("cuda: MoE experts W1 %d×%d, W2 %d×%d for width %d", mt.w1.Rows, mt.w1.Cols, mt.w2.Rows, mt.w2.Cols, D))
+	}
+	g, u := b.Scratch(compute.F32, P, I), b.Scratch(compute.F32, P, I)
+	tab := mt.tab
+	tab1, tab2, tab3 := tab, tab.Add(int64(16*E)), tab.Add(int64(32*E))
+	b.moeGemv(mt.w1, b.ptr(g), b.ptr(u), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3)
+	b.swiglu(b.ptr(g), b.ptr(u), P*I, a.Limit)
+	ye := b.Scratch(compute.F32, P, D)
+	b.moeGemv(mt.w2, b.ptr(ye), 0, b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0)
+
+	var shared Ptr
+	if s := a.Shared; s.W1 != nil {
+		Is := s.W1.Rows
+		sh := b.Scratch(compute.F32, T, D)
+		gs, us := b.Scratch(compute.F32, T, Is), b.Scratch(compute.F32, T, Is)
+		b.MatMul(gs, x, s.W1)
+		b.MatMul(us, x, s.W3)
+		b.swiglu(b.ptr(gs), b.ptr(us), T*Is, a.Limit)
+		b.MatMul(sh, gs, s.W2)
+		shared = b.ptr(sh)
+	}
+	b.launch("moe_combine", Dim3{X: T, Y: blocks(D, 256)}, Dim3{X: 256}, 0,
+		b.args().Ptr(b.ptr(y)).Ptr(b.ptr(ye)).Ptr(b.ptr(wt)).Ptr(b.ptr(idx)).Ptr(shared).Int(K).Int(D))
+}

@@ -1,0 +1,232 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/strata-inference/strata/compute"
+)
+
+// The Linear and Mixing ops of Backend. Each checks its shapes (a mismatch
+// is a caller's bug: it panics, as the CPU backend does) and records its
+// launches.
+
+const opThreads = 256
+
+func blocks(n, per int) int { return (n + per - 1) / per }
+
+func checkShape(op string, t compute.Tensor, rows, cols int) {
+	if t.Rows != rows || t.Cols != cols {
+		panic(fmt.Sprintf("cuda: %s: tensor is %d×%d, want %d×%d", op, t.Rows, t.Cols, rows, cols))
+	}
+}
+
+// launch records kernel name with a's parameters.
+func (b *Backend) launch(name string, grid, block Dim3, shared int, a *Args) {
+	f := b.k.fns[name]
+	if f == 0 {
+		b.fail(fmt.Errorf("cuda: kernel %s unavailable: %v", name, b.k.unavailable))
+		return
+	}
+	b.fail(b.rt.Launch(f, grid, block, shared, 0, a))
+}
+
+// args returns the recorder's emptied parameter block.
+func (b *Backend) args() *Args { return b.rt.Args() }
+
+// MatMul implements compute.Linear.
+func (b *Backend) MatMul(y, x compute.Tensor, w *compute.Matrix) {
+	b.matMul(y, x, w, b.mode)
+}
+
+func (b *Backend) matMul(y, x compute.Tensor, w *compute.Matrix, mode Mode) {
+	if x.Cols != w.Cols || y.Cols != w.Rows || y.Rows != x.Rows {
+		panic(fmt.Sprintf("cuda: MatMul of x %d×%d by W %d×%d into y %d×%d", x.Rows, x.Cols, w.Rows, w.Cols, y.Rows, y.Cols))
+	}
+	m := b.mustMat(w)
+	T := x.Rows
+	if mode != Fast || T <= FastGEMVMaxT || !bf16Exact(m.DType) || !b.k.tensorCores {
+		b.fail(b.k.MatMul(b.rt, 0, b.ptr(y), b.ptr(x), T, m, Strict))
+		return
+	}
+	// Fast: x = hi + lo, both bf16-exact, each through the tensor cores,
+	// the two products added in float32.
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	hi, lo := b.Scratch(compute.F32, T, x.Cols), b.Scratch(compute.F32, T, x.Cols)
+	part := b.Scratch(compute.F32, T, w.Rows)
+	n := T * x.Cols
+	b.launch("split_bf16", Dim3{X: blocks(n, opThreads)}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(hi)).Ptr(b.ptr(lo)).Ptr(b.ptr(x)).Int(n))
+	b.fail(b.k.MatMul(b.rt, 0, b.ptr(part), b.ptr(hi), T, m, Fast))
+	b.fail(b.k.MatMul(b.rt, 0, b.ptr(y), b.ptr(lo), T, m, Fast))
+	b.AddRepeated(y, part, 1)
+}
+
+// bf16Exact reports whether every weight of a format is a bfloat16 value
+// (the fast products take the tensor cores only for those: F32 and F16
+// weights would be rounded).
+func bf16Exact(dt compute.DType) bool {
+	return dt == compute.BF16 || dt == compute.FP8 || dt == compute.FP4
+}
+
+// copyCols records dst[r][:cols] = src[r][:cols] for rows rows of the given
+// row strides (in floats).
+func (b *Backend) copyCols(dst Ptr, ldd int, src Ptr, lds int, rows, cols int) {
+	if rows == 0 || cols == 0 {
+		return
+	}
+	b.launch("copy_cols", Dim3{X: rows, Y: blocks(cols, opThreads)}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(dst).Int(ldd).Ptr(src).Int(lds).Int(cols))
+}
+
+// GroupedMatMul implements compute.Linear: each group's inputs are copied
+// out, multiplied, and copied into place, as on the CPU.
+func (b *Backend) GroupedMatMul(y, x compute.Tensor, ws []*compute.Matrix) {
+	G, T := len(ws), x.Rows
+	R, n := ws[0].Rows, ws[0].Cols
+	checkShape("GroupedMatMul x", x, T, G*n)
+	checkShape("GroupedMatMul y", y, T, G*R)
+	if G == 1 {
+		b.MatMul(y, x, ws[0])
+		return
+	}
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	xg, yg := b.Scratch(compute.F32, T, n), b.Scratch(compute.F32, T, R)
+	px, py := b.ptr(x), b.ptr(y)
+	for g, w := range ws {
+		b.copyCols(b.ptr(xg), n, px.Add(int64(4*g*n)), G*n, T, n)
+		b.MatMul(yg, xg, w)
+		b.copyCols(py.Add(int64(4*g*R)), G*R, b.ptr(yg), R, T, R)
+	}
+}
+
+// RMSNorm implements compute.Linear.
+func (b *Backend) RMSNorm(y, x, w compute.Tensor, eps float32) {
+	checkShape("RMSNorm y", y, x.Rows, x.Cols)
+	if w.Valid() && w.Len() != x.Cols {
+		panic(fmt.Sprintf("cuda: RMSNorm weight of %d for rows of %d", w.Len(), x.Cols))
+	}
+	b.fail(b.k.RMSNorm(b.rt, 0, b.ptr(y), b.ptr(x), b.ptr(w), x.Rows, x.Cols, eps))
+}
+
+// RoPE implements compute.Linear.
+func (b *Backend) RoPE(x, pos compute.Tensor, heads int, invFreq compute.Tensor, inverse bool) {
+	nf := invFreq.Len()
+	if heads <= 0 || pos.Len()*heads < x.Rows {
+		panic(fmt.Sprintf("cuda: RoPE has %d positions of %d heads for %d rows", pos.Len(), heads, x.Rows))
+	}
+	if 2*nf > x.Cols {
+		panic(fmt.Sprintf("cuda: RoPE rotates %d channels of rows of width %d", 2*nf, x.Cols))
+	}
+	if x.Rows == 0 || nf == 0 {
+		return
+	}
+	inv := 0
+	if inverse {
+		inv = 1
+	}
+	b.launch("rope_heads", Dim3{X: x.Rows, Y: blocks(nf, opThreads)}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(x)).Int(x.Cols).Ptr(b.ptr(pos)).Int(heads).Ptr(b.ptr(invFreq)).Int(nf).Int(inv))
+}
+
+var embedKernels = [5]string{"embed_f32", "embed_bf16", "embed_f16", "embed_fp8", "embed_fp4"}
+
+// Embed implements compute.Linear. A token outside the table gives NaNs
+// (the CPU panics).
+func (b *Backend) Embed(h compute.Tensor, table *compute.Matrix, tokens compute.Tensor, copies int) {
+	D, T := table.Cols, tokens.Len()
+	checkShape("Embed h", h, T, copies*D)
+	if T == 0 {
+		return
+	}
+	m := b.mustMat(table)
+	b.launch(embedKernels[m.DType], Dim3{X: T, Y: blocks(D, opThreads)}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(h)).Ptr(m.Data).Ptr(m.Scale).Ptr(b.ptr(tokens)).Int(m.Rows).Int(D).Int(copies).
+			Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()))
+}
+
+// GatherRows implements compute.Linear.
+func (b *Backend) GatherRows(dst, src, rows compute.Tensor) {
+	checkShape("GatherRows dst", dst, rows.Len(), src.Cols)
+	b.fail(b.k.Gather(b.rt, 0, b.ptr(dst), b.ptr(src), src.Rows, src.Cols, b.ptr(rows), rows.Len()))
+}
+
+// AddRepeated implements compute.Linear.
+func (b *Backend) AddRepeated(h, e compute.Tensor, n int) {
+	if e.Cols != h.Cols || e.Rows*n != h.Rows {
+		panic(fmt.Sprintf("cuda: AddRepeated of %d×%d, %d times, into %d×%d", e.Rows, e.Cols, n, h.Rows, h.Cols))
+	}
+	if h.Rows == 0 {
+		return
+	}
+	b.launch("add_repeated", Dim3{X: h.Rows, Y: blocks(h.Cols, opThreads)}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(h)).Ptr(b.ptr(e)).Int(h.Cols).Int(n))
+}
+
+// hcMax is the most streams the mixing kernels take (HC_MAX).
+const hcMax = 16
+
+// HCPre implements compute.Mixing: the streams' RMS norm and mix products
+// are the regular kernels (the mix always in float32: the Sinkhorn weights
+// are sensitive), the rest one block per token.
+func (b *Backend) HCPre(x, post, comb, h compute.Tensor, w *compute.HC, p compute.HCParams) {
+	hc, D, T := p.HC, p.D, h.Rows
+	nMix := (2 + hc) * hc
+	checkShape("HCPre h", h, T, hc*D)
+	checkShape("HCPre x", x, T, D)
+	checkShape("HCPre post", post, T, hc)
+	checkShape("HCPre comb", comb, T, hc*hc)
+	if hc > hcMax {
+		panic(fmt.Sprintf("cuda: HCPre of %d streams (at most %d)", hc, hcMax))
+	}
+	if T == 0 {
+		return
+	}
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	flat := b.Scratch(compute.F32, T, hc*D)
+	b.RMSNorm(flat, h, compute.Tensor{}, p.NormEps)
+	mix := b.Scratch(compute.F32, T, nMix)
+	b.matMul(mix, flat, w.Fn, Strict)
+	b.launch("hc_pre_finish", Dim3{X: T}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).Ptr(b.ptr(h)).Ptr(b.ptr(mix)).
+			Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters))
+}
+
+// HCPost implements compute.Mixing.
+func (b *Backend) HCPost(h, y, post, comb compute.Tensor, p compute.HCParams) {
+	hc, D, T := p.HC, p.D, h.Rows
+	checkShape("HCPost h", h, T, hc*D)
+	checkShape("HCPost y", y, T, D)
+	if hc > hcMax {
+		panic(fmt.Sprintf("cuda: HCPost of %d streams (at most %d)", hc, hcMax))
+	}
+	if T == 0 {
+		return
+	}
+	b.launch("hc_post", Dim3{X: T, Y: blocks(D, opThreads)}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(h)).Ptr(b.ptr(y)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).Int(hc).Int(D))
+}
+
+// HCHead implements compute.Mixing.
+func (b *Backend) HCHead(x, h compute.Tensor, w *compute.HC, p compute.HCParams) {
+	hc, D, R := p.HC, p.D, h.Rows
+	checkShape("HCHead h", h, R, hc*D)
+	checkShape("HCHead x", x, R, D)
+	if w.Fn.Rows != hc {
+		panic(fmt.Sprintf("cuda: HCHead: fn has %d rows for %d streams", w.Fn.Rows, hc))
+	}
+	if R == 0 {
+		return
+	}
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	flat := b.Scratch(compute.F32, R, hc*D)
+	b.RMSNorm(flat, h, compute.Tensor{}, p.NormEps)
+	mix := b.Scratch(compute.F32, R, hc)
+	b.matMul(mix, flat, w.Fn, Strict)
+	b.launch("hc_head_finish", Dim3{X: R, Y: blocks(D, opThreads)}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(x)).Ptr(b.ptr(h)).Ptr(b.ptr(mix)).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).
+			Int(hc).Int(D).F32(p.Eps))
+}
