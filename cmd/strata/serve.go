@@ -31,6 +31,7 @@ type serveConfig struct {
 	maxQueue         int
 	batchTokens      int
 	stepTarget       time.Duration
+	cacheDType       string
 	cachePages       int
 	cacheMemory      int64 // used when cachePages is 0
 	maxBody          int64
@@ -66,7 +67,11 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := loadModel(cfg.dir, be, model.Options{})
+	dt, err := cache.ParseDType(cfg.cacheDType)
+	if err != nil {
+		return nil, err
+	}
+	m, err := loadModel(cfg.dir, be, model.Options{CacheDType: dt})
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +160,7 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 		return nil, err
 	}
 	log.Info("model loaded", "model", cfg.dir, "name", name, "architecture", info.Arch, "layers", info.Layers, "hidden", info.Hidden,
-		"vocab", m.VocabSize(), "chat_format", format.Name(), "cache_pages", pages, "page_bytes", pageBytes,
+		"vocab", m.VocabSize(), "chat_format", format.Name(), "cache_pages", pages, "page_bytes", pageBytes, "cache_dtype", cfg.cacheDType,
 		"cache_bytes", int64(pages)*int64(pageBytes), "max_context", srv.MaxContext(),
 		"max_concurrency", cfg.maxSeqs, "max_queue", cfg.maxQueue, "batch_tokens", cfg.batchTokens, "step_target", cfg.stepTarget,
 		"role", cfg.role, "speculation", cfg.speculation, "prefix_cache", !cfg.noPrefixCache)
@@ -197,6 +202,7 @@ func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.IntVar(&cfg.maxSeqs, "max-concurrency", 64, "most requests the engine runs at once (sequences in one step)")
 	fs.IntVar(&cfg.maxQueue, "max-queue", 256, "most requests waiting for the engine; beyond it requests get 503")
 	fs.IntVar(&cfg.batchTokens, "batch-tokens", 512, "token budget of one engine step (decode tokens plus prefill chunks)")
+	fs.StringVar(&cfg.cacheDType, "cache-dtype", "f32", "how the cache stores KV and compressed entries and indexer keys: f32 (exact), bf16, or fp8 (DeepSeek's 584-byte layout; the handbook's ledger); state overwritten as requests decode stays f32")
 	fs.DurationVar(&cfg.stepTarget, "step-target", 100*time.Millisecond, "schedule for latency: decodes first, each step's prompt tokens sized by the measured step cost to take about this long and shared between prompts (0: first come, first served, -batch-tokens per step)")
 	fs.IntVar(&cfg.cachePages, "cache-pages", 0, "cache pool pages (0: as many as -cache-memory holds)")
 	fs.Func("cache-memory", "cache pool size when -cache-pages is 0, e.g. 512MiB, 2GiB (default 1GiB)", func(s string) error {
