@@ -127,9 +127,9 @@ type Engine struct {
 	wake     chan struct{}
 	maxQueue int
 	stats    Stats
-	prefix   *prefixCache // nil when off or the model cannot restore state
-	maxRing  int          // longest feed a sequence can roll back (0: none)
-	cost     costModel    // step times, for choosing draft lengths
+	prefix   *prefixCache  // nil when off or the model cannot restore state
+	maxRing  int           // longest feed a sequence can roll back (0: none)
+	cost     costModel     // step times, for choosing draft lengths
 	stepped  chan struct{} // closed after Run's next step (nil: nobody waits)
 }
 
