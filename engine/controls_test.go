@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"slices"
@@ -161,5 +162,52 @@ func TestCachedTokensReported(t *testing.T) {
 			}
 		}
 		conv = append(conv, prompt(7, 10, V)...)
+	}
+}
+
+// TestHandoffCarriesControls: a request handed from one engine to another
+// keeps its stop tokens, min_tokens, logit biases and its prefix-hit
+// count: it generates what one engine generates and reports the same
+// cached tokens.
+func TestHandoffCarriesControls(t *testing.T) {
+	mA := loadModel(t, "../../models/strata-kjv")
+	mB := loadModel(t, "../../models/strata-kjv")
+	p := prompt(70, 4, mA.VocabSize())
+	free, _ := New(mA, Config{Pages: 300, EOS: -1})
+	s, _ := free.Submit(context.Background(), Request{Prompt: p, MaxTokens: 12})
+	drain(t, free)
+	toks, _ := collect(t, s)
+	// The third token stops the request, but not before eight tokens; the
+	// fifth is biased away.
+	r := Request{Prompt: p, MaxTokens: 30, Stop: []int32{toks[2]}, MinTokens: 8,
+		Sampling: Sampling{LogitBias: map[int32]float32{toks[4]: -100}}}
+	one, _ := New(mA, Config{Pages: 300, EOS: -1})
+	s, _ = one.Submit(context.Background(), r)
+	drain(t, one)
+	want, wantLast := collect(t, s)
+
+	a, _ := New(mA, Config{Pages: 300, EOS: -1})
+	b, _ := New(mB, Config{Pages: 300, EOS: -1})
+	r.Handoff = true
+	sa, _ := a.Submit(context.Background(), r)
+	drain(t, a)
+	first, last, err := sa.Collect(context.Background())
+	if err != nil || last.Finish != FinishHandoff {
+		t.Fatalf("prefill side: finish %q, err %v", last.Finish, err)
+	}
+	sb, err := b.Resume(context.Background(), bytes.NewReader(written(t, last)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, b)
+	rest, restLast := collect(t, sb)
+	if got := append(first, rest...); !slices.Equal(got, want) || restLast.Finish != wantLast.Finish {
+		t.Fatalf("handed off %v (%s), one engine %v (%s)", got, restLast.Finish, want, wantLast.Finish)
+	}
+	if len(want) < 8 || slices.Contains(want[:8], toks[2]) {
+		t.Fatalf("min_tokens did not hold the stop token back: %v", want)
+	}
+	if restLast.CachedTokens != wantLast.CachedTokens {
+		t.Errorf("cached tokens %d after hand-off, %d on one engine", restLast.CachedTokens, wantLast.CachedTokens)
 	}
 }

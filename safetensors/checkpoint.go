@@ -35,8 +35,11 @@ type Checkpoint struct {
 //     index lists must be in the shard it names, and every tensor of a shard
 //     must be listed for that shard. The index's "metadata" is not used;
 //   - otherwise, if dir/model.safetensors exists, that file alone;
-//   - otherwise, every *.safetensors file in dir, which must not share
-//     tensor names.
+//   - otherwise, every model*.safetensors file in dir (shards named as
+//     save_pretrained names them, model-00001-of-00002.safetensors), which
+//     must not share tensor names. Other safetensors files in the folder
+//     (reference data such as golden.safetensors) are never read as
+//     weights.
 //
 // Every file is opened and validated as by Open. Errors name the file at fault.
 func OpenDir(dir string) (*Checkpoint, error) {
@@ -60,13 +63,22 @@ func OpenDir(dir string) (*Checkpoint, error) {
 		if err != nil {
 			return nil, fmt.Errorf("safetensors: %w", err)
 		}
+		var others []string
 		for _, e := range ents { // sorted by name
-			if !e.IsDir() && strings.HasSuffix(e.Name(), ".safetensors") {
-				paths = append(paths, filepath.Join(dir, e.Name()))
+			switch name := e.Name(); {
+			case e.IsDir() || !strings.HasSuffix(name, ".safetensors"):
+			case strings.HasPrefix(name, "model"):
+				paths = append(paths, filepath.Join(dir, name))
+			default:
+				others = append(others, name)
 			}
 		}
 		if len(paths) == 0 {
-			return nil, fmt.Errorf("safetensors: %s: no %s, %s or *.safetensors file", dir, IndexFile, SingleFile)
+			msg := fmt.Sprintf("safetensors: %s: no weights: no %s, %s or model*.safetensors file", dir, IndexFile, SingleFile)
+			if len(others) > 0 {
+				msg += fmt.Sprintf(" (%s is not read as weights)", strings.Join(others, ", "))
+			}
+			return nil, errors.New(msg)
 		}
 	}
 

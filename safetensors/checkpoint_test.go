@@ -101,25 +101,37 @@ func TestOpenDirSingleAndGlob(t *testing.T) {
 	}
 	c.Close()
 
-	// Otherwise every *.safetensors file, sorted.
+	// Otherwise every model*.safetensors file, sorted; other safetensors
+	// files are not weights.
 	dir = t.TempDir()
-	writeFixture(t, dir, "b.safetensors", shardTensors("y"), nil)
-	writeFixture(t, dir, "a.safetensors", shardTensors("z", "x"), nil)
+	writeFixture(t, dir, "model-2.safetensors", shardTensors("y"), nil)
+	writeFixture(t, dir, "model-1.safetensors", shardTensors("z", "x"), nil)
+	writeFixture(t, dir, "mtp_golden.safetensors", shardTensors("logits"), nil)
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o644)
-	os.Mkdir(filepath.Join(dir, "dir.safetensors"), 0o755)
+	os.Mkdir(filepath.Join(dir, "model-dir.safetensors"), 0o755)
 	c, err = OpenDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if got, want := c.Files(), []string{filepath.Join(dir, "a.safetensors"), filepath.Join(dir, "b.safetensors")}; !reflect.DeepEqual(got, want) {
+	if got, want := c.Files(), []string{filepath.Join(dir, "model-1.safetensors"), filepath.Join(dir, "model-2.safetensors")}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Files() = %v, want %v", got, want)
 	}
 	if got, want := c.Names(), []string{"x", "y", "z"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Names() = %v, want %v", got, want)
 	}
-	if tn, ok := c.Tensor("y"); !ok || tn.File != filepath.Join(dir, "b.safetensors") {
+	if tn, ok := c.Tensor("y"); !ok || tn.File != filepath.Join(dir, "model-2.safetensors") {
 		t.Errorf("Tensor(y) = %+v, %v", tn, ok)
+	}
+
+	// A folder whose model.safetensors is missing says so, and does not
+	// read the reference data beside it as weights.
+	dir = t.TempDir()
+	writeFixture(t, dir, "golden.safetensors", shardTensors("logits"), nil)
+	writeFixture(t, dir, "mtp_golden.safetensors", shardTensors("logits"), nil)
+	_, err = OpenDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "model.safetensors") || !strings.Contains(err.Error(), "golden.safetensors, mtp_golden.safetensors is not read") {
+		t.Errorf("a folder without weights: %v", err)
 	}
 }
 
@@ -134,13 +146,13 @@ func TestOpenDirErrors(t *testing.T) {
 	}{
 		{"empty dir", func(t *testing.T, dir string) {}, "", "no model.safetensors.index.json"},
 		{"duplicate across files", func(t *testing.T, dir string) {
-			writeFixture(t, dir, "a.safetensors", shardTensors("x", "dup"), nil)
-			writeFixture(t, dir, "b.safetensors", shardTensors("dup"), nil)
-		}, "b.safetensors", `tensor "dup": also in ` + "DIR/a.safetensors"},
+			writeFixture(t, dir, "model-a.safetensors", shardTensors("x", "dup"), nil)
+			writeFixture(t, dir, "model-b.safetensors", shardTensors("dup"), nil)
+		}, "model-b.safetensors", `tensor "dup": also in ` + "DIR/model-a.safetensors"},
 		{"bad file in glob", func(t *testing.T, dir string) {
-			writeFixture(t, dir, "a.safetensors", shardTensors("x"), nil)
-			os.WriteFile(filepath.Join(dir, "b.safetensors"), []byte("short"), 0o644)
-		}, "b.safetensors", "too short"},
+			writeFixture(t, dir, "model-a.safetensors", shardTensors("x"), nil)
+			os.WriteFile(filepath.Join(dir, "model-b.safetensors"), []byte("short"), 0o644)
+		}, "model-b.safetensors", "too short"},
 		{"bad model.safetensors", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "model.safetensors"), rawFile(`{"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}}`, nil), 0o644)
 		}, "model.safetensors", `tensor "a": data_offsets [0,3] exceed data size 0`},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -129,7 +130,7 @@ func TestMessagesThinking(t *testing.T) {
 
 	// Sent back (with tools, so DeepSeek-V4 keeps earlier reasoning), the
 	// omitted block renders as the reasoning it stands for.
-	conv := append(slicesClone(params.Messages), o.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("And 3+3?")))
+	conv := append(slices.Clone(params.Messages), o.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("And 3+3?")))
 	count, err := ac.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "strata-test", Messages: conv, Tools: countTools(anthropicTools()),
 		Thinking: anthropic.ThinkingConfigParamUnion{OfEnabled: &anthropic.ThinkingConfigEnabledParam{BudgetTokens: 1024}}})
 	if err != nil {

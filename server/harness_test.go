@@ -67,6 +67,7 @@ type harnessConfig struct {
 	maxSeqs  int  // engine MaxSeqs (default 16)
 	maxQueue int  // engine queue bound (0: the engine's default)
 	noRun    bool // leave the engine stopped; startEngine starts it
+	noPrefix bool // the engine without prefix caching
 	opt      Options
 	log      io.Writer // access and error log (default: discarded)
 	modelDir string    // default testModelDir (its tokenizer is used in any case)
@@ -79,7 +80,7 @@ type harnessConfig struct {
 // harness is a live server on a loopback listener (httptest), with its
 // engine running in a goroutine, and an openai-go client pointed at it.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *Server
 	eng    *engine.Engine
 	model  *deepseekv4.Model // nil when a scripted model is served
@@ -95,7 +96,7 @@ type harness struct {
 	done    chan struct{}
 }
 
-func newHarness(t *testing.T, mods ...func(*harnessConfig)) *harness {
+func newHarness(t testing.TB, mods ...func(*harnessConfig)) *harness {
 	t.Helper()
 	cfg := harnessConfig{maxSeqs: 16, opt: Options{ModelName: "strata-test", KeepAlive: -1}, modelDir: testModelDir}
 	for _, m := range mods {
@@ -126,7 +127,7 @@ func newHarness(t *testing.T, mods ...func(*harnessConfig)) *harness {
 	}
 	logger := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	eng, err := engine.New(m, engine.Config{MaxBatchTokens: 256, MaxSeqs: cfg.maxSeqs, Pages: cfg.pages,
-		MaxContext: maxPos, EOS: eos, Logger: logger})
+		MaxContext: maxPos, EOS: eos, Logger: logger, NoPrefixCache: cfg.noPrefix})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -373,7 +374,7 @@ func TestToolCallsAnthropic(t *testing.T) {
 	// The results go back as tool_result blocks; the prompt is the one the
 	// same conversation renders to in OpenAI's shape.
 	next := params
-	next.Messages = append(slicesClone(params.Messages), m.ToParam(), anthropic.NewUserMessage(
+	next.Messages = append(slices.Clone(params.Messages), m.ToParam(), anthropic.NewUserMessage(
 		anthropic.NewToolResultBlock(m.Content[1].ID, "Sunny, 21°C", false),
 		anthropic.NewToolResultBlock(m.Content[2].ID, "10:00", false)))
 	count, err := ac.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "strata-test", Messages: next.Messages, Tools: countTools(anthropicTools())})

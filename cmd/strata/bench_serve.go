@@ -42,9 +42,16 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	fmt.Fprintf(os.Stderr, "usage: strata bench <benchmark> [flags]\n\nbenchmarks:\n")
+	out := io.Writer(os.Stderr)
+	if len(args) > 0 && isHelp(args[0]) {
+		out = stdout
+	}
+	fmt.Fprintf(out, "usage: strata bench <benchmark> [flags]\n\nbenchmarks:\n")
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, all[n].summary)
+		fmt.Fprintf(out, "  %-8s %s\n", n, all[n].summary)
+	}
+	if len(args) > 0 && isHelp(args[0]) {
+		return nil
 	}
 	if len(args) == 0 {
 		return fmt.Errorf("want a benchmark name")

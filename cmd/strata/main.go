@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,7 +28,8 @@ func commands() map[string]command {
 		"inspect":      {"summarize a checkpoint: architecture, layer kinds, parameters by dtype, cache bytes", runInspect},
 		"generate":     {"generate tokens from a prompt with a local model", runGenerate},
 		"perplexity":   {"perplexity of a text file under a model, to judge quantization", runPerplexity},
-		"serve":        {"serve a model over an OpenAI-compatible HTTP API (chat, completions, models, health, metrics)", runServe},
+		"serve":        {"serve a model over HTTP: OpenAI chat, completions and responses, Anthropic messages, tokenize, models, health, metrics", runServe},
+		"version":      {"print the build's version (also strata --version)", runVersion},
 		"bench":        {"benchmarks: 'bench serve' runs a bounded load of streaming clients against strata serve", runBench},
 		"synth":        {"write a random-weight checkpoint of a config in the released format", runSynth},
 	}
@@ -48,28 +51,43 @@ func usage(w io.Writer) {
 
 func main() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage(os.Stdout)
-		if len(os.Args) < 2 {
-			os.Exit(2)
-		}
-		return
-	}
-	cmd, ok := commands()[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "strata: unknown command %q\n\n", os.Args[1])
-		usage(os.Stderr)
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := cmd.run(ctx, os.Args[2:], os.Stdout); err != nil {
-		if err == errFailed {
-			os.Exit(1)
-		}
-		fmt.Fprintf(os.Stderr, "strata %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+	code := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// realMain runs the command args name and returns the exit status: 0 on
+// success and when help was asked for (-h on any command), 1 when the
+// command failed, 2 for a usage error.
+func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
 	}
+	switch {
+	case isHelp(args[0]):
+		usage(stdout)
+		return 0
+	case args[0] == "--version" || args[0] == "-version":
+		fmt.Fprintln(stdout, version())
+		return 0
+	}
+	cmd, ok := commands()[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "strata: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	err := cmd.run(ctx, args[1:], stdout)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp): // flag printed the usage
+		return 0
+	case err == errFailed:
+		return 1
+	}
+	fmt.Fprintf(stderr, "strata %s: %v\n", args[0], err)
+	return 1
 }
 
 // errFailed reports a failure the command has already explained on its output.

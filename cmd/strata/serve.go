@@ -41,6 +41,11 @@ type serveConfig struct {
 	threads          int
 	device           string
 	chatFormat       string // "deepseek-v4" or "jinja"
+	chatTemplate     string // a Jinja chat template file (implies jinja)
+	apiKey           string
+	publicPaths      string // comma-separated paths served without the API key
+	keepAlive        time.Duration
+	storedResponses  int
 	role             string // "both", "prefill" or "decode"
 	decodeURL        string // prefill role: the decode worker
 	speculation      string // "off", "mtp" or "ngram"
@@ -95,7 +100,7 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	if e := tok.EOS(); e >= 0 && e != info.EOS {
 		log.Warn("the tokenizer's EOS differs from the model's; the engine stops at the model's", "tokenizer_eos", e, "model_eos", info.EOS)
 	}
-	format, err := chatFormat(cfg.chatFormat, cfg.dir)
+	format, err := chatFormat(cfg.chatFormat, cfg.chatTemplate, cfg.dir)
 	if err != nil {
 		return nil, err
 	}
@@ -144,20 +149,39 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	maxContext := info.MaxContext
 	if cfg.maxContext > 0 {
 		maxContext = min(maxContext, cfg.maxContext)
+		// The pool must hold one request of the asked context, or every
+		// long request would fail.
+		if need := eng.PagesFor(maxContext - 1); need > pages {
+			return nil, fmt.Errorf("-max-context %d needs %d cache pages of %d bytes (%s) for one request; the cache holds %d pages (%s): raise -cache-memory (or -cache-pages) or lower -max-context",
+				maxContext, need, pageBytes, formatBytes(int64(need)*int64(pageBytes)), pages, formatBytes(int64(pages)*int64(pageBytes)))
+		}
+	}
+	var public []string
+	for _, p := range strings.Split(cfg.publicPaths, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			public = append(public, p)
+		}
 	}
 	srv, err := server.New(eng, tok, format, server.Options{
-		ModelName:        name,
-		MaxBodyBytes:     cfg.maxBody,
-		MaxContext:       maxContext,
-		DefaultMaxTokens: cfg.defaultMaxTokens,
-		MaxChoices:       cfg.maxChoices,
-		Logger:           log,
-		AcceptHandoff:    cfg.role == "decode",
-		MaxHandoffs:      cfg.maxHandoffs,
-		DecodeURL:        map[bool]string{true: cfg.decodeURL}[cfg.role == "prefill"],
+		ModelName:          name,
+		MaxBodyBytes:       cfg.maxBody,
+		MaxContext:         maxContext,
+		DefaultMaxTokens:   cfg.defaultMaxTokens,
+		MaxChoices:         cfg.maxChoices,
+		Logger:             log,
+		AcceptHandoff:      cfg.role == "decode",
+		MaxHandoffs:        cfg.maxHandoffs,
+		DecodeURL:          map[bool]string{true: cfg.decodeURL}[cfg.role == "prefill"],
+		APIKey:             cfg.apiKey,
+		PublicPaths:        public,
+		KeepAlive:          positiveOr(cfg.keepAlive, -1),
+		MaxStoredResponses: positiveOr(cfg.storedResponses, -1),
 	})
 	if err != nil {
 		return nil, err
+	}
+	if cfg.maxContext <= 0 && srv.MaxContext() < info.MaxContext {
+		log.Warn("the cache pool bounds the context below the model's; raise -cache-memory for longer requests", "max_context", srv.MaxContext(), "model_max_context", info.MaxContext)
 	}
 	log.Info("model loaded", "model", cfg.dir, "name", name, "architecture", info.Arch, "layers", info.Layers, "hidden", info.Hidden,
 		"vocab", m.VocabSize(), "chat_format", format.Name(), "cache_pages", pages, "page_bytes", pageBytes, "cache_dtype", cfg.cacheDType,
@@ -168,11 +192,27 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	return &served{model: m, eng: eng, srv: srv, tok: tok, name: name}, nil
 }
 
-// chatFormat picks how chats become prompts: DeepSeek-V4's encoding, or the
-// Jinja chat template the model ships (chat_template.jinja, else
-// tokenizer_config.json's chat_template).
-func chatFormat(name, dir string) (server.ChatFormat, error) {
+// chatFormat picks how chats become prompts: DeepSeek-V4's encoding, or a
+// Jinja chat template: the file template when given, else the one the model
+// ships (chat_template.jinja, else tokenizer_config.json's chat_template).
+func chatFormat(name, template, dir string) (server.ChatFormat, error) {
+	if template != "" {
+		if name != "" && name != "jinja" {
+			return nil, fmt.Errorf("-chat-template is a Jinja template; it does not go with -chat-format %s", name)
+		}
+		src, err := os.ReadFile(template)
+		if err != nil {
+			return nil, fmt.Errorf("-chat-template: %w", err)
+		}
+		t, err := chat.NewTemplate(string(src))
+		if err != nil {
+			return nil, fmt.Errorf("-chat-template %s: %w", template, err)
+		}
+		return server.Jinja(t), nil
+	}
 	switch name {
+	case "":
+		return server.DeepSeekV4(), nil
 	case "deepseek-v4":
 		return server.DeepSeekV4(), nil
 	case "jinja":
@@ -226,9 +266,32 @@ func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.IntVar(&cfg.maxDraft, "max-draft", 4, "with -speculation: most tokens drafted per step (the engine adapts below it)")
 	fs.BoolVar(&cfg.noPrefixCache, "no-prefix-cache", false, "turn off prefix caching")
 	fs.IntVar(&cfg.maxHandoffs, "max-handoffs", 4, "with -role decode: the most request states read at once (more wait with 503)")
-	fs.StringVar(&cfg.chatFormat, "chat-format", "deepseek-v4", "how chats become prompts: deepseek-v4 (the model's own encoding, with reasoning and DSML tool calls) or jinja (the tokenizer's chat template)")
+	fs.StringVar(&cfg.chatFormat, "chat-format", "", "how chats become prompts: deepseek-v4 (the model's own encoding, with reasoning and DSML tool calls; the default) or jinja (the tokenizer's chat template)")
+	fs.StringVar(&cfg.chatTemplate, "chat-template", "", "a Jinja chat template `file` to render chats with (instead of the model's; implies -chat-format jinja)")
 	cfg.cacheMemory = 1 << 30
 	cfg.maxBody = 8 << 20
+}
+
+// positiveOr is v when positive, else none (server.Options reads 0 as its
+// default, the flags as "off").
+func positiveOr[T int | time.Duration](v, none T) T {
+	if v > 0 {
+		return v
+	}
+	return none
+}
+
+// formatBytes writes a size in binary units, as parseBytes reads them.
+func formatBytes(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size {
+			return strconv.FormatFloat(float64(n)/float64(u.size), 'f', 1, 64) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
 }
 
 // parseBytes reads a size: a number of bytes with an optional unit (KiB,
@@ -263,14 +326,19 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	addServeFlags(fs, &cfg)
 	addr := fs.String("addr", "127.0.0.1:8000", "address to listen on")
 	fs.StringVar(&cfg.name, "served-model-name", "", "model name clients use (default: the model folder's name)")
-	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long running requests may take to finish before they are cancelled (0: no limit)")
+	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long running requests may take to finish before they are ended with an error (0: no limit)")
+	fs.StringVar(&cfg.apiKey, "api-key", os.Getenv("STRATA_API_KEY"), "require this key of every request (Authorization: Bearer <key>, or x-api-key: <key>); default $STRATA_API_KEY")
+	fs.StringVar(&cfg.publicPaths, "public-paths", "/health,/metrics", "comma-separated paths served without the API key (\"\": none)")
+	fs.DurationVar(&cfg.keepAlive, "keep-alive", 15*time.Second, "send a keep-alive on an event stream quiet for this long (a long prefill); 0 or negative: never")
+	fs.IntVar(&cfg.storedResponses, "max-stored-responses", 1024, "responses the Responses API keeps in memory for GET /v1/responses/{id} and previous_response_id (0: none)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: strata serve [flags]\n\n"+
-			"Serves a model over an OpenAI-compatible HTTP API: POST /v1/chat/completions,\n"+
-			"POST /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus).\n"+
-			"SIGTERM or SIGINT stops accepting requests, lets running ones finish (see\n"+
-			"-drain-timeout) and exits 0.\n\nflags:\n")
+			"Serves a model over HTTP: OpenAI's POST /v1/chat/completions, /v1/completions and\n"+
+			"/v1/responses (GET and DELETE /v1/responses/{id}), Anthropic's POST /v1/messages and\n"+
+			"/v1/messages/count_tokens, POST /tokenize and /detokenize, GET /v1/models, GET /health,\n"+
+			"GET /metrics (Prometheus). SIGTERM or SIGINT stops accepting requests, lets running\n"+
+			"ones finish (see -drain-timeout; then they end with an error) and exits 0.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -2,7 +2,10 @@ package deepseekv4
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -197,5 +200,90 @@ func TestModuleNaming(t *testing.T) {
 	}
 	if d := golden.MaxAbsDiff(la, lb); d != 0 {
 		t.Fatalf("module naming changes logits by %g", d)
+	}
+}
+
+// TestBindRejectsNonFinite: a NaN in a norm weight, an Inf in an mHC
+// scale and a NaN (0xFF) block scale are errors at load that name the
+// tensor, whatever the stored float format.
+func TestBindRejectsNonFinite(t *testing.T) {
+	var normDType, scaleName string
+	dir := rewriteCheckpoint(t, goldenDir("quantized"), func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+		for i, x := range ts {
+			switch {
+			case x.Name == "layers.0.attn_norm.weight":
+				normDType = string(x.DType)
+				ts[i].Data = setNonFinite(t, x, 3, math.NaN())
+			case x.Name == "layers.1.hc_ffn_scale":
+				ts[i].Data = setNonFinite(t, x, 1, math.Inf(1))
+			case scaleName == "" && strings.HasSuffix(x.Name, ".scale") && (x.DType == "F8_E8M0" || x.DType == "U8") && len(x.Data) > 5:
+				scaleName = x.Name
+				ts[i].Data[5] = 0xFF
+			}
+		}
+		return ts
+	})
+	if normDType == "" || scaleName == "" {
+		t.Fatal("the checkpoint lacks the tensors the test edits")
+	}
+	_, err := Load(dir, naive{})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		`tensor "layers.0.attn_norm.weight": NaN at 3`,
+		`tensor "layers.1.hc_ffn_scale": +Inf at 1`,
+		`scale tensor "` + scaleName + `": NaN (0xFF) at 5`,
+		"3 problems",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	t.Logf("norm stored as %s", normDType)
+}
+
+// setNonFinite returns x's data with element i set to v, in x's dtype.
+func setNonFinite(t *testing.T, x safetensors.WriteTensor, i int, v float64) []byte {
+	t.Helper()
+	d := append([]byte(nil), x.Data...)
+	switch x.DType {
+	case "F32":
+		binary.LittleEndian.PutUint32(d[4*i:], math.Float32bits(float32(v)))
+	case "BF16":
+		binary.LittleEndian.PutUint16(d[2*i:], uint16(math.Float32bits(float32(v))>>16))
+	default:
+		t.Fatalf("tensor %s is %s", x.Name, x.DType)
+	}
+	return d
+}
+
+// TestBindErrorIsBounded: a config whose hidden_size does not match the
+// checkpoint fails every tensor; the error lists the first problems and
+// counts the rest instead of listing hundreds of lines.
+func TestBindErrorIsBounded(t *testing.T) {
+	dir := rewriteCheckpoint(t, goldenDir("quantized"), func(ts []safetensors.WriteTensor) []safetensors.WriteTensor { return ts })
+	cfgPath := filepath.Join(dir, "config.json")
+	data, _ := os.ReadFile(cfgPath)
+	var cfg map[string]any
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["hidden_size"] = cfg["hidden_size"].(float64) * 2
+	data, _ = json.Marshal(cfg)
+	os.WriteFile(cfgPath, data, 0o644)
+	_, err := Load(dir, naive{})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	m := regexp.MustCompile(`(\d+) problems`).FindStringSubmatch(lines[0])
+	if m == nil {
+		t.Fatalf("no count in %q", lines[0])
+	}
+	var n int
+	fmt.Sscan(m[1], &n)
+	if n <= maxReported || len(lines) != maxReported+2 || lines[len(lines)-1] != fmt.Sprintf("… and %d more problems", n-maxReported) {
+		t.Errorf("%d problems in %d lines:\n%v", n, len(lines), err)
 	}
 }

@@ -1,6 +1,7 @@
 package deepseekv4
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -214,11 +215,20 @@ func Bind(cfg *Config, ck *safetensors.Checkpoint) (*Weights, error) {
 	for _, n := range unexpected {
 		b.errf("unexpected tensor %q", n)
 	}
-	if len(b.errs) > 0 {
-		return nil, fmt.Errorf("deepseekv4: binding %s: %d problems:\n%w", strings.Join(ck.Files(), ", "), len(b.errs), errors.Join(b.errs...))
+	if n := len(b.errs); n > 0 {
+		shown := b.errs
+		if n > maxReported {
+			// A wrong config (hidden_size, say) fails every tensor: the
+			// first problems say what, the count how far it goes.
+			shown = append(shown[:maxReported:maxReported], fmt.Errorf("… and %d more problems", n-maxReported))
+		}
+		return nil, fmt.Errorf("deepseekv4: binding %s: %d problems:\n%w", strings.Join(ck.Files(), ", "), n, errors.Join(shown...))
 	}
 	return w, nil
 }
+
+// maxReported is how many binding problems an error lists.
+const maxReported = 12
 
 func (b *binder) errf(format string, args ...any) {
 	b.errs = append(b.errs, fmt.Errorf(format, args...))
@@ -447,6 +457,11 @@ func (b *binder) scale(name string, rows, cols int) []byte {
 	}
 	switch t.DType {
 	case "F8_E8M0", "U8":
+		// 0xFF is UE8M0's NaN: a block whose scale it is has no value.
+		if i := bytes.IndexByte(t.Data, 0xFF); i >= 0 {
+			b.errf("scale tensor %q: NaN (0xFF) at %d", stored, i)
+			return nil
+		}
 		return t.Data
 	case "F32", "BF16", "F16":
 		v, err := t.Float32s()
@@ -498,6 +513,15 @@ func (b *binder) vector(name string, n int) []float32 {
 	if err != nil {
 		b.errf("tensor %q: %v", b.byName[name], err)
 		return nil
+	}
+	// Norm weights, mHC scales and biases, sinks: one NaN or Inf here
+	// poisons every logit, so it is an error at load, not at the first
+	// request.
+	for i, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			b.errf("tensor %q: %g at %d (weights must be finite)", b.byName[name], x, i)
+			return nil
+		}
 	}
 	return v
 }
