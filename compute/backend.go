@@ -18,6 +18,9 @@ type Backend interface {
 	Mixing
 	Attention
 	Experts
+	Recurrent
+	Causal
+	Gating
 }
 
 // Memory is a backend's allocator and the transfers between it and the host.
@@ -133,7 +136,7 @@ type Experts interface {
 	// MoE routes every token to K experts (by its id through Tid2Eid, or by
 	// the best biased scores), runs each expert's SwiGLU once over the
 	// tokens routed to it, and writes y = Σ_k weight_k·expert_k(x) +
-	// shared(x).
+	// shared(x) (times sigmoid(SharedGate·x) when SharedGate is set).
 	MoE(y, x, tokens Tensor, a *MoEArgs)
 }
 
@@ -267,4 +270,7 @@ type MoEArgs struct {
 	// RoutedScale multiplies the normalized routing weights; Limit clamps
 	// the SwiGLU's gate from above and its up projection to ±Limit.
 	RoutedScale, Limit float32
+	// SharedGate, when set ([1, D]), scales the shared expert's output by
+	// sigmoid(SharedGate·x), one scalar per token (Qwen3.5-MoE).
+	SharedGate *Matrix
 }
