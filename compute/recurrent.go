@@ -53,7 +53,8 @@ type ConvArgs struct {
 	// W is the depthwise kernel, tap-major: F32 [K, C], row K-1 multiplying
 	// the newest input.
 	W Tensor
-	// State holds K-1 slots of C values per span (Format f32 or bf16).
+	// State holds K-1 slots of C values per span (Format f32 or bf16);
+	// the zero Paged when K is 1.
 	State Paged
 	SiLU  bool // apply SiLU to the output
 }

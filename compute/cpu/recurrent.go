@@ -31,7 +31,10 @@ func (b *Backend) CausalConv(a *compute.ConvArgs, sp compute.Spans) {
 		s := spans[si]
 		c0, c1 := blk*convBlock, min(C, (blk+1)*convBlock)
 		n := c1 - c0
-		st := spanSlots(a.State, si)
+		var st slots
+		if hist > 0 {
+			st = spanSlots(a.State, si)
+		}
 		buf := *bufs.get(worker)
 		// h's first K-1 rows: the history, oldest first.
 		old := buf[:hist*n]

@@ -356,3 +356,31 @@ func TestDeltaRuleSplits(t *testing.T) {
 		}
 	}
 }
+
+// TestMatAcc checks the chunked delta rule's packed product against
+// float64 sums, over shapes with odd rows and columns and strided operands.
+func TestMatAcc(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, sh := range [][3]int{{1, 1, 1}, {2, 4, 4}, {5, 7, 9}, {64, 128, 128}, {3, 16, 6}} {
+		n, k, cols := sh[0], sh[1], sh[2]
+		os, xs, ms := cols+3, k+1, cols+2
+		x := randVec(r, n*xs)
+		m := randVec(r, k*ms)
+		out := randVec(r, n*os)
+		want := make([]float64, len(out))
+		for i, v := range out {
+			want[i] = float64(v)
+		}
+		for i := range n {
+			for j := range cols {
+				for a := range k {
+					want[i*os+j] += float64(x[i*xs+a]) * float64(m[a*ms+j])
+				}
+			}
+		}
+		matAcc(out, os, x, xs, m, ms, n, k, cols, make([]float32, 4*k))
+		if d := maxDiff64(out, want); d > 1e-4 {
+			t.Errorf("%v: differs from float64 by %g", sh, d)
+		}
+	}
+}
