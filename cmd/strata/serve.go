@@ -19,6 +19,7 @@ import (
 	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/model"
+	"github.com/strata-inference/strata/model/deepseekv4"
 	"github.com/strata-inference/strata/server"
 	"github.com/strata-inference/strata/tokenizer"
 	"github.com/strata-inference/strata/tokenizer/chat"
@@ -38,7 +39,7 @@ type serveConfig struct {
 	defaultMaxTokens int
 	maxChoices       int
 	threads          int
-	chatFormat       string // "deepseek-v4" or "jinja"
+	chatFormat       string // "auto", "deepseek-v4" or "jinja"
 	role             string // "both", "prefill" or "decode"
 	decodeURL        string // prefill role: the decode worker
 	speculation      string // "off", "mtp" or "ngram"
@@ -84,7 +85,7 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	if e := tok.EOS(); e >= 0 && e != info.EOS {
 		log.Warn("the tokenizer's EOS differs from the model's; the engine stops at the model's", "tokenizer_eos", e, "model_eos", info.EOS)
 	}
-	format, err := chatFormat(cfg.chatFormat, cfg.dir)
+	format, err := chatFormat(cfg.chatFormat, cfg.dir, info.Arch)
 	if err != nil {
 		return nil, err
 	}
@@ -157,8 +158,17 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 
 // chatFormat picks how chats become prompts: DeepSeek-V4's encoding, or the
 // Jinja chat template the model ships (chat_template.jinja, else
-// tokenizer_config.json's chat_template).
-func chatFormat(name, dir string) (server.ChatFormat, error) {
+// tokenizer_config.json's chat_template); "auto" is the architecture's own
+// (DeepSeek-V4's encoding for DeepSeek-V4, the template otherwise). The
+// replies to a Jinja template are read by the architecture's parser where
+// it has one (jinjaFormat).
+func chatFormat(name, dir, arch string) (server.ChatFormat, error) {
+	if name == "auto" {
+		name = "jinja"
+		if arch == deepseekv4.Arch.Name {
+			name = "deepseek-v4"
+		}
+	}
 	switch name {
 	case "deepseek-v4":
 		return server.DeepSeekV4(), nil
@@ -168,7 +178,7 @@ func chatFormat(name, dir string) (server.ChatFormat, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "chat_template.jinja"), err)
 			}
-			return server.Jinja(t), nil
+			return jinjaFormat(arch, t), nil
 		}
 		data, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
 		if err != nil {
@@ -178,9 +188,9 @@ func chatFormat(name, dir string) (server.ChatFormat, error) {
 		if err != nil {
 			return nil, fmt.Errorf("-chat-format jinja: %s: %w", dir, err)
 		}
-		return server.Jinja(t), nil
+		return jinjaFormat(arch, t), nil
 	}
-	return nil, fmt.Errorf("-chat-format %q: want deepseek-v4 or jinja", name)
+	return nil, fmt.Errorf("-chat-format %q: want auto, deepseek-v4 or jinja", name)
 }
 
 // addServeFlags registers the flags that size the engine and the server.
@@ -209,7 +219,7 @@ func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&cfg.speculation, "speculation", "off", "speculative decoding: off, mtp (the checkpoint's MTP layer) or ngram (prompt lookup)")
 	fs.IntVar(&cfg.maxDraft, "max-draft", 4, "with -speculation: most tokens drafted per step (the engine adapts below it)")
 	fs.BoolVar(&cfg.noPrefixCache, "no-prefix-cache", false, "turn off prefix caching")
-	fs.StringVar(&cfg.chatFormat, "chat-format", "deepseek-v4", "how chats become prompts: deepseek-v4 (the model's own encoding, with reasoning and DSML tool calls) or jinja (the tokenizer's chat template)")
+	fs.StringVar(&cfg.chatFormat, "chat-format", "auto", "how chats become prompts: deepseek-v4 (DeepSeek-V4's own encoding, with reasoning and DSML tool calls), jinja (the tokenizer's chat template; Qwen3.5's replies read for reasoning and tool calls), or auto (the model's architecture decides)")
 	cfg.cacheMemory = 1 << 30
 	cfg.maxBody = 8 << 20
 }

@@ -73,6 +73,9 @@ func LoadWith(dir string, be compute.Backend, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.applyGenerationConfig(filepath.Join(dir, "generation_config.json")); err != nil {
+		return nil, err
+	}
 	ck, err := safetensors.OpenDir(dir)
 	if err != nil {
 		return nil, err
@@ -121,7 +124,9 @@ func New(cfg *Config, ck *safetensors.Checkpoint, be compute.Backend, o Options)
 // Backend is the backend the model runs on.
 func (m *Model) Backend() compute.Backend { return m.be }
 
-// Info implements model.Model. EOS is the config's first eos_token_id.
+// Info implements model.Model. EOS is the first eos_token_id of
+// generation_config.json, else of config.json (Qwen3.5's instruct
+// checkpoints list <|im_end|> first there); BOS likewise.
 func (m *Model) Info() model.Info {
 	eos := int32(-1)
 	if len(m.Cfg.EOS) > 0 {
