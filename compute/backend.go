@@ -23,6 +23,11 @@ type Backend interface {
 	Experts
 }
 
+// Recurrent, Causal and Gating are the ops of linear-attention hybrids
+// (Qwen3.5's Gated DeltaNet with gated full attention). They are not part
+// of Backend: a backend offers them if it can, and a model that needs them
+// checks at load.
+
 // Memory is a backend's allocator and the transfers between it and the host.
 type Memory interface {
 	// Name says which device this is ("cpu", "cuda:0 (NVIDIA H200)").
@@ -136,7 +141,7 @@ type Experts interface {
 	// MoE routes every token to K experts (by its id through Tid2Eid, or by
 	// the best biased scores), runs each expert's SwiGLU once over the
 	// tokens routed to it, and writes y = Σ_k weight_k·expert_k(x) +
-	// shared(x).
+	// shared(x) (times sigmoid(SharedGate·x) when SharedGate is set).
 	MoE(y, x, tokens Tensor, a *MoEArgs)
 }
 
@@ -270,4 +275,7 @@ type MoEArgs struct {
 	// RoutedScale multiplies the normalized routing weights; Limit clamps
 	// the SwiGLU's gate from above and its up projection to ±Limit.
 	RoutedScale, Limit float32
+	// SharedGate, when set ([1, D]), scales the shared expert's output by
+	// sigmoid(SharedGate·x), one scalar per token (Qwen3.5-MoE).
+	SharedGate *Matrix
 }

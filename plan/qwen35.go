@@ -62,7 +62,7 @@ func FromQwen35(name string, c *qwen35.Config, dt cache.DType) (Model, error) {
 		Name:        name,
 		Description: fmt.Sprintf("Qwen3.5 (%s)", qwen35Shape(c)),
 		DTypes:      fmt.Sprintf("%s KV and conv cache, f32 DeltaNet state", dt),
-		Specs:       qwen35.Specs(kinds),
+		Specs:       kinds,
 		MaxContext:  c.MaxPosition,
 	}, nil
 }

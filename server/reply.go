@@ -33,8 +33,8 @@ type reply struct {
 	ids     []int32
 }
 
-func newReply(f ChatFormat, opt ChatOptions) *reply {
-	return &reply{parser: f.NewReplyParser(opt)}
+func newReply(f ChatFormat, opt ChatOptions, tools []chat.Tool) *reply {
+	return &reply{parser: replyParser(f, opt, tools)}
 }
 
 // feed passes a delta through the parser and returns the reasoning and

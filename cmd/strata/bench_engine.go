@@ -92,6 +92,9 @@ func runBenchDecode(ctx context.Context, args []string, stdout io.Writer) error 
 		var base []*benchRun
 		for _, sp := range []engine.Speculation{{}, {Method: engine.SpecMTP}, {Method: engine.SpecMTP, Fixed: true}, {Method: engine.SpecNgram}, {Method: engine.SpecNgram, Fixed: true}} {
 			sp.MaxDraft = *maxDraft
+			if d, ok := m.(model.Drafter); sp.Method == engine.SpecMTP && (!ok || len(d.DraftSpecs()) == 0) {
+				continue // no draft head (a checkpoint without MTP layers)
+			}
 			r, err := benchDecodeOnce(ctx, m, prompts, *n, sp)
 			if err != nil {
 				return err

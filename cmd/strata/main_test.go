@@ -168,7 +168,7 @@ func TestChatTemplateFlag(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "t.jinja")
 	os.WriteFile(file, []byte(`{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}`), 0o644)
-	f, err := chatFormat("", file, root("models/strata-kjv"))
+	f, err := chatFormat("", file, root("models/strata-kjv"), "deepseek-v4")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,14 +176,14 @@ func TestChatTemplateFlag(t *testing.T) {
 	if err != nil || got != "[user]hi[assistant]" || f.Name() != "jinja" {
 		t.Errorf("rendered %q (%v) with %s", got, err, f.Name())
 	}
-	if _, err := chatFormat("deepseek-v4", file, dir); err == nil {
+	if _, err := chatFormat("deepseek-v4", file, dir, "deepseek-v4"); err == nil {
 		t.Error("-chat-template with -chat-format deepseek-v4 accepted")
 	}
-	if _, err := chatFormat("", filepath.Join(dir, "missing.jinja"), dir); err == nil {
+	if _, err := chatFormat("", filepath.Join(dir, "missing.jinja"), dir, "deepseek-v4"); err == nil {
 		t.Error("a missing template accepted")
 	}
 	os.WriteFile(file, []byte(`{% for m in messages %}`), 0o644)
-	if _, err := chatFormat("", file, dir); err == nil {
+	if _, err := chatFormat("", file, dir, "deepseek-v4"); err == nil {
 		t.Error("a broken template accepted")
 	}
 }

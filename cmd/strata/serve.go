@@ -18,6 +18,7 @@ import (
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/model"
+	"github.com/strata-inference/strata/model/deepseekv4"
 	"github.com/strata-inference/strata/server"
 	"github.com/strata-inference/strata/tokenizer"
 	"github.com/strata-inference/strata/tokenizer/chat"
@@ -40,7 +41,7 @@ type serveConfig struct {
 	maxChoices       int
 	threads          int
 	device           string
-	chatFormat       string // "deepseek-v4" or "jinja"
+	chatFormat       string // "auto", "deepseek-v4" or "jinja"
 	chatTemplate     string // a Jinja chat template file (implies jinja)
 	apiKey           string
 	publicPaths      string // comma-separated paths served without the API key
@@ -100,7 +101,7 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	if e := tok.EOS(); e >= 0 && e != info.EOS {
 		log.Warn("the tokenizer's EOS differs from the model's; the engine stops at the model's", "tokenizer_eos", e, "model_eos", info.EOS)
 	}
-	format, err := chatFormat(cfg.chatFormat, cfg.chatTemplate, cfg.dir)
+	format, err := chatFormat(cfg.chatFormat, cfg.chatTemplate, cfg.dir, info.Arch)
 	if err != nil {
 		return nil, err
 	}
@@ -194,10 +195,13 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 
 // chatFormat picks how chats become prompts: DeepSeek-V4's encoding, or a
 // Jinja chat template: the file template when given, else the one the model
-// ships (chat_template.jinja, else tokenizer_config.json's chat_template).
-func chatFormat(name, template, dir string) (server.ChatFormat, error) {
+// ships (chat_template.jinja, else tokenizer_config.json's chat_template);
+// "auto" is the architecture's own (DeepSeek-V4's encoding for DeepSeek-V4,
+// the template otherwise). The replies to a Jinja template are read by the
+// architecture's parser where it has one (jinjaFormat).
+func chatFormat(name, template, dir, arch string) (server.ChatFormat, error) {
 	if template != "" {
-		if name != "" && name != "jinja" {
+		if name != "" && name != "auto" && name != "jinja" {
 			return nil, fmt.Errorf("-chat-template is a Jinja template; it does not go with -chat-format %s", name)
 		}
 		src, err := os.ReadFile(template)
@@ -208,11 +212,15 @@ func chatFormat(name, template, dir string) (server.ChatFormat, error) {
 		if err != nil {
 			return nil, fmt.Errorf("-chat-template %s: %w", template, err)
 		}
-		return server.Jinja(t), nil
+		return jinjaFormat(arch, t), nil
+	}
+	if name == "auto" || name == "" {
+		name = "jinja"
+		if arch == deepseekv4.Arch.Name {
+			name = "deepseek-v4"
+		}
 	}
 	switch name {
-	case "":
-		return server.DeepSeekV4(), nil
 	case "deepseek-v4":
 		return server.DeepSeekV4(), nil
 	case "jinja":
@@ -221,7 +229,7 @@ func chatFormat(name, template, dir string) (server.ChatFormat, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "chat_template.jinja"), err)
 			}
-			return server.Jinja(t), nil
+			return jinjaFormat(arch, t), nil
 		}
 		data, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
 		if err != nil {
@@ -231,9 +239,9 @@ func chatFormat(name, template, dir string) (server.ChatFormat, error) {
 		if err != nil {
 			return nil, fmt.Errorf("-chat-format jinja: %s: %w", dir, err)
 		}
-		return server.Jinja(t), nil
+		return jinjaFormat(arch, t), nil
 	}
-	return nil, fmt.Errorf("-chat-format %q: want deepseek-v4 or jinja", name)
+	return nil, fmt.Errorf("-chat-format %q: want auto, deepseek-v4 or jinja", name)
 }
 
 // addServeFlags registers the flags that size the engine and the server.
@@ -266,7 +274,7 @@ func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.IntVar(&cfg.maxDraft, "max-draft", 4, "with -speculation: most tokens drafted per step (the engine adapts below it)")
 	fs.BoolVar(&cfg.noPrefixCache, "no-prefix-cache", false, "turn off prefix caching")
 	fs.IntVar(&cfg.maxHandoffs, "max-handoffs", 4, "with -role decode: the most request states read at once (more wait with 503)")
-	fs.StringVar(&cfg.chatFormat, "chat-format", "", "how chats become prompts: deepseek-v4 (the model's own encoding, with reasoning and DSML tool calls; the default) or jinja (the tokenizer's chat template)")
+	fs.StringVar(&cfg.chatFormat, "chat-format", "auto", "how chats become prompts: deepseek-v4 (DeepSeek-V4's own encoding, with reasoning and DSML tool calls), jinja (the tokenizer's chat template; Qwen3.5's replies read for reasoning and tool calls), or auto (the model's architecture decides)")
 	fs.StringVar(&cfg.chatTemplate, "chat-template", "", "a Jinja chat template `file` to render chats with (instead of the model's; implies -chat-format jinja)")
 	cfg.cacheMemory = 1 << 30
 	cfg.maxBody = 8 << 20

@@ -35,7 +35,7 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	var tid []int32
 	if a.Tid2Eid.Valid() {
 		tid = I32(a.Tid2Eid)
-	} else {
+	} else if a.Bias.Valid() {
 		bias = F32(a.Bias)
 	}
 	for t := range T {
@@ -44,10 +44,14 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 		if tid != nil {
 			copy(it, tid[int(toks[t])*K:(int(toks[t])+1)*K])
 		} else {
-			for e := range biased {
-				biased[e] = s[e] + bias[e]
+			if bias == nil {
+				b.TopK(it, s, K)
+			} else {
+				for e := range biased {
+					biased[e] = s[e] + bias[e]
+				}
+				b.TopK(it, biased, K)
 			}
-			b.TopK(it, biased, K)
 		}
 		var sum float32
 		for k, e := range it {
@@ -84,8 +88,16 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	}
 	shared := b.scratchF32(T * D)
 	b.swiglu(&a.Shared, shared, xv, T, a.Limit)
-	for i := range yv {
-		yv[i] += shared[i]
+	if a.SharedGate == nil {
+		for i := range yv {
+			yv[i] += shared[i]
+		}
+		return
+	}
+	gate := b.scratchF32(T)
+	b.MatMulF32(gate, xv, T, a.SharedGate)
+	for t := range T {
+		axpy(yv[t*D:(t+1)*D], sigmoid(gate[t]), shared[t*D:(t+1)*D])
 	}
 }
 

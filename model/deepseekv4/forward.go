@@ -157,4 +157,3 @@ func (m *Model) head(w *rHead, b *Batch, st *step, h compute.Tensor) ([]float32,
 	}
 	return logits, nil
 }
-

@@ -2,14 +2,14 @@
 // (spec/models/qwen3.5-moe.md): its configuration in both spellings (the
 // Hub's multimodal config with the text model under text_config, and the
 // text-only config save_pretrained writes), weight binding in both namings,
-// the per-request state it needs (full-attention KV, conv state, delta-rule
-// state) and a reference forward pass over ragged batches with that state
-// held explicitly.
-//
-// The kernels of the forward pass that no generic backend op covers (the
-// short causal convolution, the gated delta rule token by token and in
-// 64-token chunks, gated attention with partial RoPE) are plain functions
-// over []float32, one per file, so that they can become backend ops.
+// the per-request state as cache kinds with their policies (full-attention
+// KV append; conv and delta-rule state recurrent), and a model.Model whose
+// forward pass over ragged batches is composed of backend ops on tensors
+// the backend owns, reading and writing that state in the cache pool: the
+// short causal convolution and the gated delta rule (compute.Recurrent),
+// gated attention with partial RoPE (compute.Causal, compute.Gating), the
+// MoE with a gated shared expert (compute.Experts). The MTP module drafts
+// for speculative decoding (model.Drafter).
 package qwen35
 
 import (

@@ -204,3 +204,34 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestGenerationConfig: generation_config.json's BOS and EOS ids (a
+// number or a list) override config.json's; absent fields and an absent
+// file change nothing; ids outside the vocabulary are rejected.
+func TestGenerationConfig(t *testing.T) {
+	base := func() *Config { return &Config{VocabSize: 100, BOS: -1, EOS: []int{7}} }
+	dir := t.TempDir()
+	write := func(s string) string {
+		p := filepath.Join(dir, "generation_config.json")
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	c := base()
+	if err := c.applyGenerationConfig(filepath.Join(dir, "none.json")); err != nil || c.BOS != -1 || len(c.EOS) != 1 || c.EOS[0] != 7 {
+		t.Fatalf("absent file: %v, %+v", err, c)
+	}
+	c = base()
+	if err := c.applyGenerationConfig(write(`{"bos_token_id": 3, "eos_token_id": [9, 8], "temperature": 0.6}`)); err != nil || c.BOS != 3 || len(c.EOS) != 2 || c.EOS[0] != 9 {
+		t.Fatalf("list: %v, %+v", err, c)
+	}
+	c = base()
+	if err := c.applyGenerationConfig(write(`{"eos_token_id": null}`)); err != nil || c.EOS[0] != 7 {
+		t.Fatalf("null: %v, %+v", err, c)
+	}
+	c = base()
+	if err := c.applyGenerationConfig(write(`{"eos_token_id": 100}`)); err == nil {
+		t.Fatal("an id outside the vocabulary was accepted")
+	}
+}

@@ -26,6 +26,7 @@ type naiveShape struct {
 	experts, topk, ie    int
 	is                   int
 	tied                 bool
+	mtp                  bool // an MTP module (mtp.*) with one layer
 }
 
 func (s naiveShape) config() map[string]any {
@@ -37,6 +38,9 @@ func (s naiveShape) config() map[string]any {
 		"linear_key_head_dim": s.dk, "linear_value_head_dim": s.dv, "linear_conv_kernel_dim": s.conv,
 		"rms_norm_eps": 1e-6, "tie_word_embeddings": s.tied,
 		"rope_parameters": map[string]any{"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": s.partial},
+	}
+	if s.mtp {
+		c["mtp_num_hidden_layers"] = 1
 	}
 	if s.moe {
 		c["model_type"] = "qwen3_5_moe_text"
@@ -86,8 +90,7 @@ func randomCheckpoint(t *testing.T, s naiveShape, seed uint64) (string, map[stri
 	}
 	norm("model.norm.weight", s.d)
 	convDim := 2*s.hk*s.dk + s.hv*s.dv
-	for l, kind := range s.layers {
-		p := fmt.Sprintf("model.layers.%d.", l)
+	layer := func(p, kind string) {
 		norm(p+"input_layernorm.weight", s.d)
 		norm(p+"post_attention_layernorm.weight", s.d)
 		if kind == "full_attention" {
@@ -113,7 +116,7 @@ func randomCheckpoint(t *testing.T, s naiveShape, seed uint64) (string, map[stri
 		f := p + "mlp."
 		if !s.moe {
 			mlp(f, s.inter)
-			continue
+			return
 		}
 		mat(f+"gate.weight", s.experts, s.d)
 		for e := range s.experts {
@@ -121,6 +124,16 @@ func randomCheckpoint(t *testing.T, s naiveShape, seed uint64) (string, map[stri
 		}
 		mlp(f+"shared_expert.", s.is)
 		mat(f+"shared_expert_gate.weight", 1, s.d)
+	}
+	for l, kind := range s.layers {
+		layer(fmt.Sprintf("model.layers.%d.", l), kind)
+	}
+	if s.mtp {
+		mat("mtp.fc.weight", s.d, 2*s.d)
+		norm("mtp.pre_fc_norm_embedding.weight", s.d)
+		norm("mtp.pre_fc_norm_hidden.weight", s.d)
+		norm("mtp.norm.weight", s.d)
+		layer("mtp.layers.0.", "full_attention")
 	}
 	dir := t.TempDir()
 	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
@@ -137,34 +150,98 @@ func randomCheckpoint(t *testing.T, s naiveShape, seed uint64) (string, map[stri
 // float64, for one sequence, every token at once, the delta rule token by
 // token. It returns the logits of every position.
 func naiveForward(s naiveShape, w map[string][]float64, ids []int32) []float64 {
-	L, D := len(ids), s.d
-	matvec := func(name string, x []float64, rows int) []float64 {
-		m := w[name]
-		cols := len(x)
-		y := make([]float64, rows)
-		for i := range rows {
-			for j := range cols {
-				y[i] += m[i*cols+j] * x[j]
-			}
-		}
-		return y
+	logits, _ := naiveForwardHidden(s, w, ids)
+	return logits
+}
+
+// naiveForwardHidden is naiveForward that also returns every position's
+// final hidden state after the final norm (what the MTP module reads).
+func naiveForwardHidden(s naiveShape, w map[string][]float64, ids []int32) ([]float64, [][]float64) {
+	D := s.d
+	h := make([][]float64, len(ids))
+	for t, id := range ids {
+		h[t] = append([]float64(nil), w["model.embed_tokens.weight"][int(id)*D:(int(id)+1)*D]...)
 	}
-	rms := func(x, wt []float64, onePlus bool) []float64 {
-		var ss float64
-		for _, v := range x {
-			ss += v * v
-		}
-		inv := 1 / math.Sqrt(ss/float64(len(x))+1e-6)
-		y := make([]float64, len(x))
-		for i, v := range x {
-			g := wt[i]
-			if onePlus {
-				g = 1 + g
-			}
-			y[i] = v * inv * g
-		}
-		return y
+	for l, kind := range s.layers {
+		naiveLayer(s, w, fmt.Sprintf("model.layers.%d.", l), kind, h)
 	}
+	var logits []float64
+	var hidden [][]float64
+	for t := range h {
+		x := naiveRMS(h[t], w["model.norm.weight"], true)
+		hidden = append(hidden, x)
+		logits = append(logits, naiveHead(s, w, x)...)
+	}
+	return logits, hidden
+}
+
+// naiveMTP is the MTP module (mtp.go's doc, read from vLLM's
+// Qwen3_5MultiTokenPredictor) in float64 over positions 0..len(next)-1:
+// position t reads hidden[t] and the embedding of next[t] (the token at
+// t+1) and returns the logits for the token at t+2, and its normed output
+// (which stands for the hidden state at t+1 when drafting further).
+func naiveMTP(s naiveShape, w map[string][]float64, hidden [][]float64, next []int32) ([]float64, [][]float64) {
+	D := s.d
+	h := make([][]float64, len(next))
+	for t, id := range next {
+		e := naiveRMS(w["model.embed_tokens.weight"][int(id)*D:(int(id)+1)*D], w["mtp.pre_fc_norm_embedding.weight"], true)
+		x := append(e, naiveRMS(hidden[t], w["mtp.pre_fc_norm_hidden.weight"], true)...)
+		h[t] = naiveMatvec(w, "mtp.fc.weight", x, D)
+	}
+	naiveLayer(s, w, "mtp.layers.0.", "full_attention", h)
+	var logits []float64
+	var out [][]float64
+	for t := range h {
+		x := naiveRMS(h[t], w["mtp.norm.weight"], true)
+		out = append(out, x)
+		logits = append(logits, naiveHead(s, w, x)...)
+	}
+	return logits, out
+}
+
+func naiveHead(s naiveShape, w map[string][]float64, x []float64) []float64 {
+	head := "lm_head.weight"
+	if s.tied {
+		head = "model.embed_tokens.weight"
+	}
+	return naiveMatvec(w, head, x, s.vocab)
+}
+
+func naiveMatvec(w map[string][]float64, name string, x []float64, rows int) []float64 {
+	m := w[name]
+	cols := len(x)
+	y := make([]float64, rows)
+	for i := range rows {
+		for j := range cols {
+			y[i] += m[i*cols+j] * x[j]
+		}
+	}
+	return y
+}
+
+func naiveRMS(x, wt []float64, onePlus bool) []float64 {
+	var ss float64
+	for _, v := range x {
+		ss += v * v
+	}
+	inv := 1 / math.Sqrt(ss/float64(len(x))+1e-6)
+	y := make([]float64, len(x))
+	for i, v := range x {
+		g := wt[i]
+		if onePlus {
+			g = 1 + g
+		}
+		y[i] = v * inv * g
+	}
+	return y
+}
+
+// naiveLayer runs decoder layer p (of the given kind) over the residual
+// streams h of positions 0..len(h)-1 in place.
+func naiveLayer(s naiveShape, w map[string][]float64, p, kind string, h [][]float64) {
+	L, D := len(h), s.d
+	matvec := func(name string, x []float64, rows int) []float64 { return naiveMatvec(w, name, x, rows) }
+	rms := naiveRMS
 	sig := func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 	silu := func(x float64) float64 { return x * sig(x) }
 	swiglu := func(p string, x []float64, inter int) []float64 {
@@ -174,13 +251,8 @@ func naiveForward(s naiveShape, w map[string][]float64, ids []int32) []float64 {
 		}
 		return matvec(p+"down_proj.weight", g, D)
 	}
-	h := make([][]float64, L)
-	for t, id := range ids {
-		h[t] = append([]float64(nil), w["model.embed_tokens.weight"][int(id)*D:(int(id)+1)*D]...)
-	}
 	R := int(float64(s.hd) * s.partial)
-	for l, kind := range s.layers {
-		p := fmt.Sprintf("model.layers.%d.", l)
+	{
 		x := make([][]float64, L)
 		for t := range L {
 			x[t] = rms(h[t], w[p+"input_layernorm.weight"], true)
@@ -367,15 +439,6 @@ func naiveForward(s naiveShape, w map[string][]float64, ids []int32) []float64 {
 			}
 		}
 	}
-	head := "lm_head.weight"
-	if s.tied {
-		head = "model.embed_tokens.weight"
-	}
-	var logits []float64
-	for t := range L {
-		logits = append(logits, matvec(head, rms(h[t], w["model.norm.weight"], true), s.vocab)...)
-	}
-	return logits
 }
 
 // TestNaiveShapes runs two models of shapes unlike the golden cases' (dk ≠

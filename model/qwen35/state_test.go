@@ -2,195 +2,176 @@ package qwen35
 
 import (
 	"context"
+	"slices"
 	"testing"
 
+	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/golden"
 	"github.com/strata-inference/strata/model"
 )
 
-// stateDiff compares two states kind by kind: the largest difference of
-// the keys and values, of the conv states and of the delta-rule states,
-// relative to the largest value of the first.
-func stateDiff(a, b *State) (kv, conv, delta float64) {
-	rel := func(x, y []float32) float64 {
-		if len(x) != len(y) {
-			return 1
-		}
-		return maxAbsDiff(x, y) / max(maxAbs(x), 1e-30)
-	}
-	for i := range a.Layers {
-		la, lb := &a.Layers[i], &b.Layers[i]
-		kv = max(kv, rel(la.K, lb.K), rel(la.V, lb.V))
-		conv = max(conv, rel(la.Conv, lb.Conv))
-		delta = max(delta, rel(la.S, lb.S))
-	}
-	return
-}
-
-func sameState(a, b *State) bool {
-	if a.Len != b.Len || len(a.Layers) != len(b.Layers) {
-		return false
-	}
-	kv, conv, delta := stateDiff(a, b)
-	return kv == 0 && conv == 0 && delta == 0
-}
-
-// TestStateAcrossFeeds compares the state a sequence ends with after one
-// feed, token by token (after a prompt), and in the golden case's chunk
-// sizes. The first layer's conv state sees only embeddings, so it is the
-// same bits on every path; everything else agrees to float32 rounding of
-// the delta rule's two forms.
+// TestStateAcrossFeeds compares the recurrent state (conv history and
+// delta-rule state, with the keys and values) a sequence ends with after
+// one feed, token by token, after a prompt then token by token, and in
+// the golden case's chunk sizes. With the delta rule token by token every
+// feed gives the same bits, logits and state. With the chunked form the
+// first layer's conv state (which sees only embeddings) is the same bits
+// on every path, and everything else agrees to float32 rounding.
 func TestStateAcrossFeeds(t *testing.T) {
 	for _, name := range goldenCases {
 		t.Run(name, func(t *testing.T) {
-			m, c, _ := loadCase(t, name)
-			L := len(c.InputIDs)
-			_, full := feed(t, m, c.InputIDs, []int{L})
-			for _, p := range []struct {
-				name  string
-				feeds []int
-			}{
-				{"token by token", golden.DecodeFeeds(1, L)},
-				{"prompt then tokens", golden.DecodeFeeds(c.Prompt, L)},
-				{"chunked", c.Chunks},
-			} {
-				_, st := feed(t, m, c.InputIDs, p.feeds)
-				if st.Len != L {
-					t.Fatalf("%s: Len %d, want %d", p.name, st.Len, L)
-				}
-				if d := maxAbsDiff(st.Layers[0].Conv, full.Layers[0].Conv); d != 0 {
-					t.Errorf("%s: layer 0 conv state differs by %g", p.name, d)
-				}
-				kv, conv, delta := stateDiff(full, st)
-				t.Logf("%s: relative state differences: kv %.2g, conv %.2g, delta %.2g", p.name, kv, conv, delta)
-				if kv > 1e-4 || conv > 1e-4 || delta > 1e-4 {
-					t.Errorf("%s: state differs from one feed: kv %g, conv %g, delta %g", p.name, kv, conv, delta)
+			for _, chunked := range []bool{false, true} {
+				m, c := loadCaseWith(t, name, Options{ChunkedDeltaRule: chunked})
+				L := len(c.InputIDs)
+				lgFull, full := feed(t, m, c.InputIDs, []int{L})
+				for _, p := range []struct {
+					name  string
+					feeds []int
+				}{
+					{"token by token", golden.DecodeFeeds(1, L)},
+					{"prompt then tokens", golden.DecodeFeeds(c.Prompt, L)},
+					{"chunked", c.Chunks},
+				} {
+					lg, st := feed(t, m, c.InputIDs, p.feeds)
+					if st.n != L {
+						t.Fatalf("%s: Len %d, want %d", p.name, st.n, L)
+					}
+					if !chunked {
+						if !st.same(full) || !bitsEqual(lg, lgFull) {
+							t.Errorf("recurrent form, %s: state or logits differ from one feed (state %v, logits %.3g)", p.name, full.diff(st), maxAbsDiff(lg, lgFull))
+						}
+						continue
+					}
+					if d := maxAbsDiff(st.kinds[KindConv][0], full.kinds[KindConv][0]); d != 0 {
+						t.Errorf("chunked form, %s: layer 0 conv state differs by %g", p.name, d)
+					}
+					d := full.diff(st)
+					t.Logf("chunked form, %s: relative state differences %v", p.name, d)
+					for k, v := range d {
+						if v > 1e-4 {
+							t.Errorf("chunked form, %s: %s state differs from one feed by %g", p.name, k, v)
+						}
+					}
 				}
 			}
 		})
 	}
 }
 
-// TestStateRestoredFromCopy: a state copied mid-sequence and fed the rest
-// gives the same bits, logits and state, as the original fed the same way;
-// feeding the copy does not touch the original.
-func TestStateRestoredFromCopy(t *testing.T) {
+// TestStateRestoredFromSnapshot: a sequence forked mid-way (what a prefix
+// snapshot and a prefix hit do: the keys and values shared, the recurrent
+// state copied) and fed the rest gives the same bits, logits and state,
+// as the original fed the same way, and feeding the fork does not touch
+// the snapshot. With the chunked form this holds at multiples of 64 (the
+// model's PrefixAlign).
+func TestStateRestoredFromSnapshot(t *testing.T) {
 	for _, name := range goldenCases {
-		t.Run(name, func(t *testing.T) {
-			m, c, _ := loadCase(t, name)
+		for _, chunked := range []bool{false, true} {
+			m, c := loadCaseWith(t, name, Options{ChunkedDeltaRule: chunked})
 			ids := c.InputIDs
-			ctx := context.Background()
-			for _, at := range []int{1, 64, 70, 130} {
-				st := m.NewState()
-				if _, err := m.Feed(ctx, st, ids[:at], model.NoLogits); err != nil {
+			at := []int{1, 64, 70, 130}
+			if chunked {
+				at = []int{64, 128}
+			}
+			pool := testPool(t, m, len(ids), 4)
+			for _, a := range at {
+				orig := newSeq(t, m, pool)
+				feedSeq(t, m, orig, ids, []int{a})
+				snap, err := orig.Fork()
+				if err != nil {
 					t.Fatal(err)
 				}
-				snap := st.Clone()
-				before := snap.Clone()
+				before := stateOf(t, snap)
 				rest := []int{1, 29, 1, 39}
-				var want, got []float32
-				for _, run := range []struct {
-					st  *State
-					out *[]float32
-				}{{st, &want}, {snap.Clone(), &got}} {
-					pos := at
-					for _, n := range rest {
-						lg, err := m.Feed(ctx, run.st, ids[pos:pos+n], model.AllLogits)
-						if err != nil {
-							t.Fatal(err)
-						}
-						*run.out = append(*run.out, lg...)
-						pos += n
-					}
-					if run.st != st && !sameState(run.st, st) {
-						t.Errorf("at %d: restored state ends different from the original", at)
-					}
+				want := feedSeq(t, m, orig, ids[a:], rest)
+				hit, err := snap.Fork()
+				if err != nil {
+					t.Fatal(err)
 				}
-				if d := maxAbsDiff(got, want); d != 0 {
-					t.Errorf("at %d: restored copy's logits differ by %g", at, d)
+				got := feedSeq(t, m, hit, ids[a:], rest)
+				if !bitsEqual(got, want) {
+					t.Errorf("%s chunked=%v at %d: restored logits differ by %g", name, chunked, a, maxAbsDiff(got, want))
 				}
-				if !sameState(snap, before) {
-					t.Errorf("at %d: feeding a clone changed the snapshot", at)
+				if !stateOf(t, hit).same(stateOf(t, orig)) {
+					t.Errorf("%s chunked=%v at %d: restored state ends different from the original", name, chunked, a)
 				}
+				if !stateOf(t, snap).same(before) {
+					t.Errorf("%s chunked=%v at %d: feeding a fork changed the snapshot", name, chunked, a)
+				}
+				hit.Release()
+				snap.Release()
+				orig.Release()
 			}
-		})
+		}
 	}
 }
 
-// TestAlignedFeedsBitIdentical: feeds split at multiples of the delta
-// rule's chunk (what prefix snapshots at chunk-aligned positions and
-// chunked prefill in multiples of 64 do) give the logits and state of one
-// feed bit for bit.
-func TestAlignedFeedsBitIdentical(t *testing.T) {
+// TestChunkedAlignedFeeds: with the chunked form, feeds split at multiples
+// of 64 give the logits and state of one feed bit for bit.
+func TestChunkedAlignedFeeds(t *testing.T) {
 	for _, name := range goldenCases {
-		t.Run(name, func(t *testing.T) {
-			m, c, _ := loadCase(t, name)
-			L := len(c.InputIDs)
-			want, wantSt := feed(t, m, c.InputIDs, []int{L})
-			for _, feeds := range [][]int{{64, L - 64}, {128, L - 128}, {64, 64, L - 128}} {
-				got, st := feed(t, m, c.InputIDs, feeds)
-				if d := maxAbsDiff(got, want); d != 0 {
-					t.Errorf("feeds %v: logits differ from one feed by %g", feeds, d)
-				}
-				if !sameState(st, wantSt) {
-					t.Errorf("feeds %v: state differs from one feed", feeds)
-				}
+		m, c := loadCaseWith(t, name, Options{ChunkedDeltaRule: true})
+		L := len(c.InputIDs)
+		want, wantSt := feed(t, m, c.InputIDs, []int{L})
+		for _, feeds := range [][]int{{64, L - 64}, {128, L - 128}, {64, 64, L - 128}} {
+			got, st := feed(t, m, c.InputIDs, feeds)
+			if !bitsEqual(got, want) || !st.same(wantSt) {
+				t.Errorf("%s feeds %v: logits (by %g) or state differ from one feed", name, feeds, maxAbsDiff(got, want))
 			}
-		})
+		}
 	}
 }
 
 // TestBatchedBitIdentical: several sequences in one ragged batch (a
-// prompt, a decode step and a mid-sequence chunk) give the same logits and
-// states, bit for bit, as each run alone.
+// prompt, a decode step, a mid-sequence chunk, a chunk without logits)
+// give the same logits and states, bit for bit, as each run alone.
 func TestBatchedBitIdentical(t *testing.T) {
 	for _, name := range goldenCases {
 		t.Run(name, func(t *testing.T) {
-			m, c, _ := loadCase(t, name)
+			m, c := loadCase(t, name)
 			ids := c.InputIDs
 			ctx := context.Background()
-			prep := func(n int) *State {
-				st := m.NewState()
-				if n > 0 {
-					if _, err := m.Feed(ctx, st, ids[:n], model.NoLogits); err != nil {
-						t.Fatal(err)
-					}
-				}
-				return st
-			}
 			type job struct {
 				past, n int
 				mode    model.Logits
 			}
 			jobs := []job{{0, 23, model.AllLogits}, {40, 1, model.LastLogits}, {64, 70, model.AllLogits}, {7, 5, model.NoLogits}}
+			pool := testPool(t, m, 140, 2*len(jobs))
+			prep := func(n int) *cache.Seq {
+				s := newSeq(t, m, pool)
+				if n > 0 {
+					feedSeq(t, m, s, ids, []int{n})
+				}
+				return s
+			}
 			var want []float32
-			var alone []*State
+			var alone []seqState
 			for _, j := range jobs {
-				st := prep(j.past)
-				lg, err := m.Feed(ctx, st, ids[j.past:j.past+j.n], j.mode)
+				s := prep(j.past)
+				lg, err := m.Forward(ctx, &model.Batch{Tokens: ids[j.past : j.past+j.n], Spans: []model.Span{{Seq: s, Len: j.n, Logits: j.mode}}})
 				if err != nil {
 					t.Fatal(err)
 				}
 				want = append(want, lg...)
-				alone = append(alone, st)
+				alone = append(alone, stateOf(t, s))
 			}
-			b := &Batch{}
-			var states []*State
+			b := &model.Batch{}
+			var seqs []*cache.Seq
 			for _, j := range jobs {
-				st := prep(j.past)
-				states = append(states, st)
-				b.Spans = append(b.Spans, Span{State: st, Start: len(b.Tokens), Len: j.n, Logits: j.mode})
+				s := prep(j.past)
+				seqs = append(seqs, s)
+				b.Spans = append(b.Spans, model.Span{Seq: s, Start: len(b.Tokens), Len: j.n, Logits: j.mode})
 				b.Tokens = append(b.Tokens, ids[j.past:j.past+j.n]...)
 			}
 			got, err := m.Forward(ctx, b)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := maxAbsDiff(got, want); d != 0 {
-				t.Errorf("batched logits differ by %g", d)
+			if !bitsEqual(got, want) {
+				t.Errorf("batched logits differ by %g", maxAbsDiff(got, want))
 			}
 			for i := range jobs {
-				if !sameState(states[i], alone[i]) {
+				if !stateOf(t, seqs[i]).same(alone[i]) {
 					t.Errorf("span %d: batched state differs", i)
 				}
 			}
@@ -198,29 +179,75 @@ func TestBatchedBitIdentical(t *testing.T) {
 	}
 }
 
+// TestRollbackRefeed: a speculative feed rolled back to its first keep
+// tokens (the cache restores the recurrent state to before the feed and
+// says to feed the kept tokens again) ends in the bits of feeding only the
+// kept tokens, logits of the refeed included.
+func TestRollbackRefeed(t *testing.T) {
+	for _, name := range goldenCases {
+		m, c := loadCase(t, name)
+		ids := c.InputIDs
+		pool := testPool(t, m, len(ids), 2)
+		const start, n = 70, 5
+		for keep := range n + 1 {
+			plain := newSeq(t, m, pool)
+			feedSeq(t, m, plain, ids, []int{start})
+			spec, err := plain.Fork()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []float32
+			if keep > 0 {
+				want = feedSeq(t, m, plain, ids[start:], []int{keep})
+			}
+			u, err := spec.Mark(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The drafts: the true tokens up to keep, then wrong ones.
+			drafts := slices.Clone(ids[start : start+n])
+			for i := keep; i < n; i++ {
+				drafts[i] = (drafts[i] + 1) % int32(m.VocabSize())
+			}
+			feedSeq(t, m, spec, drafts, []int{n})
+			refeed := u.Rollback(keep)
+			if refeed != keep || spec.Len() != start {
+				t.Fatalf("%s keep %d: rollback says refeed %d at Len %d, want %d at %d", name, keep, refeed, spec.Len(), keep, start)
+			}
+			var got []float32
+			if refeed > 0 {
+				got = feedSeq(t, m, spec, ids[start:], []int{refeed})
+			}
+			if !bitsEqual(got, want) || !stateOf(t, spec).same(stateOf(t, plain)) {
+				t.Errorf("%s keep %d: rolled back and refed, logits (by %g) or state differ from feeding the kept tokens", name, keep, maxAbsDiff(got, want))
+			}
+			spec.Release()
+			plain.Release()
+		}
+	}
+}
+
 // TestForwardRejects: bad batches fail before any state changes.
 func TestForwardRejects(t *testing.T) {
-	m, _, _ := loadCase(t, "qwen3.5/tiny")
+	m, _ := loadCase(t, "qwen3.5/tiny")
 	ctx := context.Background()
-	st := m.NewState()
-	other, _ := LoadConfig(caseDir("qwen3.5-moe/tiny") + "/config.json")
-	otherSt := other.NewState()
-	otherSt.Layers = otherSt.Layers[:3]
-	for name, b := range map[string]*Batch{
-		"no state":        {Tokens: []int32{1}, Spans: []Span{{Len: 1}}},
-		"twice":           {Tokens: []int32{1, 2}, Spans: []Span{{State: st, Len: 1}, {State: st, Start: 1, Len: 1}}},
-		"gap":             {Tokens: []int32{1, 2}, Spans: []Span{{State: st, Start: 1, Len: 1}}},
-		"uncovered":       {Tokens: []int32{1, 2}, Spans: []Span{{State: st, Len: 1}}},
-		"out of vocab":    {Tokens: []int32{320}, Spans: []Span{{State: st, Len: 1}}},
-		"negative token":  {Tokens: []int32{-1}, Spans: []Span{{State: st, Len: 1}}},
-		"foreign state":   {Tokens: []int32{1}, Spans: []Span{{State: otherSt, Len: 1}}},
-		"beyond position": {Tokens: []int32{1}, Spans: []Span{{State: &State{Len: m.Cfg.MaxPosition, Layers: st.Layers}, Len: 1}}},
+	pool := testPool(t, m, 4, 2)
+	s := newSeq(t, m, pool)
+	before := stateOf(t, s)
+	for name, b := range map[string]*model.Batch{
+		"no sequence":    {Tokens: []int32{1}, Spans: []model.Span{{Len: 1}}},
+		"twice":          {Tokens: []int32{1, 2}, Spans: []model.Span{{Seq: s, Len: 1}, {Seq: s, Start: 1, Len: 1}}},
+		"gap":            {Tokens: []int32{1, 2}, Spans: []model.Span{{Seq: s, Start: 1, Len: 1}}},
+		"uncovered":      {Tokens: []int32{1, 2}, Spans: []model.Span{{Seq: s, Len: 1}}},
+		"out of vocab":   {Tokens: []int32{320}, Spans: []model.Span{{Seq: s, Len: 1}}},
+		"negative token": {Tokens: []int32{-1}, Spans: []model.Span{{Seq: s, Len: 1}}},
+		"no mtp":         {Tokens: []int32{1}, Spans: []model.Span{{Seq: s, Len: 1, Draft: s}}},
 	} {
 		if _, err := m.Forward(ctx, b); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	if st.Len != 0 || !sameState(st, m.NewState()) {
+	if s.Len() != 0 || !stateOf(t, s).same(before) {
 		t.Error("a rejected batch changed the state")
 	}
 }

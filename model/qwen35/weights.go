@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -250,7 +251,7 @@ func (b *binder) layer(p string, kind LayerKind) Layer {
 		if aLog := b.vector(g+"A_log", Hv); aLog != nil {
 			n.NegA = make([]float32, Hv)
 			for i, v := range aLog {
-				n.NegA[i] = -expf(v)
+				n.NegA[i] = -float32(math.Exp(float64(v)))
 			}
 		}
 		L.GDN = n

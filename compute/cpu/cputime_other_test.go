@@ -1,6 +1,6 @@
 //go:build !unix
 
-package qwen35
+package cpu
 
 // processCPU is not measured here; benchmarks report 0 CPU time.
 func processCPU() float64 { return 0 }

@@ -1,4 +1,4 @@
-package qwen35
+package cpu
 
 // matAcc computes out[i][j] += Σ_a x[i][a]·m[a][j] for i < n, j < cols, a < k,
 // in float32, each sum accumulated in a's order before it is added to out.

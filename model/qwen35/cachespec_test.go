@@ -1,13 +1,11 @@
 package qwen35
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/strata-inference/strata/cache"
-	"github.com/strata-inference/strata/model"
 )
 
 // TestCacheKinds08B derives Qwen3.5-0.8B's per-request state by hand from
@@ -31,22 +29,22 @@ func TestCacheKinds08B(t *testing.T) {
 	}
 	want := []struct {
 		name      string
-		policy    Policy
+		policy    cache.Policy
 		layers    int
 		slotBytes int
 		perToken  bool
 		slots     int
 	}{
-		{KindKV, Append, 6, 2 * 2 * 256 * 2, true, 0},
-		{KindDelta, Recurrent, 18, 128 * 128 * 4, false, 16},
-		{KindConv, Recurrent, 18, 6144 * 2, false, 3},
+		{KindKV, cache.Append, 6, 2 * 2 * 256 * 2, true, 0},
+		{KindDelta, cache.Recurrent, 18, 128 * 128 * 4, false, 16},
+		{KindConv, cache.Recurrent, 18, 6144 * 2, false, 3},
 	}
 	if len(kinds) != len(want) {
 		t.Fatalf("%d kinds, want %d", len(kinds), len(want))
 	}
 	for i, w := range want {
 		k := kinds[i]
-		if k.Name != w.name || k.Policy != w.policy || len(k.Layers) != w.layers || k.SlotBytes != w.slotBytes ||
+		if k.Name != w.name || k.Kind() != w.policy || len(k.Layers) != w.layers || k.SlotBytes != w.slotBytes ||
 			k.Growing() != w.perToken || (!w.perToken && k.FixedSlots != w.slots) {
 			t.Errorf("kind %d = %+v, want %+v", i, k, w)
 		}
@@ -57,18 +55,18 @@ func TestCacheKinds08B(t *testing.T) {
 	if kinds[0].Layers[0] != 3 || kinds[1].Layers[0] != 0 || kinds[1].Layers[3] != 4 {
 		t.Errorf("layer numbering: kv %v, delta %v", kinds[0].Layers, kinds[1].Layers)
 	}
-	specs := Specs(kinds)
-	if got := cache.TotalBytes(specs, 1) - cache.TotalBytes(specs, 0); got != 12288 {
+	if got := cache.TotalBytes(kinds, 1) - cache.TotalBytes(kinds, 0); got != 12288 {
 		t.Errorf("bytes per token %d, want 12288", got)
 	}
-	if got := cache.TotalBytes(specs, 0); got != 18*16*128*128*4+18*3*6144*2 {
+	if got := cache.TotalBytes(kinds, 0); got != 18*16*128*128*4+18*3*6144*2 {
 		t.Errorf("fixed bytes %d, want %d", got, 18*16*128*128*4+18*3*6144*2)
 	}
-	if got := kinds[1].LayerBytes(12345); got != 1<<20 {
+	if got := kinds[1].Bytes(12345) / 18; got != 1<<20 {
 		t.Errorf("delta state per layer %d, want 1 MiB", got)
 	}
 	mtp, err := c.MTPCacheKinds(cache.BF16)
-	if err != nil || len(mtp) != 1 || mtp[0].Layers[0] != 24 || mtp[0].SlotBytes != 2048 || mtp[0].Policy != Append {
+	if err != nil || len(mtp) != 2 || mtp[0].Layers[0] != 24 || mtp[0].SlotBytes != 2048 || mtp[0].Kind() != cache.Append ||
+		mtp[1].Kind() != cache.Ring || mtp[1].SlotBytes != 4*1024 || mtp[1].FixedSlots != HiddenRing {
 		t.Errorf("MTP kinds %+v, %v", mtp, err)
 	}
 	if _, err := c.CacheKinds(cache.FP8); err == nil {
@@ -76,34 +74,25 @@ func TestCacheKinds08B(t *testing.T) {
 	}
 }
 
-// TestCacheKindsMatchState: sized for float32, the kinds hold exactly the
-// values a State holds after n tokens, layer by layer.
+// TestCacheKindsMatchState: sized for float32, the kinds' slots hold
+// exactly what a sequence holds after n tokens: n keys and values of
+// 2·Hkv·d per full layer, Hv states of dk×dv and K-1 conv columns per
+// DeltaNet layer.
 func TestCacheKindsMatchState(t *testing.T) {
 	for _, name := range goldenCases {
-		m, c, _ := loadCase(t, name)
-		kinds, err := m.Cfg.CacheKinds(cache.F32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := m.NewState()
+		m, c := loadCase(t, name)
 		const n = 37
-		if _, err := m.Feed(context.Background(), st, c.InputIDs[:n], model.NoLogits); err != nil {
-			t.Fatal(err)
+		_, st := feed(t, m, c.InputIDs[:n], []int{n})
+		cfg := m.Cfg
+		want := map[string]int{
+			KindKV:    n * 2 * cfg.KVHeads * cfg.HeadDim,
+			KindDelta: cfg.LinValueHeads * cfg.LinKeyDim * cfg.LinValueDim,
+			KindConv:  (cfg.ConvKernel - 1) * cfg.ConvDim(),
 		}
-		for _, k := range kinds {
-			for _, l := range k.Layers {
-				ls := &st.Layers[l]
-				var floats int
-				switch k.Name {
-				case KindKV:
-					floats = len(ls.K) + len(ls.V)
-				case KindDelta:
-					floats = len(ls.S)
-				case KindConv:
-					floats = len(ls.Conv)
-				}
-				if int64(4*floats) != k.LayerBytes(n) {
-					t.Errorf("%s: %s layer %d: state holds %d B, kind says %d", name, k.Name, l, 4*floats, k.LayerBytes(n))
+		for k, layers := range st.kinds {
+			for j, v := range layers {
+				if len(v) != want[k] {
+					t.Errorf("%s: %s layer %d holds %d values, want %d", name, k, j, len(v), want[k])
 				}
 			}
 		}
@@ -127,11 +116,10 @@ func TestCacheKinds35BA3B(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs := Specs(kinds)
-	if got := cache.TotalBytes(specs, 1) - cache.TotalBytes(specs, 0); got != 20480 {
+	if got := cache.TotalBytes(kinds, 1) - cache.TotalBytes(kinds, 0); got != 20480 {
 		t.Errorf("bytes per token %d, want 20480", got)
 	}
-	if got, want := cache.TotalBytes(specs, 0), int64(30*(32*128*128*4+3*8192*2)); got != want {
+	if got, want := cache.TotalBytes(kinds, 0), int64(30*(32*128*128*4+3*8192*2)); got != want {
 		t.Errorf("fixed bytes %d, want %d", got, want)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package qwen35
+package cpu
 
 import "syscall"
 

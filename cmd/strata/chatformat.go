@@ -1,0 +1,17 @@
+package main
+
+import (
+	"github.com/strata-inference/strata/model/qwen35"
+	"github.com/strata-inference/strata/server"
+	"github.com/strata-inference/strata/tokenizer/chat"
+)
+
+// jinjaFormat is the chat format of a Jinja template for a model of
+// architecture arch: Qwen3.5's template with its reply parser (reasoning,
+// and tool calls in the XML or Qwen3's JSON form), else plain Jinja.
+func jinjaFormat(arch string, t *chat.Template) server.ChatFormat {
+	if arch == qwen35.Arch.Name {
+		return server.Qwen35(t)
+	}
+	return server.Jinja(t)
+}

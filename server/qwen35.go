@@ -1,0 +1,50 @@
+package server
+
+import "github.com/strata-inference/strata/tokenizer/chat"
+
+// Qwen35 renders prompts with a Qwen model's Jinja chat template (Qwen3.5's,
+// or Qwen3's), as Jinja does, and reads replies with
+// chat.Qwen35StreamParser: in thinking mode the reasoning up to "</think>",
+// then content, then tool calls, each in Qwen3.5's XML form
+// (<function=NAME><parameter=KEY>) or Qwen3's JSON form, their arguments
+// typed by the request's tool schemas.
+func Qwen35(t *chat.Template) ChatFormat { return qwen35Format{jinjaFormat{t}} }
+
+type qwen35Format struct{ jinjaFormat }
+
+func (qwen35Format) Name() string { return "qwen3.5" }
+
+func (f qwen35Format) NewReplyParser(opt ChatOptions) ReplyParser {
+	return f.NewToolReplyParser(opt, nil)
+}
+
+// NewToolReplyParser implements ToolReplyFormat.
+func (qwen35Format) NewToolReplyParser(opt ChatOptions, tools []chat.Tool) ReplyParser {
+	return qwen35Parser{chat.NewQwen35StreamParser(opt.Thinking, tools)}
+}
+
+type qwen35Parser struct{ p *chat.Qwen35StreamParser }
+
+func (p qwen35Parser) Add(text string) (string, string) { return p.p.Add(text) }
+
+func (p qwen35Parser) Finish() (string, string, []chat.ToolCall, error) {
+	r, c, res, err := p.p.Finish()
+	return r, c, res.ToolCalls, err
+}
+
+// ToolReplyFormat is a ChatFormat whose replies are read knowing the
+// request's tools (their parameter schemas type the arguments of the tool
+// calls it parses); the server uses NewToolReplyParser instead of
+// NewReplyParser for such formats.
+type ToolReplyFormat interface {
+	ChatFormat
+	NewToolReplyParser(opt ChatOptions, tools []chat.Tool) ReplyParser
+}
+
+// replyParser is f's parser for one reply to a request with these tools.
+func replyParser(f ChatFormat, opt ChatOptions, tools []chat.Tool) ReplyParser {
+	if tf, ok := f.(ToolReplyFormat); ok {
+		return tf.NewToolReplyParser(opt, tools)
+	}
+	return f.NewReplyParser(opt)
+}
