@@ -122,7 +122,7 @@ func BenchmarkMemBandwidth(b *testing.B) {
 		var wg sync.WaitGroup
 		n := len(a) / threads
 		for t := range threads {
-			wg.Go(func() { sums[t] = sumFloat32(a[t*n : (t+1)*n]) })
+			wg.Go(func() { sums[t] = sumFloat32Go(a[t*n : (t+1)*n]) })
 		}
 		wg.Wait()
 	}

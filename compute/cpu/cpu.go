@@ -39,6 +39,7 @@ type Backend struct {
 // Backend can be cleaned up and its helpers stopped.
 type state struct {
 	threads int
+	k       *kernelSet // the matmul kernels
 	pool    pool
 	_       [64]byte     // keeps next off the cache line the idle helpers poll
 	next    atomic.Int64 // next work item of the job in progress
@@ -63,7 +64,7 @@ func New(threads int) *Backend {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	s := &state{threads: threads, ws: make([]workspace, threads)}
+	s := &state{threads: threads, k: kernelsFor(KernelsAuto), ws: make([]workspace, threads)}
 	b := &Backend{s: s}
 	runtime.AddCleanup(b, (*state).stop, s)
 	return b
