@@ -135,11 +135,13 @@ func (k *kernelSet) dot4(ws *workspace, r *row4, w *compute.Matrix, x []float32)
 	return dot4Portable(ws, r, w, x)
 }
 
-// gemm4 adds to acc the products of the four decoded rows wb (stride kp, n
-// columns, a multiple of 16) with the tokens xs (each n columns):
-// acc[4*t+i] gets row i times token t. Only the vector sets have it.
-func (k *kernelSet) gemm4(acc *[16]lanes, wb []float32, kp int, xs *[4][]float32, n int) {
-	k.vec.gemm4(acc, wb, kp, xs, n)
+// groupRows returns the number of weight rows the prefill kernels decode
+// together.
+func (k *kernelSet) groupRows() int {
+	if k.vector {
+		return k.vec.gemmRows()
+	}
+	return groupRows
 }
 
 // portableSet is the plain Go family, whose arithmetic must never change

@@ -25,8 +25,11 @@ func (vecAsm) dot4(ws *workspace, r *row4, w *compute.Matrix, x []float32) [4]fl
 	panic("cpu: no vector kernels on " + runtime.GOARCH)
 }
 
-func (vecAsm) gemm4(acc *[16]lanes, wb []float32, kp int, xs *[4][]float32, n int) {
+func (vecAsm) gemmBlock(acc []lanes, wb []float32, kp int, xs *[4][]float32, n int) {
 	panic("cpu: no vector kernels on " + runtime.GOARCH)
 }
+
+func (vecAsm) gemmRows() int { return groupRows }
+func (vecAsm) gemmToks() int { return 1 }
 
 func cpuName() string { return runtime.GOARCH }

@@ -12,7 +12,7 @@ const groupRows = 4
 type workspace struct {
 	wbuf []float32              // groupRows decoded weight rows, stride kp
 	acc  [][2 * groupRows]lanes // portable prefill accumulators, one set per pair of tokens
-	acc4 [][16]lanes            // vector prefill accumulators, one set per four tokens
+	accv []lanes                // vector prefill accumulators (see gemmRowsVec)
 
 	ropeCos, ropeSin []float32
 	ropePos          int32
@@ -51,18 +51,18 @@ func (b *Backend) MatMul(y, x []float32, T int, w *compute.Matrix) {
 	if T == 1 {
 		j.chunk = max(8, roundUp((w.Rows+16*s.threads-1)/(16*s.threads), groupRows))
 	} else {
-		j.chunk = groupRows
+		j.chunk = s.k.groupRows()
 		j.tile = min(T, max(16, xTileBytes/(4*kp)&^1))
 		j.tiles = (T + j.tile - 1) / j.tile
 		for i := range s.ws {
 			ws := &s.ws[i]
-			ws.wbuf = grow(ws.wbuf, groupRows*kp)
+			ws.wbuf = grow(ws.wbuf, j.chunk*kp)
 			if !s.k.vector {
 				if n := (j.tile + 1) / 2; cap(ws.acc) < n {
 					ws.acc = make([][2 * groupRows]lanes, n)
 				}
-			} else if n := (j.tile + 3) / 4; cap(ws.acc4) < n {
-				ws.acc4 = make([][16]lanes, n)
+			} else if gt := s.k.vec.gemmToks(); cap(ws.accv) < (j.tile+gt-1)/gt*gt*j.chunk {
+				ws.accv = make([]lanes, (j.tile+gt-1)/gt*gt*j.chunk)
 			}
 		}
 	}
@@ -249,13 +249,17 @@ func grow(s []float32, n int) []float32 {
 	return s[:n]
 }
 
-// gemmRowsVec is gemmRows for the vector kernels: the decoded rows times
-// four tokens at a time (the last four repeat the tile's last token as
-// needed), each row and token summed in 16 lanes across the chunks.
+// gemmRowsVec is gemmRows for the vector kernels: it decodes the rows
+// [r0, r1) (at most gemmRows of them) and multiplies them with gemmToks
+// tokens at a time (the last block repeats the tile's last token as
+// needed), over chunks of vecChunk columns; each row and token sums in 16
+// lanes across the chunks, its accumulator waiting in ws.accv between them.
 func (j *matmulJob) gemmRowsVec(ws *workspace, r0, r1, t0, t1 int) {
 	kp, K, R := j.kp, j.w.Cols, j.w.Rows
-	wb := ws.wbuf[:groupRows*kp]
-	for i := range groupRows {
+	v := j.k.vec
+	gr, gt := v.gemmRows(), v.gemmToks()
+	wb := ws.wbuf[:gr*kp]
+	for i := range gr {
 		row := wb[i*kp : (i+1)*kp]
 		if r := r0 + i; r < r1 {
 			j.decodeRow(ws, row[:K], r)
@@ -265,27 +269,32 @@ func (j *matmulJob) gemmRowsVec(ws *workspace, r0, r1, t0, t1 int) {
 		}
 	}
 	n := t1 - t0
-	quads := (n + 3) / 4
-	acc := ws.acc4[:quads]
+	blocks := (n + gt - 1) / gt
+	acc := ws.accv[:blocks*gt*gr]
 	clear(acc)
 	x := j.x[t0*kp : t1*kp]
 	var xs [4][]float32
-	for c0 := 0; c0 < kp; c0 += kChunk {
-		c1 := min(c0+kChunk, kp)
-		for q := range quads {
-			for t := range xs {
-				tt := min(4*q+t, n-1)
+	for c0 := 0; c0 < kp; c0 += vecChunk {
+		c1 := min(c0+vecChunk, kp)
+		for b := range blocks {
+			for t := range gt {
+				tt := min(b*gt+t, n-1)
 				xs[t] = x[tt*kp+c0 : tt*kp+c1]
 			}
-			j.k.gemm4(&acc[q], wb[c0:], kp, &xs, c1-c0)
+			v.gemmBlock(acc[b*gt*gr:(b+1)*gt*gr], wb[c0:], kp, &xs, c1-c0)
 		}
 	}
 	nr := r1 - r0
 	y := j.y[t0*R : t1*R]
 	for t := range n {
-		a := &acc[t/4]
+		a := acc[t*gr:]
 		for i := range nr {
-			y[t*R+r0+i] = sumLanesGo(&a[4*(t%4)+i])
+			y[t*R+r0+i] = sumLanesGo(&a[i])
 		}
 	}
 }
+
+// vecChunk is the number of columns the vector prefill kernels take at a
+// time: 8 decoded rows of vecChunk float32s (16 KiB) stay in the L1 cache
+// while the tokens' columns stream past them.
+const vecChunk = 512

@@ -122,16 +122,6 @@ func (a vecAsm) decFP4(dst *float32, w *byte, s *byte, g int) {
 	}
 }
 
-// gemm adds to acc[4*t+i] row i of w (stride ws float32s) times token
-// xs[t], over n columns.
-func (a vecAsm) gemm(acc *[16]lanes, w *float32, ws int, xs *[4]unsafe.Pointer, n int) {
-	if a.z {
-		gemmZ(acc, w, ws, xs, n)
-	} else {
-		gemmY(acc, w, ws, xs, n)
-	}
-}
-
 // nanE4M3 reports whether the n bytes at p (a multiple of 64) hold an e4m3
 // NaN code (0x7F or 0xFF).
 func (a vecAsm) nanE4M3(p *byte, n int) bool {
@@ -171,14 +161,37 @@ var avx2Set = kernelSet{family: KernelsAVX2, fp4Perm: true, vector: true, vec: v
 
 func bptr(b []byte) *byte { return unsafe.SliceData(b) }
 
-// gemm4 checks the lengths the routine relies on and calls it.
-func (a vecAsm) gemm4(acc *[16]lanes, wb []float32, kp int, xs *[4][]float32, n int) {
-	_ = wb[3*kp+n-1]
+// gemmRows and gemmToks are the shape of the prefill block: rows decoded
+// together, tokens multiplied with them per call of gemm.
+func (a vecAsm) gemmRows() int {
+	if a.z {
+		return 8
+	}
+	return 4
+}
+
+func (a vecAsm) gemmToks() int {
+	if a.z {
+		return 3
+	}
+	return 4
+}
+
+// gemmBlock adds to acc[t*gemmRows()+i] the products of row i of the
+// decoded rows wb (stride kp) with token t of xs, over n columns (a
+// multiple of 16): gemmRows() rows, gemmToks() tokens.
+func (a vecAsm) gemmBlock(acc []lanes, wb []float32, kp int, xs *[4][]float32, n int) {
+	R, T := a.gemmRows(), a.gemmToks()
+	_ = wb[(R-1)*kp+n-1]
 	var p [4]unsafe.Pointer
-	for t := range p {
+	for t := range T {
 		p[t] = unsafe.Pointer(unsafe.SliceData(xs[t][:n]))
 	}
-	a.gemm(acc, unsafe.SliceData(wb), kp, &p, n)
+	if a.z {
+		gemm83Z((*[24]lanes)(acc[:24]), unsafe.SliceData(wb), kp, &p, n)
+	} else {
+		gemmY((*[16]lanes)(acc[:16]), unsafe.SliceData(wb), kp, &p, n)
+	}
 }
 
 // decodeRow writes row r of w, dequantized, in kernel layout, to dst[:Cols].

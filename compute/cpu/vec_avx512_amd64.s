@@ -332,83 +332,6 @@ dfp4done:
 	VZEROUPPER
 	RET
 
-// GEMMTOK multiplies the four rows (Z16-Z19) with the token whose pointer
-// is p, into the accumulators a0-a3.
-#define GEMMTOK(p, x, a0, a1, a2, a3) \
-	VMOVUPS     (p)(AX*1), x \
-	VFMADD231PS x, Z16, a0 \
-	VFMADD231PS x, Z17, a1 \
-	VFMADD231PS x, Z18, a2 \
-	VFMADD231PS x, Z19, a3
-
-// func gemmZ(acc *[16]lanes, w *float32, ws int, xs *[4]unsafe.Pointer, n int)
-TEXT ·gemmZ(SB), NOSPLIT, $0-40
-	MOVQ    acc+0(FP), DI
-	VMOVUPS 0(DI), Z0
-	VMOVUPS 64(DI), Z1
-	VMOVUPS 128(DI), Z2
-	VMOVUPS 192(DI), Z3
-	VMOVUPS 256(DI), Z4
-	VMOVUPS 320(DI), Z5
-	VMOVUPS 384(DI), Z6
-	VMOVUPS 448(DI), Z7
-	VMOVUPS 512(DI), Z8
-	VMOVUPS 576(DI), Z9
-	VMOVUPS 640(DI), Z10
-	VMOVUPS 704(DI), Z11
-	VMOVUPS 768(DI), Z12
-	VMOVUPS 832(DI), Z13
-	VMOVUPS 896(DI), Z14
-	VMOVUPS 960(DI), Z15
-	MOVQ    w+8(FP), R8
-	MOVQ    ws+16(FP), BX
-	SHLQ    $2, BX
-	LEAQ    (R8)(BX*1), R9
-	LEAQ    (R9)(BX*1), R10
-	LEAQ    (R10)(BX*1), R11
-	MOVQ    xs+24(FP), AX
-	MOVQ    0(AX), R12
-	MOVQ    8(AX), R13
-	MOVQ    16(AX), SI
-	MOVQ    24(AX), DX
-	MOVQ    n+32(FP), CX
-	SHLQ    $2, CX
-	XORQ    AX, AX
-
-gemmloop:
-	CMPQ    AX, CX
-	JGE     gemmdone
-	VMOVUPS (R8)(AX*1), Z16
-	VMOVUPS (R9)(AX*1), Z17
-	VMOVUPS (R10)(AX*1), Z18
-	VMOVUPS (R11)(AX*1), Z19
-	GEMMTOK(R12, Z20, Z0, Z1, Z2, Z3)
-	GEMMTOK(R13, Z21, Z4, Z5, Z6, Z7)
-	GEMMTOK(SI, Z22, Z8, Z9, Z10, Z11)
-	GEMMTOK(DX, Z23, Z12, Z13, Z14, Z15)
-	ADDQ    $64, AX
-	JMP     gemmloop
-
-gemmdone:
-	VMOVUPS Z0, 0(DI)
-	VMOVUPS Z1, 64(DI)
-	VMOVUPS Z2, 128(DI)
-	VMOVUPS Z3, 192(DI)
-	VMOVUPS Z4, 256(DI)
-	VMOVUPS Z5, 320(DI)
-	VMOVUPS Z6, 384(DI)
-	VMOVUPS Z7, 448(DI)
-	VMOVUPS Z8, 512(DI)
-	VMOVUPS Z9, 576(DI)
-	VMOVUPS Z10, 640(DI)
-	VMOVUPS Z11, 704(DI)
-	VMOVUPS Z12, 768(DI)
-	VMOVUPS Z13, 832(DI)
-	VMOVUPS Z14, 896(DI)
-	VMOVUPS Z15, 960(DI)
-	VZEROUPPER
-	RET
-
 // func nanE4M3Z(p *byte, n int) bool
 TEXT ·nanE4M3Z(SB), NOSPLIT, $0-17
 	MOVQ         p+0(FP), SI
@@ -430,5 +353,109 @@ nandone:
 	VPCMPEQB Z1, Z2, K1
 	KORTESTQ K1, K1
 	SETNE    ret+16(FP)
+	VZEROUPPER
+	RET
+
+// GEMM83ROW multiplies row w (loaded into Z27) with the three tokens
+// (Z24-Z26) into the accumulators a0 (token 0), a1, a2.
+#define GEMM83ROW(w, a0, a1, a2) \
+	VMOVUPS     w, Z27 \
+	VFMADD231PS Z24, Z27, a0 \
+	VFMADD231PS Z25, Z27, a1 \
+	VFMADD231PS Z26, Z27, a2
+
+// func gemm83Z(acc *[24]lanes, w *float32, ws int, xs *[4]unsafe.Pointer, n int)
+//
+// gemm83Z adds row i of the eight rows at w (stride ws float32s) times
+// token t of xs[0..2] to acc[8t+i], over n columns: 24 accumulators in
+// registers, 11 loads for 24 FMAs, and the tokens' columns read once per
+// eight rows.
+TEXT ·gemm83Z(SB), NOSPLIT, $0-40
+	MOVQ    acc+0(FP), DI
+	VMOVUPS 0(DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS 256(DI), Z4
+	VMOVUPS 320(DI), Z5
+	VMOVUPS 384(DI), Z6
+	VMOVUPS 448(DI), Z7
+	VMOVUPS 512(DI), Z8
+	VMOVUPS 576(DI), Z9
+	VMOVUPS 640(DI), Z10
+	VMOVUPS 704(DI), Z11
+	VMOVUPS 768(DI), Z12
+	VMOVUPS 832(DI), Z13
+	VMOVUPS 896(DI), Z14
+	VMOVUPS 960(DI), Z15
+	VMOVUPS 1024(DI), Z16
+	VMOVUPS 1088(DI), Z17
+	VMOVUPS 1152(DI), Z18
+	VMOVUPS 1216(DI), Z19
+	VMOVUPS 1280(DI), Z20
+	VMOVUPS 1344(DI), Z21
+	VMOVUPS 1408(DI), Z22
+	VMOVUPS 1472(DI), Z23
+	MOVQ    w+8(FP), R8
+	MOVQ    ws+16(FP), BX
+	SHLQ    $2, BX
+	LEAQ    (R8)(BX*2), R9
+	ADDQ    BX, R9          // row 3
+	LEAQ    (R9)(BX*2), R10
+	ADDQ    BX, R10         // row 6
+	MOVQ    xs+24(FP), AX
+	MOVQ    0(AX), R11
+	MOVQ    8(AX), R12
+	MOVQ    16(AX), R13
+	MOVQ    n+32(FP), CX
+	SHRQ    $4, CX
+	JZ      g83done
+
+g83loop:
+	VMOVUPS (R11), Z24
+	VMOVUPS (R12), Z25
+	VMOVUPS (R13), Z26
+	GEMM83ROW((R8), Z0, Z8, Z16)
+	GEMM83ROW((R8)(BX*1), Z1, Z9, Z17)
+	GEMM83ROW((R8)(BX*2), Z2, Z10, Z18)
+	GEMM83ROW((R9), Z3, Z11, Z19)
+	GEMM83ROW((R9)(BX*1), Z4, Z12, Z20)
+	GEMM83ROW((R9)(BX*2), Z5, Z13, Z21)
+	GEMM83ROW((R10), Z6, Z14, Z22)
+	GEMM83ROW((R10)(BX*1), Z7, Z15, Z23)
+	ADDQ    $64, R8
+	ADDQ    $64, R9
+	ADDQ    $64, R10
+	ADDQ    $64, R11
+	ADDQ    $64, R12
+	ADDQ    $64, R13
+	DECQ    CX
+	JNZ     g83loop
+
+g83done:
+	VMOVUPS Z0, 0(DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 256(DI)
+	VMOVUPS Z5, 320(DI)
+	VMOVUPS Z6, 384(DI)
+	VMOVUPS Z7, 448(DI)
+	VMOVUPS Z8, 512(DI)
+	VMOVUPS Z9, 576(DI)
+	VMOVUPS Z10, 640(DI)
+	VMOVUPS Z11, 704(DI)
+	VMOVUPS Z12, 768(DI)
+	VMOVUPS Z13, 832(DI)
+	VMOVUPS Z14, 896(DI)
+	VMOVUPS Z15, 960(DI)
+	VMOVUPS Z16, 1024(DI)
+	VMOVUPS Z17, 1088(DI)
+	VMOVUPS Z18, 1152(DI)
+	VMOVUPS Z19, 1216(DI)
+	VMOVUPS Z20, 1280(DI)
+	VMOVUPS Z21, 1344(DI)
+	VMOVUPS Z22, 1408(DI)
+	VMOVUPS Z23, 1472(DI)
 	VZEROUPPER
 	RET

@@ -34,9 +34,6 @@ func decFP8Z(dst *float32, w *byte, n int, s int)
 func decFP4Z(dst *float32, w *byte, s *byte, groups int, tab *fp4Tables)
 
 //go:noescape
-func gemmZ(acc *[16]lanes, w *float32, ws int, xs *[4]unsafe.Pointer, n int)
-
-//go:noescape
 func nanE4M3Z(p *byte, n int) bool
 
 //go:noescape
@@ -69,8 +66,9 @@ func decFP4Y(dst *float32, w *byte, s *byte, groups int, tab *fp4Tables)
 //go:noescape
 func gemm2Y(acc unsafe.Pointer, w unsafe.Pointer, ws int, xa, xb unsafe.Pointer, n int)
 
-// gemmY is gemmZ in four half passes of gemm2Y: tokens 0 and 1, then 2 and
-// 3, each for lanes 0-7, then 8-15.
+// gemmY adds row i of the four rows at w (stride ws float32s) times token t
+// of xs to acc[4t+i], over n columns, in four half passes of gemm2Y: tokens
+// 0 and 1, then 2 and 3, each for lanes 0-7, then 8-15.
 func gemmY(acc *[16]lanes, w *float32, ws int, xs *[4]unsafe.Pointer, n int) {
 	a, p := unsafe.Pointer(acc), unsafe.Pointer(w)
 	for pair := range 2 {
@@ -83,3 +81,6 @@ func gemmY(acc *[16]lanes, w *float32, ws int, xs *[4]unsafe.Pointer, n int) {
 
 //go:noescape
 func nanE4M3Y(p *byte, n int) bool
+
+//go:noescape
+func gemm83Z(acc *[24]lanes, w *float32, ws int, xs *[4]unsafe.Pointer, n int)
