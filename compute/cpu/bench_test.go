@@ -40,7 +40,11 @@ func BenchmarkMatMul(b *testing.B) {
 	for _, sh := range shapes {
 		m := benchMatrix(rng, sh.dt, sh.rows, sh.cols)
 		for _, T := range []int{1, 128} {
-			for _, k := range families() {
+			ks := families()
+			if KernelsAMX.Available() && amxTakes(sh.dt) {
+				ks = append(ks, KernelsAMX)
+			}
+			for _, k := range ks {
 				be := newWith(b, 0, k)
 				b.Run(fmt.Sprintf("%v/%dx%d/T=%d/%v", sh.dt, sh.rows, sh.cols, T, k), func(b *testing.B) {
 					ms := []*compute.Matrix{m}

@@ -50,6 +50,9 @@ type state struct {
 	// Preallocated jobs, so that calls do not allocate.
 	mm   matmulJob
 	rows rowJob
+	amx  amxJob
+
+	amxPanels []uint16 // the activations of the AMX matmul in progress
 }
 
 // job is one call's work, split into items that workers claim in order.

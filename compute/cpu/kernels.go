@@ -30,6 +30,11 @@ const (
 	// vector kernels are tested against, whose arithmetic internal/regress
 	// pins.
 	KernelsPortable
+	// KernelsAMX multiplies FP8, FP4 and BF16 weights on Intel AMX tiles
+	// with activations rounded to bfloat16: a lossy mode, opt-in only (see
+	// amx_amd64.go for its numerics). It needs AMX-BF16 and AVX-512, on
+	// Linux (amd64).
+	KernelsAMX
 )
 
 func (k Kernels) String() string {
@@ -42,6 +47,8 @@ func (k Kernels) String() string {
 		return "avx2"
 	case KernelsPortable:
 		return "portable"
+	case KernelsAMX:
+		return "amx-bf16"
 	}
 	return fmt.Sprintf("Kernels(%d)", int(k))
 }
@@ -56,6 +63,8 @@ func (k Kernels) Available() bool {
 		return hasAVX512
 	case KernelsAVX2:
 		return hasAVX2
+	case KernelsAMX:
+		return amxOK
 	}
 	return false
 }
@@ -93,6 +102,8 @@ func kernelsFor(k Kernels) *kernelSet {
 		return &avx512Set
 	case KernelsAVX2:
 		return &avx2Set
+	case KernelsAMX:
+		return &amxSet
 	}
 	return &portableSet
 }
@@ -109,6 +120,8 @@ type kernelSet struct {
 	// below follow the vector arithmetic; otherwise through gemmRows and
 	// the portable arithmetic.
 	vector bool
+	// amx: FP8, FP4 and BF16 matrices go through the AMX kernels (amxJob).
+	amx bool
 
 	vec vecAsm // the vector sets' routines
 }

@@ -14,6 +14,9 @@ type workspace struct {
 	acc  [][2 * groupRows]lanes // portable prefill accumulators, one set per pair of tokens
 	accv []lanes                // vector prefill accumulators (see gemmRowsVec)
 
+	amxA []uint16         // AMX: amxRows decoded weight rows in bf16
+	amxC [4 * 256]float32 // AMX: the four output tiles of one amxGemm
+
 	ropeCos, ropeSin []float32
 	ropePos          int32
 	ropeValid        bool
@@ -40,6 +43,10 @@ func (b *Backend) MatMul(y, x []float32, T int, w *compute.Matrix) {
 	perm := w.DType == compute.FP4 && s.k.fp4Perm
 	for t := range T {
 		packX(s.xbuf[t*kp:(t+1)*kp], x[t*K:(t+1)*K], perm)
+	}
+	if s.k.amx && amxTakes(w.DType) {
+		s.amxMatMul(y, s.xbuf[:T*kp], T, kp, w)
+		return
 	}
 
 	j := &s.mm
