@@ -234,7 +234,7 @@ func (j *matmulJob) gemmRows(ws *workspace, r0, r1, t0, t1 int) {
 // decoded rows and 2 tokens of kChunk float32s fit in a 32 KiB L1 cache.
 const kChunk = 1024
 
-// lanes holds one vector accumulator of the kernels; its sum (sumLanes) is
+// lanes holds one vector accumulator of the kernels; its sum (sumLanesGo) is
 // the dot product.
 type lanes [16]float32
 
