@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"math"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/cpu"
 
@@ -51,7 +53,44 @@ var amxSet = kernelSet{family: KernelsAMX, fp4Perm: true, vector: true, amx: tru
 func amxGemm(cfg *[64]byte, a *uint16, lda int, b0, b1 *uint16, c *float32, steps int)
 
 //go:noescape
-func truncBF16Z(dst *uint16, src *float32, n int)
+func decFP8BZ(dst *uint16, w *byte, n int, s int)
+
+//go:noescape
+func decFP4BZ(dst *uint16, w *byte, s *byte, groups int, tab *fp4Tables)
+
+// decodeRow writes row r of the matrix, dequantized exactly to bf16 in
+// kernel layout and zero-padded, to dst (kpa values); f is scratch of kpa
+// float32s. FP8 blocks the fast routine does not take are decoded by the
+// portable decoder and truncated: the same values, so the same bits.
+func (j *amxJob) decodeRow(dst []uint16, f []float32, r int) {
+	w, K := j.w, j.K
+	switch w.DType {
+	case compute.BF16:
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 2*K), w.Data[2*r*K:2*(r+1)*K])
+	case compute.FP4:
+		g := K / compute.FP4GroupSize
+		decFP4BZ(&dst[0], &w.Data[r*K/2], &w.Scale[r*g], g, &fp4Tab)
+	case compute.FP8:
+		br := r / w.BlockRows
+		scales := w.Scale[br*j.scaleCols : (br+1)*j.scaleCols]
+		q, bc := w.Data[r*K:(r+1)*K], w.BlockCols
+		for b := 0; b*bc < K; b++ {
+			c0, c1 := b*bc, min((b+1)*bc, K)
+			t := c0
+			if n, s := (c1-c0)&^15, scales[b]; bc%16 == 0 && s <= maxFastScale && n > 0 && !(!w.NaNFree && j.k.vec.hasNaN(q[c0:c1])) {
+				decFP8BZ(&dst[c0], &q[c0], n, int(s))
+				t += n
+			}
+			if t < c1 {
+				decodeFP8Go(f[t:c1], q[t:c1], scales[b:b+1], bc)
+				for i := t; i < c1; i++ {
+					dst[i] = uint16(math.Float32bits(f[i]) >> 16)
+				}
+			}
+		}
+	}
+	clear(dst[K:])
+}
 
 // amxTakes reports whether the AMX kernels multiply matrices of dtype dt
 // (whose weights are exact in bf16).
@@ -134,7 +173,7 @@ func (j *amxJob) run(s *state, worker int) {
 // the rows to bf16 (zero-padded to 32 rows of kpa columns), then
 // multiplies them with two groups of 16 tokens per amxGemm call.
 func (j *amxJob) rows(ws *workspace, r0, r1, t0, t1 int) {
-	K, kpa, R := j.K, j.kpa, j.w.Rows
+	kpa, R := j.kpa, j.w.Rows
 	a := ws.amxA[:amxRows*kpa]
 	f := ws.wbuf[:kpa]
 	for i := range amxRows {
@@ -144,14 +183,7 @@ func (j *amxJob) rows(ws *workspace, r0, r1, t0, t1 int) {
 			clear(dst)
 			continue
 		}
-		var sc []byte
-		if j.w.DType == compute.FP8 {
-			br := r / j.w.BlockRows
-			sc = j.w.Scale[br*j.scaleCols : (br+1)*j.scaleCols]
-		}
-		j.k.decode(ws, f[:K], j.w, r, sc)
-		clear(f[K:])
-		truncBF16Z(&dst[0], &f[0], kpa)
+		j.decodeRow(dst, f, r)
 	}
 	g0, g1 := t0/16, (t1+15)/16
 	gs := kpa * 16

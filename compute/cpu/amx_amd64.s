@@ -114,26 +114,70 @@ done:
 	VZEROUPPER
 	RET
 
-// func truncBF16Z(dst *uint16, src *float32, n int)
+// func decFP8BZ(dst *uint16, w *byte, n int, s int)
 //
-// truncBF16Z writes the high halves of the n float32s at src (a multiple
-// of 16) to dst: the bf16 values of float32s whose low 16 bits are zero,
-// as every decoded FP8, FP4 and BF16 weight's are.
-TEXT ·truncBF16Z(SB), NOSPLIT, $0-24
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	XORQ AX, AX
+// decFP8BZ is decFP8Z writing bf16: the n e4m3 values (a multiple of 16)
+// times the UE8M0 scale s (at most maxFastScale), each exact in bf16.
+TEXT ·decFP8BZ(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	MOVQ         w+8(FP), SI
+	MOVQ         n+16(FP), CX
+	MOVQ         s+24(FP), BX
+	ADDL         $8, BX
+	SHLL         $23, BX
+	VPBROADCASTD BX, Z14
+	MOVL         $0xBF80BF80, BX
+	VPBROADCASTD BX, Z15
+	XORQ         AX, AX
 
-truncloop:
-	CMPQ    AX, CX
-	JGE     truncdone
-	VMOVUPS (SI)(AX*4), Z0
-	VPSRLD  $16, Z0, Z0
-	VPMOVDW Z0, (DI)(AX*2)
-	ADDQ    $16, AX
-	JMP     truncloop
+db8loop:
+	CMPQ      AX, CX
+	JGE       db8done
+	VPMOVSXBW (SI)(AX*1), Y0
+	VPSLLW    $7, Y0, Y0
+	VPAND     Y15, Y0, Y0
+	VCVTPH2PS Y0, Z0
+	VMULPS    Z14, Z0, Z0
+	VPSRLD    $16, Z0, Z0
+	VPMOVDW   Z0, (DI)(AX*2)
+	ADDQ      $16, AX
+	JMP       db8loop
 
-truncdone:
+db8done:
+	VZEROUPPER
+	RET
+
+// func decFP4BZ(dst *uint16, w *byte, s *byte, groups int, tab *fp4Tables)
+//
+// decFP4BZ is decFP4Z writing bf16, de-interleaved per group.
+TEXT ·decFP4BZ(SB), NOSPLIT, $0-40
+	MOVQ    dst+0(FP), DX
+	MOVQ    w+8(FP), R8
+	MOVQ    s+16(FP), R12
+	MOVQ    groups+24(FP), CX
+	SHLQ    $4, CX
+	MOVQ    tab+32(FP), SI
+	VMOVUPS (SI), Z31
+	XORQ    AX, AX
+
+db4loop:
+	CMPQ         AX, CX
+	JGE          db4done
+	MOVBLZX      (R12), DI
+	VBROADCASTSS 64(SI)(DI*4), Z16
+	VMULPS       Z31, Z16, Z16
+	VPMOVZXBD    (R8)(AX*1), Z20
+	VPERMPS      Z16, Z20, Z24
+	VPSRLD       $4, Z20, Z20
+	VPERMPS      Z16, Z20, Z25
+	VPSRLD       $16, Z24, Z24
+	VPSRLD       $16, Z25, Z25
+	VPMOVDW      Z24, (DX)(AX*4)
+	VPMOVDW      Z25, 32(DX)(AX*4)
+	INCQ         R12
+	ADDQ         $16, AX
+	JMP          db4loop
+
+db4done:
 	VZEROUPPER
 	RET
