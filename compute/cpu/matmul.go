@@ -60,6 +60,10 @@ func (b *Backend) MatMul(y, x []float32, T int, w *compute.Matrix) {
 	} else {
 		j.chunk = s.k.groupRows()
 		j.tile = min(T, max(16, xTileBytes/(4*kp)&^1))
+		if s.k.vector {
+			gt := s.k.vec.gemmToks()
+			j.tile = min(T, max(4*gt, vecTileBytes/(4*kp)/gt*gt))
+		}
 		j.tiles = (T + j.tile - 1) / j.tile
 		for i := range s.ws {
 			ws := &s.ws[i]
@@ -300,6 +304,11 @@ func (j *matmulJob) gemmRowsVec(ws *workspace, r0, r1, t0, t1 int) {
 		}
 	}
 }
+
+// vecTileBytes bounds the activations of one tile of tokens for the
+// vector kernels, which read the whole tile for every eight rows: half of
+// an L2 cache, so that the tile stays there while the rows stream past.
+const vecTileBytes = 1 << 20
 
 // vecChunk is the number of columns the vector prefill kernels take at a
 // time: 8 decoded rows of vecChunk float32s (16 KiB) stay in the L1 cache
