@@ -32,7 +32,7 @@ const (
 	KernelsPortable
 	// KernelsAMX multiplies FP8, FP4 and BF16 weights on Intel AMX tiles
 	// with activations rounded to bfloat16: a lossy mode, opt-in only (see
-	// amx_amd64.go for its numerics). It needs AMX-BF16 and AVX-512, on
+	// amx_linux_amd64.go for its numerics). It needs AMX-BF16 and AVX-512, on
 	// Linux (amd64).
 	KernelsAMX
 )
@@ -116,9 +116,9 @@ type kernelSet struct {
 	// de-interleaved per 32 columns (the group's 16 even columns, then its
 	// 16 odd ones).
 	fp4Perm bool
-	// vector: prefill goes through gemmRowsVec and the dot4 functions
-	// below follow the vector arithmetic; otherwise through gemmRows and
-	// the portable arithmetic.
+	// vector: the family's one-token products and prefill follow the
+	// vector arithmetic (vec, gemmRowsVec); otherwise the portable one
+	// (dot4.go, gemmRows).
 	vector bool
 	// amx: FP8, FP4 and BF16 matrices go through the AMX kernels (amxJob).
 	amx bool

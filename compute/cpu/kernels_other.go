@@ -10,19 +10,9 @@ import (
 
 // Off amd64 only the portable kernels exist.
 
-const hasAVX512, hasAVX2, amxOK = false, false, false
+const hasAVX512, hasAVX2 = false, false
 
-var avx512Set, avx2Set, amxSet = portableSet, portableSet, portableSet // never selected
-
-func amxTakes(compute.DType) bool { return false }
-
-type amxJob struct{}
-
-func (*amxJob) run(*state, int) {}
-
-func (s *state) amxMatMul(y, x []float32, T, kp int, w *compute.Matrix) {
-	panic("cpu: no AMX kernels on " + runtime.GOARCH)
-}
+var avx512Set, avx2Set = portableSet, portableSet // never selected
 
 // vecAsm has no routines off amd64; the vector sets are never selected.
 type vecAsm struct{}

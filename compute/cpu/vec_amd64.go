@@ -304,8 +304,7 @@ func (a vecAsm) dot4(ws *workspace, r *row4, w *compute.Matrix, x []float32) [4]
 		// The routine takes rows at a fixed stride: consecutive rows, not a
 		// short group that repeats its last row.
 		rb, g := K/2, K/compute.FP4GroupSize
-		w0 := unsafe.Pointer(bptr(r.w[0]))
-		if unsafe.Pointer(bptr(r.w[3])) != unsafe.Add(w0, 3*rb) {
+		if uintptr(unsafe.Pointer(bptr(r.w[3])))-uintptr(unsafe.Pointer(bptr(r.w[0]))) != uintptr(3*rb) {
 			return a.dot4Decoded(ws, r, w, x)
 		}
 		a.dotFP4(&acc, bptr(r.w[0]), rb, bptr(r.s[0]), g, &x[0], g)

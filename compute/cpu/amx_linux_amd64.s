@@ -1,6 +1,6 @@
 #include "textflag.h"
 
-// AMX routines of the opt-in KernelsAMX family (amx_amd64.go). The Go
+// AMX routines of the opt-in KernelsAMX family (amx_linux_amd64.go). The Go
 // assembler has no AMX mnemonics, so the instructions are spelled out as
 // bytes (VEX prefix C4 E2, then pp, opcode, ModRM, SIB):
 //
