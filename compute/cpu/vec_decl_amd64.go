@@ -84,3 +84,8 @@ func nanE4M3Y(p *byte, n int) bool
 
 //go:noescape
 func gemm83Z(acc *[24]lanes, w *float32, ws int, xs *[4]unsafe.Pointer, n int)
+
+// peakFMAZ and peakFMAY are the benchmarks' FMA throughput probes
+// (peak_amd64.s): n iterations of 24 512-bit, or 12 256-bit, FMAs.
+func peakFMAZ(n int)
+func peakFMAY(n int)
