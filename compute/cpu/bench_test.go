@@ -18,9 +18,10 @@ import (
 // cache, as decoding a large model does.
 const coldBytes = 256 << 20
 
-// BenchmarkMatMul reports, for decode (T=1) and prefill (T=128) shapes, the
-// weight bytes streamed per second (GB/s; also MB/s from SetBytes) and, for
-// prefill, GFLOP/s (2·rows·cols·T per call).
+// BenchmarkMatMul reports, for every kernel family the CPU runs and for
+// decode (T=1) and prefill (T=128) shapes, the weight bytes streamed per
+// second (GB/s; also MB/s from SetBytes) and, for prefill, GFLOP/s
+// (2·rows·cols·T per call).
 func BenchmarkMatMul(b *testing.B) {
 	type shape struct {
 		dt         compute.DType
@@ -36,28 +37,80 @@ func BenchmarkMatMul(b *testing.B) {
 		{compute.FP4, 2048, 1024},
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
-	be := New(0)
 	for _, sh := range shapes {
 		m := benchMatrix(rng, sh.dt, sh.rows, sh.cols)
 		for _, T := range []int{1, 128} {
-			b.Run(fmt.Sprintf("%v/%dx%d/T=%d", sh.dt, sh.rows, sh.cols, T), func(b *testing.B) {
-				ms := []*compute.Matrix{m}
-				if T == 1 {
-					ms = coldCopies(m)
-				}
-				x := randVec(rng, T*sh.cols)
-				y := make([]float32, T*sh.rows)
-				be.MatMulF32(y, x, T, m)
-				b.SetBytes(m.Bytes())
-				for i := 0; b.Loop(); i++ {
-					be.MatMulF32(y, x, T, ms[i%len(ms)])
-				}
-				sec := b.Elapsed().Seconds()
-				b.ReportMetric(float64(b.N)*float64(m.Bytes())/sec/1e9, "GB/s")
-				if T > 1 {
-					b.ReportMetric(float64(b.N)*2*float64(sh.rows*sh.cols*T)/sec/1e9, "GFLOP/s")
-				}
-			})
+			ks := families()
+			if KernelsAMX.Available() && amxTakes(sh.dt) {
+				ks = append(ks, KernelsAMX)
+			}
+			for _, k := range ks {
+				be := newWith(b, 0, k)
+				b.Run(fmt.Sprintf("%v/%dx%d/T=%d/%v", sh.dt, sh.rows, sh.cols, T, k), func(b *testing.B) {
+					ms := []*compute.Matrix{m}
+					if T == 1 {
+						ms = coldCopies(m)
+					}
+					x := randVec(rng, T*sh.cols)
+					y := make([]float32, T*sh.rows)
+					be.MatMulF32(y, x, T, m)
+					b.SetBytes(m.Bytes())
+					for i := 0; b.Loop(); i++ {
+						be.MatMulF32(y, x, T, ms[i%len(ms)])
+					}
+					sec := b.Elapsed().Seconds()
+					b.ReportMetric(float64(b.N)*float64(m.Bytes())/sec/1e9, "GB/s")
+					if T > 1 {
+						b.ReportMetric(float64(b.N)*2*float64(sh.rows*sh.cols*T)/sec/1e9, "GFLOP/s")
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkMatMulHot is the decode case (T=1) on matrices that stay in the
+// L2 caches (1 MiB of weights or less), so that it measures the kernels'
+// speed rather than the memory's: the headroom of each kernel over the
+// machine's bandwidth.
+func BenchmarkMatMulHot(b *testing.B) {
+	type shape struct {
+		dt         compute.DType
+		rows, cols int
+	}
+	shapes := []shape{
+		{compute.F32, 256, 1024},
+		{compute.BF16, 512, 1024},
+		{compute.F16, 512, 1024},
+		{compute.FP8, 1024, 1024},
+		{compute.FP4, 1024, 2048},
+	}
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, sh := range shapes {
+		m := benchMatrix(rng, sh.dt, sh.rows, sh.cols)
+		for _, nanFree := range []bool{false, true} {
+			if nanFree && sh.dt != compute.FP8 {
+				continue
+			}
+			m := *m
+			m.NaNFree = nanFree
+			name := fmt.Sprintf("%v/%dx%d", sh.dt, sh.rows, sh.cols)
+			if nanFree {
+				name += "/nanfree"
+			}
+			for _, k := range families() {
+				be := newWith(b, 0, k)
+				b.Run(name+"/"+k.String(), func(b *testing.B) {
+					x := randVec(rng, sh.cols)
+					y := make([]float32, sh.rows)
+					be.MatMulF32(y, x, 1, &m)
+					b.SetBytes(m.Bytes())
+					for b.Loop() {
+						be.MatMulF32(y, x, 1, &m)
+					}
+					b.ReportMetric(float64(b.N)*float64(m.Bytes())/b.Elapsed().Seconds()/1e9, "GB/s")
+				})
+			}
 		}
 	}
 }
@@ -122,7 +175,7 @@ func BenchmarkMemBandwidth(b *testing.B) {
 		var wg sync.WaitGroup
 		n := len(a) / threads
 		for t := range threads {
-			wg.Go(func() { sums[t] = sumFloat32(a[t*n : (t+1)*n]) })
+			wg.Go(func() { sums[t] = sumFloat32Go(a[t*n : (t+1)*n]) })
 		}
 		wg.Wait()
 	}

@@ -1,4 +1,4 @@
-// Package cpu implements compute.Backend on the CPU in pure Go.
+// Package cpu implements compute.Backend on the CPU, in Go and Go assembly.
 //
 // Matrix products dequantize weights inside the kernels and accumulate in
 // float32; every dequantized weight is exact (a stored value times a power of
@@ -11,10 +11,12 @@
 // for the last-level cache. Rows are split across the calling goroutine and a
 // few persistent helper goroutines (see pool.go).
 //
-// Built with GOEXPERIMENT=simd on amd64, the kernels use AVX-512 through
-// simd/archsimd when the CPU has it (checked at run time); otherwise, and in
-// the default build, portable Go kernels run. Both compute the same sums up
-// to float32 rounding order.
+// The matmul kernels come in families (Kernels): on amd64, Go assembly for
+// AVX-512 and for AVX2+FMA, chosen at run time from the CPU's features;
+// portable Go everywhere, the reference. Backend.SetKernels forces one. The
+// families compute the same sums up to float32 rounding order (AVX-512 and
+// AVX2 the same bits), each batch-invariant on its own; an opt-in AMX family
+// trades exactness (bf16 activations) for prefill speed.
 package cpu
 
 import (
@@ -39,6 +41,7 @@ type Backend struct {
 // Backend can be cleaned up and its helpers stopped.
 type state struct {
 	threads int
+	k       *kernelSet // the matmul kernels
 	pool    pool
 	_       [64]byte     // keeps next off the cache line the idle helpers poll
 	next    atomic.Int64 // next work item of the job in progress
@@ -51,6 +54,9 @@ type state struct {
 	// Preallocated jobs, so that calls do not allocate.
 	mm   matmulJob
 	rows rowJob
+	amx  amxJob
+
+	amxPanels []uint16 // the activations of the AMX matmul in progress
 }
 
 // job is one call's work, split into items that workers claim in order.
@@ -65,7 +71,7 @@ func New(threads int) *Backend {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	s := &state{threads: threads, ws: make([]workspace, threads)}
+	s := &state{threads: threads, k: kernelsFor(KernelsAuto), ws: make([]workspace, threads)}
 	b := &Backend{s: s}
 	runtime.AddCleanup(b, (*state).stop, s)
 	return b

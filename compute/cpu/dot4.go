@@ -13,8 +13,9 @@ import (
 //
 // The portable arithmetic (these functions) sums each kChunk columns from
 // zero and adds the chunk's sum to the row's total, as gemm4x1Go and
-// gemm4x2Go do; the AVX-512 kernels keep one 16-lane chain across the
-// whole row and reduce it with sumLanes, as gemm4x1 and gemm4x2 do.
+// gemm4x2Go do; the vector kernels (vec_amd64.go) keep 16 fused
+// multiply-add lanes per row across the whole row and reduce them with
+// sumLanesGo, as their prefill kernels (gemmRowsVec) do.
 
 // row4 names four rows of one matrix by their bytes (and scales).
 type row4 struct {

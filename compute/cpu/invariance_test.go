@@ -10,12 +10,14 @@ import (
 )
 
 // TestBatchInvariance: a token's outputs are bit for bit the same whatever
-// else is in the batch, for every dtype and for shapes that are not
-// multiples of the kernels' blocks (so batched decoding, chunked prefill and
-// speculative verification compute exactly what one-token decoding does).
+// else is in the batch, on every kernel family, for every dtype and for
+// shapes that are not multiples of the kernels' blocks (so batched decoding,
+// chunked prefill and speculative verification compute exactly what
+// one-token decoding does). T runs over odd and even counts, counts that are
+// not multiples of the kernels' token groups, and tiles of tokens.
 func TestBatchInvariance(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
-	for _, sh := range []struct{ rows, cols int }{{37, 160}, {130, 288}, {8, 2080}} {
+	for _, sh := range []struct{ rows, cols int }{{37, 160}, {130, 288}, {8, 2080}, {6, 16416}} {
 		w := make([]float32, sh.rows*sh.cols)
 		for i := range w {
 			w[i] = float32(r.NormFloat64())
@@ -41,21 +43,27 @@ func TestBatchInvariance(t *testing.T) {
 			{DType: compute.FP8, Rows: sh.rows, Cols: sh.cols, Data: d8, Scale: s8, BlockRows: 128, BlockCols: 128, NaNFree: true},
 			{DType: compute.FP4, Rows: sh.rows, Cols: sh.cols, Data: d4, Scale: s4},
 		}
-		be := New(2)
-		for _, m := range mats {
-			for _, T := range []int{2, 3, 7, 33} {
-				x := make([]float32, T*sh.cols)
-				for i := range x {
-					x[i] = float32(r.NormFloat64())
+		for _, k := range families() {
+			be := newWith(t, 2, k)
+			for _, m := range mats {
+				Ts := []int{2, 3, 4, 5, 7, 33}
+				if sh.cols > 8192 {
+					Ts = []int{4, 131} // more than one tile of tokens (xTileBytes)
 				}
-				yT := make([]float32, T*sh.rows)
-				be.MatMulF32(yT, x, T, m)
-				for tok := range T {
-					y1 := make([]float32, sh.rows)
-					be.MatMulF32(y1, x[tok*sh.cols:(tok+1)*sh.cols], 1, m)
-					for i := range y1 {
-						if math.Float32bits(y1[i]) != math.Float32bits(yT[tok*sh.rows+i]) {
-							t.Fatalf("%v %dx%d T=%d token %d row %d: %g alone, %g in the batch", m.DType, sh.rows, sh.cols, T, tok, i, y1[i], yT[tok*sh.rows+i])
+				for _, T := range Ts {
+					x := make([]float32, T*sh.cols)
+					for i := range x {
+						x[i] = float32(r.NormFloat64())
+					}
+					yT := make([]float32, T*sh.rows)
+					be.MatMulF32(yT, x, T, m)
+					for tok := range T {
+						y1 := make([]float32, sh.rows)
+						be.MatMulF32(y1, x[tok*sh.cols:(tok+1)*sh.cols], 1, m)
+						for i := range y1 {
+							if math.Float32bits(y1[i]) != math.Float32bits(yT[tok*sh.rows+i]) {
+								t.Fatalf("%v %v %dx%d T=%d token %d row %d: %g alone, %g in the batch", k, m.DType, sh.rows, sh.cols, T, tok, i, y1[i], yT[tok*sh.rows+i])
+							}
 						}
 					}
 				}

@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"fmt"
-
 	"github.com/strata-inference/strata/compute"
 )
 
@@ -13,7 +11,11 @@ const groupRows = 4
 // workspace is one worker's scratch, reused across calls.
 type workspace struct {
 	wbuf []float32              // groupRows decoded weight rows, stride kp
-	acc  [][2 * groupRows]lanes // prefill accumulators, one set per pair of tokens
+	acc  [][2 * groupRows]lanes // portable prefill accumulators, one set per pair of tokens
+	accv []lanes                // vector prefill accumulators (see gemmRowsVec)
+
+	amxA []uint16         // AMX: amxRows decoded weight rows in bf16
+	amxC [4 * 256]float32 // AMX: the four output tiles of one amxGemm
 
 	ropeCos, ropeSin []float32
 	ropePos          int32
@@ -38,13 +40,17 @@ func (b *Backend) MatMulF32(y, x []float32, T int, w *compute.Matrix) {
 	K := w.Cols
 	kp := roundUp(K, 16)
 	s.xbuf = grow(s.xbuf, T*kp)
-	perm := w.DType == compute.FP4 && fp4Deinterleaved()
+	perm := w.DType == compute.FP4 && s.k.fp4Perm
 	for t := range T {
 		packX(s.xbuf[t*kp:(t+1)*kp], x[t*K:(t+1)*K], perm)
 	}
+	if s.k.amx && amxTakes(w.DType) {
+		s.amxMatMul(y, s.xbuf[:T*kp], T, kp, w)
+		return
+	}
 
 	j := &s.mm
-	*j = matmulJob{w: w, y: y[:T*w.Rows], x: s.xbuf[:T*kp], T: T, kp: kp}
+	*j = matmulJob{k: s.k, w: w, y: y[:T*w.Rows], x: s.xbuf[:T*kp], T: T, kp: kp}
 	if w.DType == compute.FP8 {
 		j.scaleCols = (w.Cols + w.BlockCols - 1) / w.BlockCols
 	}
@@ -52,14 +58,22 @@ func (b *Backend) MatMulF32(y, x []float32, T int, w *compute.Matrix) {
 	if T == 1 {
 		j.chunk = max(8, roundUp((w.Rows+16*s.threads-1)/(16*s.threads), groupRows))
 	} else {
-		j.chunk = groupRows
+		j.chunk = s.k.groupRows()
 		j.tile = min(T, max(16, xTileBytes/(4*kp)&^1))
+		if s.k.vector {
+			gt := s.k.vec.gemmToks()
+			j.tile = min(T, max(4*gt, vecTileBytes/(4*kp)/gt*gt))
+		}
 		j.tiles = (T + j.tile - 1) / j.tile
 		for i := range s.ws {
 			ws := &s.ws[i]
-			ws.wbuf = grow(ws.wbuf, groupRows*kp)
-			if n := (j.tile + 1) / 2; cap(ws.acc) < n {
-				ws.acc = make([][2 * groupRows]lanes, n)
+			ws.wbuf = grow(ws.wbuf, j.chunk*kp)
+			if !s.k.vector {
+				if n := (j.tile + 1) / 2; cap(ws.acc) < n {
+					ws.acc = make([][2 * groupRows]lanes, n)
+				}
+			} else if gt := s.k.vec.gemmToks(); cap(ws.accv) < (j.tile+gt-1)/gt*gt*j.chunk {
+				ws.accv = make([]lanes, (j.tile+gt-1)/gt*gt*j.chunk)
 			}
 		}
 	}
@@ -92,6 +106,7 @@ func packX(dst, x []float32, perm bool) {
 // tokens when T > 1, tile-major: the workers go through all rows for one tile
 // of tokens before the next, so that the tile's activations stay in cache.
 type matmulJob struct {
+	k           *kernelSet
 	w           *compute.Matrix
 	y, x        []float32 // x is packed: T rows of stride kp
 	T, kp       int
@@ -114,9 +129,12 @@ func (j *matmulJob) run(s *state, worker int) {
 		}
 		rc, tc := it%j.rowChunks, it/j.rowChunks
 		r0, r1 := rc*j.chunk, min((rc+1)*j.chunk, j.w.Rows)
-		if j.T == 1 {
+		switch {
+		case j.T == 1:
 			j.dotRows(&s.ws[worker], r0, r1)
-		} else {
+		case j.k.vector:
+			j.gemmRowsVec(&s.ws[worker], r0, r1, tc*j.tile, min((tc+1)*j.tile, j.T))
+		default:
 			j.gemmRows(&s.ws[worker], r0, r1, tc*j.tile, min((tc+1)*j.tile, j.T))
 		}
 	}
@@ -143,22 +161,7 @@ func (j *matmulJob) dotRows(ws *workspace, r0, r1 int) {
 				rs.w[i], rs.s[i] = w.Data[ri*K/2:(ri+1)*K/2], w.Scale[ri*g:(ri+1)*g]
 			}
 		}
-		var out [4]float32
-		switch w.DType {
-		case compute.F32:
-			out = dot4F32(&rs, K, x)
-		case compute.BF16:
-			out = dot4BF16(&rs, K, x)
-		case compute.F16:
-			out = dot4F16(&rs, K, x)
-		case compute.FP8:
-			ws.wbuf = grow(ws.wbuf, 4*K)
-			out = dot4FP8(&rs, K, w.BlockCols, x, !w.NaNFree, ws.wbuf)
-		case compute.FP4:
-			out = dot4FP4(&rs, K, x)
-		default:
-			panic(fmt.Sprintf("cpu: MatMul: unsupported dtype %v", w.DType))
-		}
+		out := j.k.dot4(ws, &rs, w, x)
 		for i := range min(4, r1-r) {
 			y[r+i] = out[i]
 		}
@@ -172,24 +175,12 @@ func (j *matmulJob) fp8Scales(r int) []byte {
 }
 
 // decodeRow writes row r of W, dequantized and in kernel layout, to dst[:Cols].
-func (j *matmulJob) decodeRow(dst []float32, r int) {
-	w := j.w
-	K := w.Cols
-	switch w.DType {
-	case compute.F32:
-		decodeF32(dst, w.Data[4*r*K:4*(r+1)*K])
-	case compute.BF16:
-		decodeBF16(dst, w.Data[2*r*K:2*(r+1)*K])
-	case compute.F16:
-		decodeF16(dst, w.Data[2*r*K:2*(r+1)*K])
-	case compute.FP8:
-		decodeFP8(dst, w.Data[r*K:(r+1)*K], j.fp8Scales(r), w.BlockCols)
-	case compute.FP4:
-		g := K / compute.FP4GroupSize
-		decodeFP4(dst, w.Data[r*K/2:(r+1)*K/2], w.Scale[r*g:(r+1)*g])
-	default:
-		panic(fmt.Sprintf("cpu: MatMul: unsupported dtype %v", w.DType))
+func (j *matmulJob) decodeRow(ws *workspace, dst []float32, r int) {
+	var sc []byte
+	if j.w.DType == compute.FP8 {
+		sc = j.fp8Scales(r)
 	}
+	j.k.decode(ws, dst, j.w, r, sc)
 }
 
 // gemmRows computes y[t][r] for rows [r0, r1) (at most groupRows) and tokens
@@ -203,7 +194,7 @@ func (j *matmulJob) gemmRows(ws *workspace, r0, r1, t0, t1 int) {
 	for i := range groupRows {
 		row := wb[i*kp : (i+1)*kp]
 		if r := r0 + i; r < r1 {
-			j.decodeRow(row[:K], r)
+			j.decodeRow(ws, row[:K], r)
 			clear(row[K:])
 		} else {
 			clear(row)
@@ -219,11 +210,11 @@ func (j *matmulJob) gemmRows(ws *workspace, r0, r1, t0, t1 int) {
 		w := wb[c0:]
 		for p := range n / 2 {
 			t := 2 * p
-			gemm4x2(w, kp, x[t*kp+c0:t*kp+c1], x[(t+1)*kp+c0:(t+1)*kp+c1], &acc[p])
+			gemm4x2Go(w, kp, x[t*kp+c0:t*kp+c1], x[(t+1)*kp+c0:(t+1)*kp+c1], &acc[p])
 		}
 		if n%2 == 1 {
 			t := n - 1
-			gemm4x1(w, kp, x[t*kp+c0:t*kp+c1], (*[groupRows]lanes)(acc[pairs-1][:groupRows]))
+			gemm4x1Go(w, kp, x[t*kp+c0:t*kp+c1], (*[groupRows]lanes)(acc[pairs-1][:groupRows]))
 		}
 	}
 	nr := r1 - r0
@@ -231,14 +222,14 @@ func (j *matmulJob) gemmRows(ws *workspace, r0, r1, t0, t1 int) {
 	for p := range n / 2 {
 		t := 2 * p
 		for i := range nr {
-			y[t*R+r0+i] = sumLanes(&acc[p][2*i])
-			y[(t+1)*R+r0+i] = sumLanes(&acc[p][2*i+1])
+			y[t*R+r0+i] = sumLanesGo(&acc[p][2*i])
+			y[(t+1)*R+r0+i] = sumLanesGo(&acc[p][2*i+1])
 		}
 	}
 	if n%2 == 1 { // the last token's sums are in acc[pairs-1][:groupRows]
 		t := n - 1
 		for i := range nr {
-			y[t*R+r0+i] = sumLanes(&acc[pairs-1][i])
+			y[t*R+r0+i] = sumLanesGo(&acc[pairs-1][i])
 		}
 	}
 }
@@ -247,7 +238,7 @@ func (j *matmulJob) gemmRows(ws *workspace, r0, r1, t0, t1 int) {
 // decoded rows and 2 tokens of kChunk float32s fit in a 32 KiB L1 cache.
 const kChunk = 1024
 
-// lanes holds one vector accumulator of the kernels; its sum (sumLanes) is
+// lanes holds one vector accumulator of the kernels; its sum (sumLanesGo) is
 // the dot product.
 type lanes [16]float32
 
@@ -268,3 +259,58 @@ func grow(s []float32, n int) []float32 {
 	}
 	return s[:n]
 }
+
+// gemmRowsVec is gemmRows for the vector kernels: it decodes the rows
+// [r0, r1) (at most gemmRows of them) and multiplies them with gemmToks
+// tokens at a time (the last block repeats the tile's last token as
+// needed), over chunks of vecChunk columns; each row and token sums in 16
+// lanes across the chunks, its accumulator waiting in ws.accv between them.
+func (j *matmulJob) gemmRowsVec(ws *workspace, r0, r1, t0, t1 int) {
+	kp, K, R := j.kp, j.w.Cols, j.w.Rows
+	v := j.k.vec
+	gr, gt := v.gemmRows(), v.gemmToks()
+	wb := ws.wbuf[:gr*kp]
+	for i := range gr {
+		row := wb[i*kp : (i+1)*kp]
+		if r := r0 + i; r < r1 {
+			j.decodeRow(ws, row[:K], r)
+			clear(row[K:])
+		} else {
+			clear(row)
+		}
+	}
+	n := t1 - t0
+	blocks := (n + gt - 1) / gt
+	acc := ws.accv[:blocks*gt*gr]
+	clear(acc)
+	x := j.x[t0*kp : t1*kp]
+	var xs [4][]float32
+	for c0 := 0; c0 < kp; c0 += vecChunk {
+		c1 := min(c0+vecChunk, kp)
+		for b := range blocks {
+			for t := range gt {
+				tt := min(b*gt+t, n-1)
+				xs[t] = x[tt*kp+c0 : tt*kp+c1]
+			}
+			v.gemmBlock(acc[b*gt*gr:(b+1)*gt*gr], wb[c0:], kp, &xs, c1-c0)
+		}
+	}
+	nr := r1 - r0
+	y := j.y[t0*R : t1*R]
+	for t := range n {
+		a := acc[t*gr:]
+		for i := range nr {
+			y[t*R+r0+i] = sumLanesGo(&a[i])
+		}
+	}
+}
+
+// vecTileBytes bounds the activations of one tile of tokens for the
+// vector kernels, which read the whole tile for every eight rows: half of
+// an L2 cache, so that the tile stays there while the rows stream past.
+const vecTileBytes = 1 << 20
+
+// vecChunk is the number of columns the vector prefill kernels take at a
+// time: 8 decoded rows of vecChunk float32s (16 KiB) stay in the L1 cache
+// while the tokens' columns stream past them.
+const vecChunk = 512

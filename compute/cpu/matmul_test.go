@@ -143,7 +143,10 @@ func TestMatMul(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	type shape struct{ rows, cols int }
 	shapes := []shape{{1, 32}, {3, 64}, {5, 7}, {1, 1}, {37, 130}, {130, 257}, {131, 96}, {200, 384}, {7, 1000}, {64, 2048}}
-	backends := []*Backend{New(1), New(2), New(3)}
+	var backends []*Backend
+	for _, k := range families() {
+		backends = append(backends, newWith(t, 1, k), newWith(t, 2, k), newWith(t, 3, k))
+	}
 	for _, dt := range []compute.DType{compute.F32, compute.BF16, compute.F16, compute.FP8, compute.FP4} {
 		for _, sh := range shapes {
 			if dt == compute.FP4 && sh.cols%32 != 0 {
@@ -157,12 +160,12 @@ func TestMatMul(t *testing.T) {
 				x := randVec(rng, T*sh.cols)
 				want, l1 := refMatMul(dense, x, T, sh.rows, sh.cols)
 				for bi, b := range backends {
-					if bi > 0 && T > 17 {
+					if bi%3 > 0 && T > 17 {
 						continue
 					}
 					y := make([]float32, T*sh.rows)
 					b.MatMulF32(y, x, T, m)
-					checkClose(t, fmt.Sprintf("%v %dx%d T=%d threads=%d", dt, sh.rows, sh.cols, T, b.Threads()), y, want, l1, matmulTol)
+					checkClose(t, fmt.Sprintf("%v %v %dx%d T=%d threads=%d", b.Kernels(), dt, sh.rows, sh.cols, T, b.Threads()), y, want, l1, matmulTol)
 				}
 			}
 		}
@@ -174,33 +177,35 @@ func TestMatMul(t *testing.T) {
 // scales whose multiplier overflows float32 in the fast kernels.
 func TestMatMulFP8Blocks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	b := New(2)
-	for _, tc := range []struct{ rows, cols, br, bc int }{
-		{130, 300, 128, 128},
-		{129, 129, 128, 128},
-		{70, 200, 64, 32},
-		{50, 90, 7, 48},
-		{33, 100, 16, 50}, // block width not a multiple of 16
-		{20, 75, 3, 5},
-		{9, 40, 1, 40},
-	} {
-		m, dense := testMatrix(rng, compute.FP8, tc.rows, tc.cols, tc.br, tc.bc)
-		// Large scales take the slow path of the fast kernels.
-		m.Scale[0] = 135
-		m.Scale[len(m.Scale)-1] = 140
-		sc := (tc.cols + tc.bc - 1) / tc.bc
-		for r := range tc.rows {
-			for c := range tc.cols {
-				s := quant.UE8M0ToFloat32(m.Scale[(r/tc.br)*sc+c/tc.bc])
-				dense[r*tc.cols+c] = quant.E4M3ToFloat32(m.Data[r*tc.cols+c]) * s
+	for _, k := range families() {
+		b := newWith(t, 2, k)
+		for _, tc := range []struct{ rows, cols, br, bc int }{
+			{130, 300, 128, 128},
+			{129, 129, 128, 128},
+			{70, 200, 64, 32},
+			{50, 90, 7, 48},
+			{33, 100, 16, 50}, // block width not a multiple of 16
+			{20, 75, 3, 5},
+			{9, 40, 1, 40},
+		} {
+			m, dense := testMatrix(rng, compute.FP8, tc.rows, tc.cols, tc.br, tc.bc)
+			// Large scales take the slow path of the fast kernels.
+			m.Scale[0] = 135
+			m.Scale[len(m.Scale)-1] = 140
+			sc := (tc.cols + tc.bc - 1) / tc.bc
+			for r := range tc.rows {
+				for c := range tc.cols {
+					s := quant.UE8M0ToFloat32(m.Scale[(r/tc.br)*sc+c/tc.bc])
+					dense[r*tc.cols+c] = quant.E4M3ToFloat32(m.Data[r*tc.cols+c]) * s
+				}
 			}
-		}
-		for _, T := range []int{1, 3, 4} {
-			x := randVec(rng, T*tc.cols)
-			want, l1 := refMatMul(dense, x, T, tc.rows, tc.cols)
-			y := make([]float32, T*tc.rows)
-			b.MatMulF32(y, x, T, m)
-			checkClose(t, fmt.Sprintf("fp8 %dx%d block %dx%d T=%d", tc.rows, tc.cols, tc.br, tc.bc, T), y, want, l1, matmulTol)
+			for _, T := range []int{1, 3, 4} {
+				x := randVec(rng, T*tc.cols)
+				want, l1 := refMatMul(dense, x, T, tc.rows, tc.cols)
+				y := make([]float32, T*tc.rows)
+				b.MatMulF32(y, x, T, m)
+				checkClose(t, fmt.Sprintf("fp8 %dx%d block %dx%d T=%d", tc.rows, tc.cols, tc.br, tc.bc, T), y, want, l1, matmulTol)
+			}
 		}
 	}
 }
@@ -209,32 +214,34 @@ func TestMatMulFP8Blocks(t *testing.T) {
 // infinities propagate as in the dequantize-then-multiply reference.
 func TestMatMulNonFinite(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	b := New(2)
-	fp8, fp8Dense := testMatrix(rng, compute.FP8, 40, 256, 128, 128)
-	fp8.Data[3*256+200] = 0x7F // row 3: NaN weight
-	fp8Dense[3*256+200] = float32(math.NaN())
-	fp8.Data[5*256+17] = 0xFF // row 5: NaN weight
-	fp8Dense[5*256+17] = float32(math.NaN())
-	fp4, fp4Dense := testMatrix(rng, compute.FP4, 8, 64, 0, 0)
-	fp4.Scale[2*2+1] = 0xFF // row 2, columns 32-63: NaN scale
-	for c := 32; c < 64; c++ {
-		fp4Dense[2*64+c] = float32(math.NaN())
-	}
-	f16, f16Dense := testMatrix(rng, compute.F16, 6, 48, 0, 0)
-	binary.LittleEndian.PutUint16(f16.Data[2*(1*48+20):], 0x7C00) // +Inf
-	f16Dense[1*48+20] = float32(math.Inf(1))
-	binary.LittleEndian.PutUint16(f16.Data[2*(4*48+33):], 0x7E00) // NaN
-	f16Dense[4*48+33] = float32(math.NaN())
-	for _, tc := range []struct {
-		m     *compute.Matrix
-		dense []float32
-	}{{fp8, fp8Dense}, {fp4, fp4Dense}, {f16, f16Dense}} {
-		for _, T := range []int{1, 3} {
-			x := randVec(rng, T*tc.m.Cols)
-			want, l1 := refMatMul(tc.dense, x, T, tc.m.Rows, tc.m.Cols)
-			y := make([]float32, T*tc.m.Rows)
-			b.MatMulF32(y, x, T, tc.m)
-			checkClose(t, fmt.Sprintf("%v T=%d", tc.m.DType, T), y, want, l1, matmulTol)
+	for _, k := range families() {
+		b := newWith(t, 2, k)
+		fp8, fp8Dense := testMatrix(rng, compute.FP8, 40, 256, 128, 128)
+		fp8.Data[3*256+200] = 0x7F // row 3: NaN weight
+		fp8Dense[3*256+200] = float32(math.NaN())
+		fp8.Data[5*256+17] = 0xFF // row 5: NaN weight
+		fp8Dense[5*256+17] = float32(math.NaN())
+		fp4, fp4Dense := testMatrix(rng, compute.FP4, 8, 64, 0, 0)
+		fp4.Scale[2*2+1] = 0xFF // row 2, columns 32-63: NaN scale
+		for c := 32; c < 64; c++ {
+			fp4Dense[2*64+c] = float32(math.NaN())
+		}
+		f16, f16Dense := testMatrix(rng, compute.F16, 6, 48, 0, 0)
+		binary.LittleEndian.PutUint16(f16.Data[2*(1*48+20):], 0x7C00) // +Inf
+		f16Dense[1*48+20] = float32(math.Inf(1))
+		binary.LittleEndian.PutUint16(f16.Data[2*(4*48+33):], 0x7E00) // NaN
+		f16Dense[4*48+33] = float32(math.NaN())
+		for _, tc := range []struct {
+			m     *compute.Matrix
+			dense []float32
+		}{{fp8, fp8Dense}, {fp4, fp4Dense}, {f16, f16Dense}} {
+			for _, T := range []int{1, 3} {
+				x := randVec(rng, T*tc.m.Cols)
+				want, l1 := refMatMul(tc.dense, x, T, tc.m.Rows, tc.m.Cols)
+				y := make([]float32, T*tc.m.Rows)
+				b.MatMulF32(y, x, T, tc.m)
+				checkClose(t, fmt.Sprintf("%v T=%d", tc.m.DType, T), y, want, l1, matmulTol)
+			}
 		}
 	}
 }
@@ -242,26 +249,28 @@ func TestMatMulNonFinite(t *testing.T) {
 // TestMatMulQuantized multiplies matrices quantized by the quant package.
 func TestMatMulQuantized(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	b := New(0)
-	rows, cols := 300, 512
-	w := randVec(rng, rows*cols)
-	fp8 := &compute.Matrix{DType: compute.FP8, Rows: rows, Cols: cols, BlockRows: 128, BlockCols: 128}
-	fp8.Data, fp8.Scale = quant.QuantizeFP8Block(w, rows, cols)
-	fp4 := &compute.Matrix{DType: compute.FP4, Rows: rows, Cols: cols}
-	fp4.Data, fp4.Scale = quant.QuantizeFP4(w, rows, cols)
-	for _, tc := range []struct {
-		m     *compute.Matrix
-		dense []float32
-	}{
-		{fp8, quant.DequantizeFP8Block(fp8.Data, fp8.Scale, rows, cols)},
-		{fp4, quant.DequantizeFP4(fp4.Data, fp4.Scale, rows, cols)},
-	} {
-		for _, T := range []int{1, 5} {
-			x := randVec(rng, T*cols)
-			want, l1 := refMatMul(tc.dense, x, T, rows, cols)
-			y := make([]float32, T*rows)
-			b.MatMulF32(y, x, T, tc.m)
-			checkClose(t, fmt.Sprintf("%v T=%d", tc.m.DType, T), y, want, l1, matmulTol)
+	for _, k := range families() {
+		b := newWith(t, 0, k)
+		rows, cols := 300, 512
+		w := randVec(rng, rows*cols)
+		fp8 := &compute.Matrix{DType: compute.FP8, Rows: rows, Cols: cols, BlockRows: 128, BlockCols: 128}
+		fp8.Data, fp8.Scale = quant.QuantizeFP8Block(w, rows, cols)
+		fp4 := &compute.Matrix{DType: compute.FP4, Rows: rows, Cols: cols}
+		fp4.Data, fp4.Scale = quant.QuantizeFP4(w, rows, cols)
+		for _, tc := range []struct {
+			m     *compute.Matrix
+			dense []float32
+		}{
+			{fp8, quant.DequantizeFP8Block(fp8.Data, fp8.Scale, rows, cols)},
+			{fp4, quant.DequantizeFP4(fp4.Data, fp4.Scale, rows, cols)},
+		} {
+			for _, T := range []int{1, 5} {
+				x := randVec(rng, T*cols)
+				want, l1 := refMatMul(tc.dense, x, T, rows, cols)
+				y := make([]float32, T*rows)
+				b.MatMulF32(y, x, T, tc.m)
+				checkClose(t, fmt.Sprintf("%v T=%d", tc.m.DType, T), y, want, l1, matmulTol)
+			}
 		}
 	}
 }
@@ -292,15 +301,17 @@ func TestMatMulPanics(t *testing.T) {
 
 func TestMatMulNoAllocs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	b := New(2)
-	for _, dt := range []compute.DType{compute.F32, compute.FP8, compute.FP4} {
-		m, _ := testMatrix(rng, dt, 512, 512, 128, 128)
-		for _, T := range []int{1, 4} {
-			x := randVec(rng, T*512)
-			y := make([]float32, T*512)
-			b.MatMulF32(y, x, T, m) // grows the scratch
-			if n := testing.AllocsPerRun(20, func() { b.MatMulF32(y, x, T, m) }); n != 0 {
-				t.Errorf("%v T=%d: %v allocations per MatMul", dt, T, n)
+	for _, k := range families() {
+		b := newWith(t, 2, k)
+		for _, dt := range []compute.DType{compute.F32, compute.FP8, compute.FP4} {
+			m, _ := testMatrix(rng, dt, 512, 512, 128, 128)
+			for _, T := range []int{1, 4} {
+				x := randVec(rng, T*512)
+				y := make([]float32, T*512)
+				b.MatMulF32(y, x, T, m) // grows the scratch
+				if n := testing.AllocsPerRun(20, func() { b.MatMulF32(y, x, T, m) }); n != 0 {
+					t.Errorf("%v T=%d: %v allocations per MatMul", dt, T, n)
+				}
 			}
 		}
 	}
@@ -310,18 +321,20 @@ func TestMatMulNoAllocs(t *testing.T) {
 // tokens (see xTileBytes), so that rows are multiplied tile by tile.
 func TestMatMulTokenTiles(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
-	b := New(2)
-	const rows, cols, T = 6, 16384 + 32, 131
-	if 4*roundUp(cols, 16)*T <= xTileBytes {
-		t.Fatal("activations fit one tile")
-	}
-	for _, dt := range []compute.DType{compute.F32, compute.FP4} {
-		m, dense := testMatrix(rng, dt, rows, cols, 128, 128)
-		x := randVec(rng, T*cols)
-		want, l1 := refMatMul(dense, x, T, rows, cols)
-		y := make([]float32, T*rows)
-		b.MatMulF32(y, x, T, m)
-		checkClose(t, fmt.Sprintf("%v %dx%d T=%d", dt, rows, cols, T), y, want, l1, matmulTol)
+	for _, k := range families() {
+		b := newWith(t, 2, k)
+		const rows, cols, T = 6, 16384 + 32, 131
+		if 4*roundUp(cols, 16)*T <= xTileBytes {
+			t.Fatal("activations fit one tile")
+		}
+		for _, dt := range []compute.DType{compute.F32, compute.FP4} {
+			m, dense := testMatrix(rng, dt, rows, cols, 128, 128)
+			x := randVec(rng, T*cols)
+			want, l1 := refMatMul(dense, x, T, rows, cols)
+			y := make([]float32, T*rows)
+			b.MatMulF32(y, x, T, m)
+			checkClose(t, fmt.Sprintf("%v %dx%d T=%d", dt, rows, cols, T), y, want, l1, matmulTol)
+		}
 	}
 }
 
@@ -330,19 +343,21 @@ func TestMatMulTokenTiles(t *testing.T) {
 // kernel assumes alignment.
 func TestMatMulUnaligned(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 26))
-	b := New(2)
-	for _, dt := range []compute.DType{compute.F32, compute.BF16, compute.F16, compute.FP8, compute.FP4} {
-		m, dense := testMatrix(rng, dt, 37, 160, 128, 128)
-		for _, off := range []int{1, 2, 3} {
-			u := *m
-			u.Data = append(make([]byte, off), m.Data...)[off:]
-			u.Scale = append(make([]byte, off), m.Scale...)[off:]
-			for _, T := range []int{1, 3} {
-				x := randVec(rng, T*m.Cols)
-				want, l1 := refMatMul(dense, x, T, m.Rows, m.Cols)
-				y := make([]float32, T*m.Rows)
-				b.MatMulF32(y, x, T, &u)
-				checkClose(t, fmt.Sprintf("%v offset %d T=%d", dt, off, T), y, want, l1, matmulTol)
+	for _, k := range families() {
+		b := newWith(t, 2, k)
+		for _, dt := range []compute.DType{compute.F32, compute.BF16, compute.F16, compute.FP8, compute.FP4} {
+			m, dense := testMatrix(rng, dt, 37, 160, 128, 128)
+			for _, off := range []int{1, 2, 3} {
+				u := *m
+				u.Data = append(make([]byte, off), m.Data...)[off:]
+				u.Scale = append(make([]byte, off), m.Scale...)[off:]
+				for _, T := range []int{1, 3} {
+					x := randVec(rng, T*m.Cols)
+					want, l1 := refMatMul(dense, x, T, m.Rows, m.Cols)
+					y := make([]float32, T*m.Rows)
+					b.MatMulF32(y, x, T, &u)
+					checkClose(t, fmt.Sprintf("%v offset %d T=%d", dt, off, T), y, want, l1, matmulTol)
+				}
 			}
 		}
 	}

@@ -22,16 +22,18 @@ func TestFP8NaNFree(t *testing.T) {
 	for i := range x {
 		x[i] = float32(r.NormFloat64())
 	}
-	be := New(2)
-	m := &compute.Matrix{DType: compute.FP8, Rows: rows, Cols: cols, Data: data, Scale: scale, BlockRows: 128, BlockCols: 128}
-	checked := make([]float32, rows)
-	be.MatMulF32(checked, x, 1, m)
-	m.NaNFree = true
-	fast := make([]float32, rows)
-	be.MatMulF32(fast, x, 1, m)
-	for i := range fast {
-		if fast[i] != checked[i] {
-			t.Fatalf("row %d: %g, checked path %g", i, fast[i], checked[i])
+	for _, k := range families() {
+		be := newWith(t, 2, k)
+		m := &compute.Matrix{DType: compute.FP8, Rows: rows, Cols: cols, Data: data, Scale: scale, BlockRows: 128, BlockCols: 128}
+		checked := make([]float32, rows)
+		be.MatMulF32(checked, x, 1, m)
+		m.NaNFree = true
+		fast := make([]float32, rows)
+		be.MatMulF32(fast, x, 1, m)
+		for i := range fast {
+			if fast[i] != checked[i] {
+				t.Fatalf("%v row %d: %g, checked path %g", k, i, fast[i], checked[i])
+			}
 		}
 	}
 }

@@ -1,0 +1,35 @@
+//go:build !amd64
+
+package cpu
+
+import (
+	"runtime"
+
+	"github.com/strata-inference/strata/compute"
+)
+
+// Off amd64 only the portable kernels exist.
+
+const hasAVX512, hasAVX2 = false, false
+
+var avx512Set, avx2Set = portableSet, portableSet // never selected
+
+// vecAsm has no routines off amd64; the vector sets are never selected.
+type vecAsm struct{}
+
+func (vecAsm) decodeRow(dst []float32, w *compute.Matrix, r int, fp8Scales []byte) {
+	panic("cpu: no vector kernels on " + runtime.GOARCH)
+}
+
+func (vecAsm) dot4(ws *workspace, r *row4, w *compute.Matrix, x []float32) [4]float32 {
+	panic("cpu: no vector kernels on " + runtime.GOARCH)
+}
+
+func (vecAsm) gemmBlock(acc []lanes, wb []float32, kp int, xs *[4][]float32, n int) {
+	panic("cpu: no vector kernels on " + runtime.GOARCH)
+}
+
+func (vecAsm) gemmRows() int { return groupRows }
+func (vecAsm) gemmToks() int { return 1 }
+
+func cpuName() string { return runtime.GOARCH }

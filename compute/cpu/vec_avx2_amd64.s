@@ -1,0 +1,503 @@
+#include "textflag.h"
+
+// AVX2 routines of the vector kernels (see vecAsm in vec_amd64.go). Row i's
+// 16 lanes are two YMM registers, lanes 0-7 and 8-15, so these compute the
+// AVX-512 routines' bits: the same products, in the same order in each lane.
+// Every product goes through VFMADD231PS with the weights as the second and
+// the activations as the third source. Each routine ends with VZEROUPPER.
+
+#define LOAD8(r) \
+	VMOVUPS 0(r), Y0 \
+	VMOVUPS 32(r), Y1 \
+	VMOVUPS 64(r), Y2 \
+	VMOVUPS 96(r), Y3 \
+	VMOVUPS 128(r), Y4 \
+	VMOVUPS 160(r), Y5 \
+	VMOVUPS 192(r), Y6 \
+	VMOVUPS 224(r), Y7
+
+#define STORE8(r) \
+	VMOVUPS Y0, 0(r) \
+	VMOVUPS Y1, 32(r) \
+	VMOVUPS Y2, 64(r) \
+	VMOVUPS Y3, 96(r) \
+	VMOVUPS Y4, 128(r) \
+	VMOVUPS Y5, 160(r) \
+	VMOVUPS Y6, 192(r) \
+	VMOVUPS Y7, 224(r)
+
+#define ROWS4(w) \
+	MOVQ 0(w), R8 \
+	MOVQ 8(w), R9 \
+	MOVQ 16(w), R10 \
+	MOVQ 24(w), R11
+
+// func dotF32Y(acc *[4]lanes, w *[4]unsafe.Pointer, x *float32, n int)
+TEXT ·dotF32Y(SB), NOSPLIT, $0-32
+	MOVQ acc+0(FP), DI
+	MOVQ w+8(FP), AX
+	MOVQ x+16(FP), DX
+	MOVQ n+24(FP), CX
+	ROWS4(AX)
+	LOAD8(DI)
+	XORQ SI, SI
+
+f32loop:
+	CMPQ SI, CX
+	JGE  f32done
+	VMOVUPS     (R8)(SI*4), Y8
+	VMOVUPS     32(R8)(SI*4), Y9
+	VMOVUPS     (R9)(SI*4), Y10
+	VMOVUPS     32(R9)(SI*4), Y11
+	VFMADD231PS (DX)(SI*4), Y8, Y0
+	VFMADD231PS 32(DX)(SI*4), Y9, Y1
+	VFMADD231PS (DX)(SI*4), Y10, Y2
+	VFMADD231PS 32(DX)(SI*4), Y11, Y3
+	VMOVUPS     (R10)(SI*4), Y8
+	VMOVUPS     32(R10)(SI*4), Y9
+	VMOVUPS     (R11)(SI*4), Y10
+	VMOVUPS     32(R11)(SI*4), Y11
+	VFMADD231PS (DX)(SI*4), Y8, Y4
+	VFMADD231PS 32(DX)(SI*4), Y9, Y5
+	VFMADD231PS (DX)(SI*4), Y10, Y6
+	VFMADD231PS 32(DX)(SI*4), Y11, Y7
+	ADDQ        $16, SI
+	JMP         f32loop
+
+f32done:
+	STORE8(DI)
+	VZEROUPPER
+	RET
+
+#define BF16ROW(r, lo, hi) \
+	VPMOVZXWD (r)(SI*2), lo \
+	VPMOVZXWD 16(r)(SI*2), hi \
+	VPSLLD    $16, lo, lo \
+	VPSLLD    $16, hi, hi
+
+// func dotBF16Y(acc *[4]lanes, w *[4]unsafe.Pointer, x *float32, n int)
+TEXT ·dotBF16Y(SB), NOSPLIT, $0-32
+	MOVQ acc+0(FP), DI
+	MOVQ w+8(FP), AX
+	MOVQ x+16(FP), DX
+	MOVQ n+24(FP), CX
+	ROWS4(AX)
+	LOAD8(DI)
+	XORQ SI, SI
+
+bf16loop:
+	CMPQ SI, CX
+	JGE  bf16done
+	BF16ROW(R8, Y8, Y9)
+	BF16ROW(R9, Y10, Y11)
+	VFMADD231PS (DX)(SI*4), Y8, Y0
+	VFMADD231PS 32(DX)(SI*4), Y9, Y1
+	VFMADD231PS (DX)(SI*4), Y10, Y2
+	VFMADD231PS 32(DX)(SI*4), Y11, Y3
+	BF16ROW(R10, Y8, Y9)
+	BF16ROW(R11, Y10, Y11)
+	VFMADD231PS (DX)(SI*4), Y8, Y4
+	VFMADD231PS 32(DX)(SI*4), Y9, Y5
+	VFMADD231PS (DX)(SI*4), Y10, Y6
+	VFMADD231PS 32(DX)(SI*4), Y11, Y7
+	ADDQ        $16, SI
+	JMP         bf16loop
+
+bf16done:
+	STORE8(DI)
+	VZEROUPPER
+	RET
+
+#define F16ROW(r, lo, hi) \
+	VCVTPH2PS (r)(SI*2), lo \
+	VCVTPH2PS 16(r)(SI*2), hi
+
+// func dotF16Y(acc *[4]lanes, w *[4]unsafe.Pointer, x *float32, n int)
+TEXT ·dotF16Y(SB), NOSPLIT, $0-32
+	MOVQ acc+0(FP), DI
+	MOVQ w+8(FP), AX
+	MOVQ x+16(FP), DX
+	MOVQ n+24(FP), CX
+	ROWS4(AX)
+	LOAD8(DI)
+	XORQ SI, SI
+
+f16loop:
+	CMPQ SI, CX
+	JGE  f16done
+	F16ROW(R8, Y8, Y9)
+	F16ROW(R9, Y10, Y11)
+	VFMADD231PS (DX)(SI*4), Y8, Y0
+	VFMADD231PS 32(DX)(SI*4), Y9, Y1
+	VFMADD231PS (DX)(SI*4), Y10, Y2
+	VFMADD231PS 32(DX)(SI*4), Y11, Y3
+	F16ROW(R10, Y8, Y9)
+	F16ROW(R11, Y10, Y11)
+	VFMADD231PS (DX)(SI*4), Y8, Y4
+	VFMADD231PS 32(DX)(SI*4), Y9, Y5
+	VFMADD231PS (DX)(SI*4), Y10, Y6
+	VFMADD231PS 32(DX)(SI*4), Y11, Y7
+	ADDQ        $16, SI
+	JMP         f16loop
+
+f16done:
+	STORE8(DI)
+	VZEROUPPER
+	RET
+
+// E4M3 to float32 as in the AVX-512 routines: the e4m3 value times 2^-8 as
+// an IEEE half (VPMOVSXBW, VPSLLW, VPAND with 0xBF80), widened by
+// VCVTPH2PS, times 2^(s-119) in Y14.
+
+// func dotFP8Y(acc *[4]lanes, w *[4]unsafe.Pointer, s *byte, x *float32, n, bc int)
+TEXT ·dotFP8Y(SB), NOSPLIT, $0-48
+	MOVQ acc+0(FP), DI
+	LOAD8(DI)
+	MOVQ w+8(FP), AX
+	ROWS4(AX)
+	MOVQ s+16(FP), AX
+	MOVQ x+24(FP), DX
+	MOVQ n+32(FP), CX
+	MOVQ bc+40(FP), DI
+	MOVL $0xBF80BF80, BX
+	VMOVD BX, X15
+	VPBROADCASTD X15, Y15
+	XORQ SI, SI
+
+fp8block:
+	CMPQ    SI, CX
+	JGE     fp8done
+	MOVQ    SI, R12
+	ADDQ    DI, R12
+	CMPQ    R12, CX
+	CMOVQGT CX, R12
+	MOVBLZX (AX), BX
+	ADDL    $8, BX
+	SHLL    $23, BX
+	VMOVD    BX, X14
+	VPBROADCASTD X14, Y14
+	INCQ    AX
+
+fp8inner:
+	VPMOVSXBW    (R8)(SI*1), Y8
+	VPSLLW       $7, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VCVTPH2PS    X8, Y9
+	VEXTRACTI128 $1, Y8, X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y14, Y9, Y9
+	VMULPS       Y14, Y10, Y10
+	VFMADD231PS  (DX)(SI*4), Y9, Y0
+	VFMADD231PS  32(DX)(SI*4), Y10, Y1
+	VPMOVSXBW    (R9)(SI*1), Y11
+	VPSLLW       $7, Y11, Y11
+	VPAND        Y15, Y11, Y11
+	VCVTPH2PS    X11, Y12
+	VEXTRACTI128 $1, Y11, X13
+	VCVTPH2PS    X13, Y13
+	VMULPS       Y14, Y12, Y12
+	VMULPS       Y14, Y13, Y13
+	VFMADD231PS  (DX)(SI*4), Y12, Y2
+	VFMADD231PS  32(DX)(SI*4), Y13, Y3
+	VPMOVSXBW    (R10)(SI*1), Y8
+	VPSLLW       $7, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VCVTPH2PS    X8, Y9
+	VEXTRACTI128 $1, Y8, X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y14, Y9, Y9
+	VMULPS       Y14, Y10, Y10
+	VFMADD231PS  (DX)(SI*4), Y9, Y4
+	VFMADD231PS  32(DX)(SI*4), Y10, Y5
+	VPMOVSXBW    (R11)(SI*1), Y11
+	VPSLLW       $7, Y11, Y11
+	VPAND        Y15, Y11, Y11
+	VCVTPH2PS    X11, Y12
+	VEXTRACTI128 $1, Y11, X13
+	VCVTPH2PS    X13, Y13
+	VMULPS       Y14, Y12, Y12
+	VMULPS       Y14, Y13, Y13
+	VFMADD231PS  (DX)(SI*4), Y12, Y6
+	VFMADD231PS  32(DX)(SI*4), Y13, Y7
+	ADDQ         $16, SI
+	CMPQ         SI, R12
+	JLT          fp8inner
+	JMP          fp8block
+
+fp8done:
+	MOVQ acc+0(FP), DI
+	STORE8(DI)
+	VZEROUPPER
+	RET
+
+// E2M1HALF decodes the 8 codes in idx (one per dword, in the low nibble):
+// the magnitude by VPERMPS from tab (the 8 magnitudes times the scale), the
+// sign from bit 3. The result is in v; t is a temporary.
+#define E2M1HALF(tab, idx, v, t) \
+	VPERMPS tab, idx, v \
+	VPSLLD  $28, idx, t \
+	VPAND   Y14, t, t \
+	VPOR    t, v, v
+
+// E2M1ROW multiplies one row's group (16 bytes at wreg + AX, scale byte at ssrc)
+// with the de-interleaved x at (DX)(AX*8), into the accumulators lo, hi.
+#define E2M1ROW(wreg, ssrc, lo, hi) \
+	MOVBLZX      ssrc, DI \
+	VBROADCASTSS 64(SI)(DI*4), Y8 \
+	VMULPS       Y15, Y8, Y8 \
+	VPMOVZXBD    (wreg)(AX*1), Y9 \
+	VPMOVZXBD    8(wreg)(AX*1), Y10 \
+	E2M1HALF(Y8, Y9, Y11, Y12) \
+	VFMADD231PS  (DX)(AX*8), Y11, lo \
+	E2M1HALF(Y8, Y10, Y11, Y12) \
+	VFMADD231PS  32(DX)(AX*8), Y11, hi \
+	VPSRLD       $4, Y9, Y9 \
+	VPSRLD       $4, Y10, Y10 \
+	E2M1HALF(Y8, Y9, Y11, Y12) \
+	VFMADD231PS  64(DX)(AX*8), Y11, lo \
+	E2M1HALF(Y8, Y10, Y11, Y12) \
+	VFMADD231PS  96(DX)(AX*8), Y11, hi
+
+// func dotFP4Y(acc *[4]lanes, w *byte, ws int, s *byte, ss int, x *float32, groups int, tab *fp4Tables)
+TEXT ·dotFP4Y(SB), NOSPLIT, $0-64
+	MOVQ acc+0(FP), DI
+	LOAD8(DI)
+	MOVQ w+8(FP), R8
+	MOVQ ws+16(FP), BX
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+	LEAQ (R10)(BX*1), R11
+	MOVQ s+24(FP), R12
+	MOVQ ss+32(FP), BX
+	LEAQ (R12)(BX*2), R13
+	ADDQ BX, R13
+	MOVQ x+40(FP), DX
+	MOVQ groups+48(FP), CX
+	SHLQ $4, CX
+	MOVQ tab+56(FP), SI
+	VMOVUPS (SI), Y15
+	VBROADCASTSS 1088(SI), Y14
+	XORQ AX, AX
+
+fp4loop:
+	CMPQ AX, CX
+	JGE  fp4done
+	E2M1ROW(R8, (R12), Y0, Y1)
+	E2M1ROW(R9, (R12)(BX*1), Y2, Y3)
+	E2M1ROW(R10, (R12)(BX*2), Y4, Y5)
+	E2M1ROW(R11, (R13), Y6, Y7)
+	INCQ R12
+	INCQ R13
+	ADDQ $16, AX
+	JMP  fp4loop
+
+fp4done:
+	MOVQ acc+0(FP), DI
+	STORE8(DI)
+	VZEROUPPER
+	RET
+
+// func decBF16Y(dst *float32, w *byte, n int)
+TEXT ·decBF16Y(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ n+16(FP), CX
+	XORQ AX, AX
+
+dbf16loop:
+	CMPQ      AX, CX
+	JGE       dbf16done
+	VPMOVZXWD (SI)(AX*2), Y0
+	VPMOVZXWD 16(SI)(AX*2), Y1
+	VPSLLD    $16, Y0, Y0
+	VPSLLD    $16, Y1, Y1
+	VMOVUPS   Y0, (DI)(AX*4)
+	VMOVUPS   Y1, 32(DI)(AX*4)
+	ADDQ      $16, AX
+	JMP       dbf16loop
+
+dbf16done:
+	VZEROUPPER
+	RET
+
+// func decF16Y(dst *float32, w *byte, n int)
+TEXT ·decF16Y(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ n+16(FP), CX
+	XORQ AX, AX
+
+df16loop:
+	CMPQ      AX, CX
+	JGE       df16done
+	VCVTPH2PS (SI)(AX*2), Y0
+	VCVTPH2PS 16(SI)(AX*2), Y1
+	VMOVUPS   Y0, (DI)(AX*4)
+	VMOVUPS   Y1, 32(DI)(AX*4)
+	ADDQ      $16, AX
+	JMP       df16loop
+
+df16done:
+	VZEROUPPER
+	RET
+
+// func decFP8Y(dst *float32, w *byte, n int, s int)
+TEXT ·decFP8Y(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ s+24(FP), BX
+	ADDL $8, BX
+	SHLL $23, BX
+	VMOVD BX, X14
+	VPBROADCASTD X14, Y14
+	MOVL $0xBF80BF80, BX
+	VMOVD BX, X15
+	VPBROADCASTD X15, Y15
+	XORQ AX, AX
+
+dfp8loop:
+	CMPQ         AX, CX
+	JGE          dfp8done
+	VPMOVSXBW    (SI)(AX*1), Y8
+	VPSLLW       $7, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VCVTPH2PS    X8, Y9
+	VEXTRACTI128 $1, Y8, X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y14, Y9, Y9
+	VMULPS       Y14, Y10, Y10
+	VMOVUPS      Y9, (DI)(AX*4)
+	VMOVUPS      Y10, 32(DI)(AX*4)
+	ADDQ         $16, AX
+	JMP          dfp8loop
+
+dfp8done:
+	VZEROUPPER
+	RET
+
+// func decFP4Y(dst *float32, w *byte, s *byte, groups int, tab *fp4Tables)
+TEXT ·decFP4Y(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DX
+	MOVQ w+8(FP), R8
+	MOVQ s+16(FP), R12
+	MOVQ groups+24(FP), CX
+	SHLQ $4, CX
+	MOVQ tab+32(FP), SI
+	VMOVUPS (SI), Y15
+	VBROADCASTSS 1088(SI), Y14
+	XORQ AX, AX
+
+dfp4loop:
+	CMPQ         AX, CX
+	JGE          dfp4done
+	MOVBLZX      (R12), DI
+	VBROADCASTSS 64(SI)(DI*4), Y8
+	VMULPS       Y15, Y8, Y8
+	VPMOVZXBD    (R8)(AX*1), Y9
+	VPMOVZXBD    8(R8)(AX*1), Y10
+	E2M1HALF(Y8, Y9, Y11, Y12)
+	VMOVUPS      Y11, (DX)(AX*8)
+	E2M1HALF(Y8, Y10, Y11, Y12)
+	VMOVUPS      Y11, 32(DX)(AX*8)
+	VPSRLD       $4, Y9, Y9
+	VPSRLD       $4, Y10, Y10
+	E2M1HALF(Y8, Y9, Y11, Y12)
+	VMOVUPS      Y11, 64(DX)(AX*8)
+	E2M1HALF(Y8, Y10, Y11, Y12)
+	VMOVUPS      Y11, 96(DX)(AX*8)
+	INCQ         R12
+	ADDQ         $16, AX
+	JMP          dfp4loop
+
+dfp4done:
+	VZEROUPPER
+	RET
+
+// func gemm2Y(acc unsafe.Pointer, w unsafe.Pointer, ws int, xa, xb unsafe.Pointer, n int)
+//
+// gemm2Y runs one half of the 16 lanes (the caller offsets every pointer by
+// 0 or 8 float32s): the four rows at w (stride ws float32s) times the tokens
+// xa and xb over n columns, reading 8 of every 16; token xa's row i
+// accumulates at acc + 64i, token xb's at acc + 256 + 64i.
+TEXT ·gemm2Y(SB), NOSPLIT, $0-48
+	MOVQ    acc+0(FP), DI
+	MOVQ    w+8(FP), R8
+	MOVQ    ws+16(FP), BX
+	SHLQ    $2, BX
+	LEAQ    (R8)(BX*1), R9
+	LEAQ    (R9)(BX*1), R10
+	LEAQ    (R10)(BX*1), R11
+	MOVQ    xa+24(FP), R12
+	MOVQ    xb+32(FP), R13
+	MOVQ    n+40(FP), CX
+	SHLQ    $2, CX
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 64(DI), Y1
+	VMOVUPS 128(DI), Y2
+	VMOVUPS 192(DI), Y3
+	VMOVUPS 256(DI), Y4
+	VMOVUPS 320(DI), Y5
+	VMOVUPS 384(DI), Y6
+	VMOVUPS 448(DI), Y7
+	XORQ    AX, AX
+
+gemmloop:
+	CMPQ        AX, CX
+	JGE         gemmdone
+	VMOVUPS     (R8)(AX*1), Y8
+	VMOVUPS     (R9)(AX*1), Y9
+	VMOVUPS     (R10)(AX*1), Y10
+	VMOVUPS     (R11)(AX*1), Y11
+	VMOVUPS     (R12)(AX*1), Y12
+	VMOVUPS     (R13)(AX*1), Y13
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VFMADD231PS Y13, Y8, Y4
+	VFMADD231PS Y13, Y9, Y5
+	VFMADD231PS Y13, Y10, Y6
+	VFMADD231PS Y13, Y11, Y7
+	ADDQ        $64, AX
+	JMP         gemmloop
+
+gemmdone:
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 64(DI)
+	VMOVUPS Y2, 128(DI)
+	VMOVUPS Y3, 192(DI)
+	VMOVUPS Y4, 256(DI)
+	VMOVUPS Y5, 320(DI)
+	VMOVUPS Y6, 384(DI)
+	VMOVUPS Y7, 448(DI)
+	VZEROUPPER
+	RET
+
+// func nanE4M3Y(p *byte, n int) bool
+TEXT ·nanE4M3Y(SB), NOSPLIT, $0-17
+	MOVQ         p+0(FP), SI
+	MOVQ         n+8(FP), CX
+	MOVL         $0x7F7F7F7F, BX
+	VMOVD         BX, X1
+	VPBROADCASTD X1, Y1
+	VPXOR        Y2, Y2, Y2
+	XORQ         AX, AX
+
+nanloop:
+	CMPQ    AX, CX
+	JGE     nandone
+	VPAND   (SI)(AX*1), Y1, Y0
+	VPMAXUB Y0, Y2, Y2
+	VPAND   32(SI)(AX*1), Y1, Y0
+	VPMAXUB Y0, Y2, Y2
+	ADDQ    $64, AX
+	JMP     nanloop
+
+nandone:
+	VPCMPEQB  Y1, Y2, Y2
+	VPMOVMSKB Y2, BX
+	TESTL     BX, BX
+	SETNE     ret+16(FP)
+	VZEROUPPER
+	RET
