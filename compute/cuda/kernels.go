@@ -66,6 +66,9 @@ func init() {
 			}
 		}
 	}
+	for _, dn := range dtypeNames {
+		modelKernels = append(modelKernels, "moe_gemm_"+dn)
+	}
 }
 
 var dtypeNames = [5]string{"f32", "bf16", "f16", "fp8", "fp4"}

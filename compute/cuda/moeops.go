@@ -105,6 +105,31 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, y, x Ptr, xDiv int,
 			Int(m.Rows).Int(m.Cols).Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()).F32(limit))
 }
 
+// moeGEMM records y[q] = W_e·x[q / xDiv] for every tile's pairs on the
+// tensor cores (gemm.cu's moe_gemm), x split into hi + lo (both bf16, the
+// two products added in float32): error ~2^-17 of x, as the dense fast
+// products.
+func (b *Backend) moeGEMM(m *Matrix, y Ptr, x compute.Tensor, xDiv int, order, idx, chunks compute.Tensor, tiles int, tab Ptr) {
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	n := x.Len()
+	hi, lo := b.Scratch(compute.F32, x.Rows, x.Cols), b.Scratch(compute.F32, x.Rows, x.Cols)
+	b.launch("split_bf16", Dim3{X: blocks(n, opThreads)}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(hi)).Ptr(b.ptr(lo)).Ptr(b.ptr(x)).Int(n))
+	wvec, xvec := 0, 0
+	if m.vec() {
+		wvec = 1
+	}
+	if m.Cols%4 == 0 {
+		xvec = 1
+	}
+	for accum, part := range []compute.Tensor{hi, lo} {
+		b.launch("moe_gemm_"+dtypeNames[m.DType], Dim3{X: blocks(m.Rows, 128), Y: tiles}, Dim3{X: 256}, 0,
+			b.args().Ptr(y).Ptr(b.ptr(part)).Int(xDiv).Ptr(b.ptr(order)).Ptr(b.ptr(idx)).Ptr(b.ptr(chunks)).Ptr(tab).Int(accum).
+				Int(m.Rows).Int(m.Cols).Int(x.Rows).Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()).Int(wvec).Int(xvec))
+	}
+}
+
 // swiglu records g = silu(min(g, L))·clamp(u, ±L) over n values.
 func (b *Backend) swiglu(g, u Ptr, n int, limit float32) {
 	if n == 0 {
@@ -115,7 +140,10 @@ func (b *Backend) swiglu(g, u Ptr, n int, limit float32) {
 
 // MoE implements compute.Experts: the router's product (float32 always,
 // the choice must not flip), routing one warp a token, the pairs sorted by
-// expert, each pair's gate and up products, SwiGLU, down product, then the
+// expert into tiles of one expert, the grouped expert products (gate and
+// up with SwiGLU fused, then down: moe_gateup and moe_down, float32, one
+// launch each for all the tiles; in Fast mode above FastGEMVMaxT tokens
+// the tensor cores, moe_gemm with split-bf16 activations), then the
 // weighted sum per token in the CPU's order plus the shared expert.
 func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	T, D := x.Rows, x.Cols
@@ -144,8 +172,12 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	// Tiles of at most pt pairs of one expert: at most P/pt + E of them,
 	// and at most P.
 	grouped := mt.w1.vec() && mt.w2.vec()
+	tc := b.mode == Fast && T > FastGEMVMaxT && b.k.tensorCores && bf16Exact(mt.w1.DType) && bf16Exact(mt.w2.DType)
 	pt := moeTile(P, E)
-	if !grouped {
+	switch {
+	case tc:
+		pt = 128 // moe_gemm's tile of pairs
+	case !grouped:
 		pt = 8 // MOE_TILE, moe_gemv's
 	}
 	order := b.Scratch(compute.I32, 1, P)
@@ -162,7 +194,15 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	tab := mt.tab
 	tab1, tab2, tab3 := tab, tab.Add(int64(16*E)), tab.Add(int64(32*E))
 	ye := b.Scratch(compute.F32, P, D)
-	if grouped {
+	if tc {
+		// Fast, many tokens: the tensor cores, each product split as
+		// x = hi + lo (both bf16) like the dense fast products.
+		u := b.Scratch(compute.F32, P, I)
+		b.moeGEMM(mt.w1, b.ptr(g), x, K, order, idx, chunks, tiles, tab1)
+		b.moeGEMM(mt.w3, b.ptr(u), x, K, order, idx, chunks, tiles, tab3)
+		b.swiglu(b.ptr(g), b.ptr(u), P*I, a.Limit)
+		b.moeGEMM(mt.w2, b.ptr(ye), g, 1, order, idx, chunks, tiles, tab2)
+	} else if grouped {
 		b.moeGrouped("moe_gateup", mt.w1, pt, b.ptr(g), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3, a.Limit)
 		b.moeGrouped("moe_down", mt.w2, pt, b.ptr(ye), b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0, a.Limit)
 	} else {
