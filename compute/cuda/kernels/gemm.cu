@@ -207,7 +207,7 @@ __device__ __forceinline__ void gemm_body(float* __restrict__ y, const float* __
   __shared__ __align__(16) u16 As[2][GM * GS];
   __shared__ __align__(16) u16 Bs[2][GN * GS];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int m0 = blockIdx.x * GM, n0 = blockIdx.y * GN;
+  const int m0 = blockIdx.x * GM, n0 = G ? 0 : blockIdx.y * GN;  // grouped: y is the tile
   const int wm = (warp & 1) * 64, wn = (warp >> 1) * 32;
   const int lr = tid >> 1, lk = (tid & 1) * 16;
   int xr = n0 + lr;  // the row of x this thread loads
