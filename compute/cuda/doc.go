@@ -45,8 +45,9 @@
 //     two kernels. Products whose weights are bf16-exact (BF16, FP8, FP4)
 //     split the activations x = hi + lo (both bf16) and add the two
 //     tensor-core products in float32 (error ~2^-17 of x); the routed
-//     experts do the same above FastGEMVMaxT tokens (moe_gemm, tiles of up
-//     to 128 pairs of one expert).
+//     experts do the same above FastGEMVMaxT tokens when their experts
+//     average 32 pairs or more (moe_gemm, tiles of up to 128 pairs of one
+//     expert), else the float32 grouped kernels.
 //
 // Attention, the hyper-connection mix and the grouped products are split
 // over blocks by shape alone (attention: chunks of 32 keys, a token's

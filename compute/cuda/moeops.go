@@ -74,6 +74,10 @@ func (b *Backend) moeGemv(m *Matrix, y1, y3, x Ptr, xDiv int, order, idx, chunks
 			Int(m.Rows).Int(m.Cols).Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()))
 }
 
+// moeTCPairsPerExpert is the average pairs an expert must get before Fast
+// mode runs the experts on the tensor cores (moe_gemm).
+const moeTCPairsPerExpert = 32
+
 // moeTile is the most pairs a tile of the grouped kernels holds for P
 // pairs over E experts: about the expected pairs an expert gets (1, 2, 4
 // or 8), so that a block decodes each weight row once for all of them
@@ -143,7 +147,8 @@ func (b *Backend) swiglu(g, u Ptr, n int, limit float32) {
 // expert into tiles of one expert, the grouped expert products (gate and
 // up with SwiGLU fused, then down: moe_gateup and moe_down, float32, one
 // launch each for all the tiles; in Fast mode above FastGEMVMaxT tokens
-// the tensor cores, moe_gemm with split-bf16 activations), then the
+// and moeTCPairsPerExpert pairs an expert the tensor cores, moe_gemm with
+// split-bf16 activations), then the
 // weighted sum per token in the CPU's order plus the shared expert.
 func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	T, D := x.Rows, x.Cols
@@ -172,7 +177,12 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	// Tiles of at most pt pairs of one expert: at most P/pt + E of them,
 	// and at most P.
 	grouped := mt.w1.vec() && mt.w2.vec()
-	tc := b.mode == Fast && T > FastGEMVMaxT && b.k.tensorCores && bf16Exact(mt.w1.DType) && bf16Exact(mt.w2.DType)
+	// The tensor cores take tiles of 128 pairs: only worth it when experts
+	// get many pairs each (prefill). Run 3 used them above FastGEMVMaxT
+	// tokens and decoded batch 64 in 115 ms (2 pairs an expert); the bound
+	// of 32 pairs an expert on average is set from that, not measured.
+	tc := b.mode == Fast && T > FastGEMVMaxT && P >= moeTCPairsPerExpert*E && b.k.tensorCores &&
+		bf16Exact(mt.w1.DType) && bf16Exact(mt.w2.DType)
 	pt := moeTile(P, E)
 	switch {
 	case tc:

@@ -1,7 +1,8 @@
 #!/bin/bash
 # run.sh: the whole GPU measurement in one call (compute/cuda/NOTES.md),
-# run from the repository root with the carry folder C holding cuda.test,
-# strata, heldout.txt and this folder's files:
+# run from the repository root with the carry folder C holding cuda.test.gz
+# and strata.gz (gzip -9 of the CGO_ENABLED=0 builds: the working tree
+# that travels is limited), heldout.txt and this folder's files:
 #   bash C/run.sh C
 # Stages (each bounded by what is left of a 345 s budget): the 4-layer
 # Flash checkpoint is written in the background while the GPU tests run;
@@ -18,26 +19,28 @@ left() { local n=$((T0 + ${BUDGET:-345} - $(date +%s) - ${1:-0})); [ $n -lt 10 ]
 stage() { echo "== $1 at +$(($(date +%s) - T0))s" | tee -a "$OUT/stages.log"; }
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used,memory.total --format=csv > "$OUT/smi.txt" 2>&1
+B=/tmp/strata-bin
+mkdir -p $B && gunzip -c "$C/cuda.test.gz" > $B/cuda.test && gunzip -c "$C/strata.gz" > $B/strata && chmod +x $B/cuda.test $B/strata
 CK=/tmp/strata-flash4
 stage synth
-( "$C/strata" synth -config "$C/flash4.json" -out $CK > "$OUT/synth.log" 2>&1; echo "synth rc=$? at +$(($(date +%s) - T0))s" >> "$OUT/synth.log" ) &
+( "$B/strata" synth -config "$C/flash4.json" -out $CK > "$OUT/synth.log" 2>&1; echo "synth rc=$? at +$(($(date +%s) - T0))s" >> "$OUT/synth.log" ) &
 SYN=$!
 
 stage tests
-timeout $(left 250) "$C/cuda.test" -test.v -test.timeout 200s \
+timeout $(left 250) "$B/cuda.test" -test.v -test.timeout 200s \
 	-test.run 'TestBackend|TestMatMul|TestRMSNorm|TestRoPE|TestSoftmax|TestTopK|TestGather|TestGEMV2Split|TestHandOff|TestDeviceMemory|TestEventsAndGraph' \
 	> "$OUT/tests.log" 2>&1
 echo "tests rc=$?" >> "$OUT/tests.log"
 
 stage perplexity
-timeout $(left 225) "$C/strata" perplexity -model models/strata-kjv -device cuda-fast -compare -max-windows 4 "$C/heldout.txt" \
+timeout $(left 225) "$B/strata" perplexity -model models/strata-kjv -device cuda-fast -compare -max-windows 4 "$C/heldout.txt" \
 	> "$OUT/ppl.log" 2>&1
 echo "perplexity rc=$?" >> "$OUT/ppl.log"
 
 stage wait-synth
 wait $SYN
 stage flash
-STRATA_FLASH_DIR=$CK timeout $(left 95) "$C/cuda.test" -test.run '^$' -test.bench BenchmarkFlash -test.benchtime 1x -test.timeout 300s \
+STRATA_FLASH_DIR=$CK timeout $(left 95) "$B/cuda.test" -test.run '^$' -test.bench BenchmarkFlash -test.benchtime 1x -test.timeout 300s \
 	> "$OUT/flash.log" 2>&1
 echo "flash rc=$?" >> "$OUT/flash.log"
 
