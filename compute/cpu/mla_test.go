@@ -398,7 +398,9 @@ func TestRoutedMoE(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	b := New(2)
 	const T, D, E, I = 7, 8, 12, 5
-	mat := func(rows, cols int) (*compute.Matrix, []float32) { return testMatrix(rng, compute.F32, rows, cols, 0, 0) }
+	mat := func(rows, cols int) (*compute.Matrix, []float32) {
+		return testMatrix(rng, compute.F32, rows, cols, 0, 0)
+	}
 	gate, gd := mat(E, D)
 	type ex struct{ w1, w2, w3 []float32 }
 	var experts []compute.SwiGLU
