@@ -433,7 +433,8 @@ func (p *parser) resolveLayers(c *Config, r *rawConfig, d *Defaults) {
 				case 'S':
 					types = append(types, "shared")
 				default:
-					p.errf("index_topk_pattern[%d] is %q; want F or S", i, ch)
+					p.errf("index_topk_pattern[%d] is %q; want F or S", i, string(ch))
+					return
 				}
 			}
 		} else if err := json.Unmarshal(r.IndexTopKPattern, &types); err != nil {
