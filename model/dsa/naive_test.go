@@ -262,7 +262,7 @@ func naive(c *dsa.Config, ts *tensors, ids []int32) (logits [][]float64, gap flo
 		a := p + "self_attn."
 		xs := make([][]float64, L)
 		cq := make([][]float64, L)
-		qs := make([][][]float64, L)            // [t][h] = [nope | rope]
+		qs := make([][][]float64, L) // [t][h] = [nope | rope]
 		lat, kpe := make([][]float64, L), make([][]float64, L)
 		for t := range L {
 			xs[t] = rms(hs[t], ts.v[p+"input_layernorm.weight"], c.RMSEps)
@@ -478,4 +478,3 @@ func TestAgainstNaive(t *testing.T) {
 		})
 	}
 }
-
