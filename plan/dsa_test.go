@@ -36,7 +36,7 @@ func TestV32PresetFromConfig(t *testing.T) {
 func TestFromConfigFamilies(t *testing.T) {
 	for path, want := range map[string][2]int{
 		// GLM-5 tiny: 4 layers of 32+8 f32, indexer keys of 16 on its 2 full layers.
-		filepath.Join("..", "testdata", "golden", "glm-5", "tiny", "config.json"): {4 * 40 * 4, 2 * 16 * 4},
+		filepath.Join("..", "testdata", "golden", "glm-5", "tiny", "config.json"):         {4 * 40 * 4, 2 * 16 * 4},
 		filepath.Join("..", "testdata", "golden", "deepseek-v3.2", "tiny", "config.json"): {4 * 40 * 4, 4 * 16 * 4},
 	} {
 		m, err := FromConfig(path, cache.F32)
