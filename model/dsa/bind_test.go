@@ -305,3 +305,5 @@ func TestHubFP8(t *testing.T) {
 		}
 	}
 }
+
+func cpuBackend() *cpu.Backend { return cpu.New(0) }
