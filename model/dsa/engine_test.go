@@ -316,4 +316,3 @@ func sameSpecs(a, b []cache.Spec) bool {
 			x.FixedSlots == y.FixedSlots && slices.Equal(x.Layers, y.Layers)
 	})
 }
-
