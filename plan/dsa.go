@@ -1,16 +1,12 @@
 package plan
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/model/deepseekv32"
 	"github.com/strata-inference/strata/model/dsa"
-	"github.com/strata-inference/strata/model/glm5"
 )
 
 // presetV32 is the DeepSeek-V3.2 preset, sized from its embedded Hub
@@ -89,25 +85,3 @@ func dsaShape(c *dsa.Config) string {
 		c.NumLayers, c.KVLoraRank, c.RopeDim, len(c.IndexerLayers()), c.IndexDim, c.IndexTopK)
 }
 
-// FromConfig reads a config.json of any family the planner sizes from
-// configs, chosen by its model_type: DeepSeek-V4 (deepseek_v4, the
-// default when model_type is absent), DeepSeek-V3.2 (deepseek_v32) or
-// GLM-5 (glm_moe_dsa).
-func FromConfig(path string, dt cache.DType) (Model, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Model{}, fmt.Errorf("plan: %w", err)
-	}
-	var head struct {
-		ModelType string `json:"model_type"`
-	}
-	if err := json.Unmarshal(b, &head); err != nil {
-		return Model{}, fmt.Errorf("plan: %s: %w", path, err)
-	}
-	for _, f := range []*dsa.Family{&deepseekv32.Family, &glm5.Family} {
-		if slices.Contains(f.ModelTypes, head.ModelType) {
-			return FromDSAConfig(path, f, dt)
-		}
-	}
-	return FromDeepSeekV4Config(path, dt)
-}

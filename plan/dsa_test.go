@@ -39,7 +39,7 @@ func TestFromConfigFamilies(t *testing.T) {
 		filepath.Join("..", "testdata", "golden", "glm-5", "tiny", "config.json"):         {4 * 40 * 4, 2 * 16 * 4},
 		filepath.Join("..", "testdata", "golden", "deepseek-v3.2", "tiny", "config.json"): {4 * 40 * 4, 4 * 16 * 4},
 	} {
-		m, err := FromConfig(path, cache.F32)
+		m, err := FromConfigFile(path, cache.F32)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func TestFromConfigFamilies(t *testing.T) {
 			t.Errorf("%s: bytes per token %v, want %v", path, got, want)
 		}
 	}
-	m, err := FromConfig(filepath.Join("configs", "DeepSeek-V4-Flash.json"), cache.FP8)
+	m, err := FromConfigFile(filepath.Join("configs", "DeepSeek-V4-Flash.json"), cache.FP8)
 	if err != nil || m.V4 == nil {
 		t.Errorf("a DeepSeek-V4 config: %v", err)
 	}
