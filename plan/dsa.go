@@ -84,4 +84,3 @@ func dsaShape(c *dsa.Config) string {
 	return fmt.Sprintf("%d MLA layers (latent %d + RoPE %d), %d with their own indexer (keys of %d, top %d)",
 		c.NumLayers, c.KVLoraRank, c.RopeDim, len(c.IndexerLayers()), c.IndexDim, c.IndexTopK)
 }
-
