@@ -157,7 +157,9 @@ func (r *glmReader) take(prefix string) bool {
 	return true
 }
 
-func (r *glmReader) skipSpace() { r.advance(len(r.s) - len(strings.TrimLeftFunc(r.s, unicode.IsSpace))) }
+func (r *glmReader) skipSpace() {
+	r.advance(len(r.s) - len(strings.TrimLeftFunc(r.s, unicode.IsSpace)))
+}
 
 // until consumes and returns the text up to the next sep, consuming sep.
 func (r *glmReader) until(sep string) (string, bool) {
