@@ -220,7 +220,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	g.states = make([]*chatChoiceState, len(choices))
 	for i := range g.states {
-		g.states[i] = &chatChoiceState{reply: newReply(s.format, req.Chat)}
+		g.states[i] = &chatChoiceState{reply: newReply(s.format, req.Chat, req.Tools)}
 		g.states[i].single = req.SingleToolCall
 	}
 	if req.Stream {

@@ -18,6 +18,9 @@ type ChatOptions struct {
 	// without tools): a continued stored response is shown as it was
 	// generated.
 	KeepReasoning bool
+	// Tools are the request's tools, for reply parsers that type tool-call
+	// arguments by their schemas (set by the server, not by requests).
+	Tools []chat.Tool
 }
 
 // ChatFormat turns a conversation into prompt text and the model's reply

@@ -33,7 +33,8 @@ type reply struct {
 	ids     []int32
 }
 
-func newReply(f ChatFormat, opt ChatOptions) *reply {
+func newReply(f ChatFormat, opt ChatOptions, tools []chat.Tool) *reply {
+	opt.Tools = tools
 	return &reply{parser: f.NewReplyParser(opt)}
 }
 

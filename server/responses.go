@@ -213,7 +213,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	g := &responsesGen{s: s, req: req, id: newID("resp_"), created: time.Now().Unix(), prompt: promptToks, history: history,
 		opt: genOptionsFor(&req.genParams, start), rsID: newID("rs_"), msgID: newID("msg_")}
-	g.reply = newReply(s.format, req.Chat)
+	g.reply = newReply(s.format, req.Chat, req.Tools)
 	g.reply.single, g.reply.maxCalls, g.reply.keepIDs = !req.Parallel, req.MaxToolCalls, req.Store
 	var final *responseOut
 	if req.Stream {

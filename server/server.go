@@ -86,6 +86,7 @@ type Server struct {
 	client     *http.Client    // to the decode worker
 	structured structuredCache // compiled grammars of structured output (structured.go)
 	eos        int32           // the engine's EOS
+	turnEnd    []int32         // the chat format's other end-of-turn tokens (TurnEnder)
 	// aborted ends when Abort is called; every generation's context
 	// follows it, with cause errShuttingDown.
 	aborted context.Context
@@ -142,6 +143,15 @@ func New(eng *engine.Engine, tok *tokenizer.Tokenizer, format ChatFormat, opt Op
 	s.opt.MaxHandoffs = opt.MaxHandoffs
 	s.handoffs = make(chan struct{}, opt.MaxHandoffs)
 	s.aborted, s.abort = context.WithCancel(context.Background())
+	if te, ok := format.(TurnEnder); ok {
+		for _, m := range te.EndOfTurn() {
+			id, ok := tok.TokenID(m)
+			if !ok {
+				return nil, fmt.Errorf("server: the %s chat format ends turns with %q, which the tokenizer has no token for", format.Name(), m)
+			}
+			s.turnEnd = append(s.turnEnd, id)
+		}
+	}
 	s.maxContext = contextFor(eng, opt.MaxContext)
 	if s.maxContext < 2 {
 		return nil, fmt.Errorf("server: the cache pool of %d pages cannot hold even a one-token prompt and one generated token", eng.Pool().NumPages())
