@@ -38,6 +38,14 @@ type ChatFormat interface {
 	NewReplyParser(opt ChatOptions) ReplyParser
 }
 
+// EndMarkers is a ChatFormat whose replies end at markers the tokenizer
+// holds as single tokens (Gemma 4's <turn|>, and <|tool_response>, where
+// the model waits for its tools' results): every reply stops at them as
+// at EOS.
+type EndMarkers interface {
+	ReplyEndMarkers() []string
+}
+
 // ReplyParser reads one reply as it is generated.
 type ReplyParser interface {
 	// Add consumes the next piece of the reply and returns the reasoning and

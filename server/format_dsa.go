@@ -4,15 +4,6 @@ import (
 	"github.com/strata-inference/strata/tokenizer/chat"
 )
 
-// TurnEnder is a ChatFormat whose model ends its turn with tokens besides
-// the engine's EOS (GLM's <|user|> and <|observation|>). The server stops
-// every generation at them, as at EOS (unless the request ignores EOS), and
-// New fails when the tokenizer lacks one.
-type TurnEnder interface {
-	// EndOfTurn returns the tokens' texts.
-	EndOfTurn() []string
-}
-
 // DeepSeekV32 is DeepSeek-V3.2's own chat encoding (chat.EncodeDeepSeekV32),
 // with replies read by chat.NewDeepSeekV32StreamParser: reasoning up to
 // </think> in thinking mode, content, and DSML function_calls blocks.
@@ -36,7 +27,7 @@ func (deepSeekV32) NewReplyParser(opt ChatOptions) ReplyParser {
 // GLM renders prompts with a GLM model's Jinja chat template (as Jinja
 // does, enable_thinking set to the request's thinking switch) and reads
 // replies with chat.GLMStreamParser: reasoning up to </think>, content,
-// and <tool_call> elements. Its model's turns end at <|user|>,
+// and <tool_call> elements. Its replies end (EndMarkers) at <|user|>,
 // <|observation|> and <|endoftext|>.
 func GLM(t *chat.Template) ChatFormat { return glmFormat{jinjaFormat{t}} }
 
@@ -48,7 +39,7 @@ func (glmFormat) NewReplyParser(opt ChatOptions) ReplyParser {
 	return &glmParser{p: chat.NewGLMStreamParser(opt.Thinking, opt.Tools)}
 }
 
-func (glmFormat) EndOfTurn() []string { return chat.GLMEndOfTurn() }
+func (glmFormat) ReplyEndMarkers() []string { return chat.GLMEndOfTurn() }
 
 type glmParser struct{ p *chat.GLMStreamParser }
 
