@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"runtime"
 
 	"github.com/strata-inference/strata/compute"
 )
@@ -43,63 +44,87 @@ func (b *Backend) LatentAttention(a *compute.LatentArgs, sp compute.Spans) {
 			sl.write(int(pos[t]), slot)
 		}
 	}
+	// Every token's keys are gathered once (decoded when the cache is not
+	// f32) and shared by its heads. With at least as many tokens as
+	// workers, tokens run in parallel; otherwise (decoding) each token's
+	// heads do.
+	byToken := T >= runtime.GOMAXPROCS(0)
+	attendToken := func(t int, keys [][]float32, arena []float32) ([][]float32, []float32) {
+		p := int(pos[t])
+		sl := spanSlots(a.KV, span[t])
+		n := p + 1
+		if sel != nil {
+			n = int(cnt[t])
+			if n < 0 || n > K {
+				panic(fmt.Sprintf("cpu: LatentAttention: token %d selects %d of %d keys", t, n, K))
+			}
+		}
+		keys = keys[:0]
+		if sl.format != compute.SlotF32 && cap(arena) < n*(c+r) {
+			arena = make([]float32, n*(c+r))
+		}
+		for i := range n {
+			k := i
+			if sel != nil {
+				k = int(sel[t*K+i])
+				if k < 0 || k > p {
+					panic(fmt.Sprintf("cpu: LatentAttention: token %d at position %d selects position %d", t, p, k))
+				}
+			}
+			var buf []float32
+			if sl.format != compute.SlotF32 {
+				buf = arena[i*(c+r) : (i+1)*(c+r)]
+			}
+			keys = append(keys, sl.read(k, c+r, buf))
+		}
+		heads := func(lo, hi int) {
+			logit := make([]float64, len(keys))
+			for h := lo; h < hi; h++ {
+				latentHead(O[(t*H+h)*c:(t*H+h+1)*c], QL[(t*H+h)*c:(t*H+h+1)*c], Q[(t*H+h)*w+w-r:(t*H+h+1)*w], keys, c, a.Scale, logit)
+			}
+		}
+		if byToken {
+			heads(0, H)
+		} else {
+			parallelFor(H, heads)
+		}
+		return keys, arena
+	}
+	if !byToken {
+		var keys [][]float32
+		var arena []float32
+		for t := range T {
+			keys, arena = attendToken(t, keys, arena)
+		}
+		return
+	}
 	parallelFor(T, func(lo, hi int) {
 		var keys [][]float32
 		var arena []float32
-		var logit []float64
 		for t := lo; t < hi; t++ {
-			p := int(pos[t])
-			sl := spanSlots(a.KV, span[t])
-			n := p + 1
-			if sel != nil {
-				n = int(cnt[t])
-				if n < 0 || n > K {
-					panic(fmt.Sprintf("cpu: LatentAttention: token %d selects %d of %d keys", t, n, K))
-				}
-			}
-			keys = keys[:0]
-			if sl.format != compute.SlotF32 && cap(arena) < n*(c+r) {
-				arena = make([]float32, n*(c+r))
-			}
-			for i := range n {
-				k := i
-				if sel != nil {
-					k = int(sel[t*K+i])
-					if k < 0 || k > p {
-						panic(fmt.Sprintf("cpu: LatentAttention: token %d at position %d selects position %d", t, p, k))
-					}
-				}
-				var buf []float32
-				if sl.format != compute.SlotF32 {
-					buf = arena[i*(c+r) : (i+1)*(c+r)]
-				}
-				keys = append(keys, sl.read(k, c+r, buf))
-			}
-			if cap(logit) < n {
-				logit = make([]float64, n)
-			}
-			logit = logit[:n]
-			for h := range H {
-				ql := QL[(t*H+h)*c : (t*H+h+1)*c]
-				qr := Q[(t*H+h)*w+w-r : (t*H+h+1)*w]
-				mx := math.Inf(-1)
-				for s, k := range keys {
-					v := float64(a.Scale * (dot(ql, k[:c]) + dot(qr, k[c:])))
-					logit[s] = v
-					mx = max(mx, v)
-				}
-				var sum float64
-				for s, v := range logit {
-					e := math.Exp(v - mx)
-					logit[s] = e
-					sum += e
-				}
-				out := O[(t*H+h)*c : (t*H+h+1)*c]
-				clear(out)
-				for s, k := range keys {
-					axpy(out, float32(logit[s]/sum), k[:c])
-				}
-			}
+			keys, arena = attendToken(t, keys, arena)
 		}
 	})
+}
+
+// latentHead is one head's attention over keys ([lat | kpe] each): out =
+// Σ softmax(scale·(ql·lat + qr·kpe)) · lat, the exponentials in float64.
+// logit is scratch of len(keys).
+func latentHead(out, ql, qr []float32, keys [][]float32, c int, scale float32, logit []float64) {
+	mx := math.Inf(-1)
+	for s, k := range keys {
+		v := float64(scale * (dot(ql, k[:c]) + dot(qr, k[c:])))
+		logit[s] = v
+		mx = max(mx, v)
+	}
+	var sum float64
+	for s, v := range logit {
+		e := math.Exp(v - mx)
+		logit[s] = e
+		sum += e
+	}
+	clear(out)
+	for s, k := range keys {
+		axpy(out, float32(logit[s]/sum), k[:c])
+	}
 }
