@@ -100,13 +100,17 @@ type dsaReply struct {
 	} `json:"usage"`
 }
 
-func (d *dsaServer) chat(t *testing.T, thinking bool) dsaReply {
+func (d *dsaServer) chat(t *testing.T, thinking bool, extra ...any) dsaReply {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{
+	req := map[string]any{
 		"model": "strata-test", "messages": []map[string]string{{"role": "user", "content": "Weather in Paris?"}},
-		"tools":                []map[string]any{{"type": "function", "function": map[string]any{"name": "get_weather", "parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}, "days": map[string]any{"type": "integer"}}}}}},
+		"tools":                []map[string]any{{"type": "function", "function": map[string]any{"name": "get_weather", "parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string", "maxLength": 12}, "days": map[string]any{"type": "integer", "minimum": 1, "maximum": 7}}, "required": []string{"city", "days"}}}}},
 		"chat_template_kwargs": map[string]any{"thinking": thinking},
-	})
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		req[extra[i].(string)] = extra[i+1]
+	}
+	body, _ := json.Marshal(req)
 	resp, err := http.Post(d.url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +139,30 @@ func TestDeepSeekV32ToolCalls(t *testing.T) {
 	if c.FinishReason != "tool_calls" || m.ReasoningContent != "I need the weather." || m.Content == nil || *m.Content != "Let me check." ||
 		len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Name != "get_weather" || m.ToolCalls[0].Function.Arguments != `{"city": "Paris", "days": 2}` {
 		t.Fatalf("reply %+v", r)
+	}
+}
+
+// TestDeepSeekV32ToolChoice: tool_choice "required" constrains the random
+// model to a DSML function_calls block calling the tool with arguments of
+// its schema (one call: parallel_tool_calls false), which comes back as a
+// tool call.
+func TestDeepSeekV32ToolChoice(t *testing.T) {
+	d := newDSAServer(t, "deepseek-v3.2")
+	for _, thinking := range []bool{false, true} {
+		r := d.chat(t, thinking, "tool_choice", "required", "parallel_tool_calls", false, "max_tokens", 600)
+		m := r.Choices[0].Message
+		if r.Choices[0].FinishReason != "tool_calls" || len(m.ToolCalls) != 1 {
+			t.Fatalf("thinking=%v: finish %q, content %q", thinking, r.Choices[0].FinishReason, deref(m.Content))
+		}
+		for _, c := range m.ToolCalls {
+			var args struct {
+				City *string `json:"city"`
+				Days *int    `json:"days"`
+			}
+			if c.Function.Name != "get_weather" || json.Unmarshal([]byte(c.Function.Arguments), &args) != nil || args.City == nil || args.Days == nil {
+				t.Fatalf("thinking=%v: call %s(%s)", thinking, c.Function.Name, c.Function.Arguments)
+			}
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/strata-inference/strata/grammar"
 	"github.com/strata-inference/strata/tokenizer/chat"
 )
 
@@ -48,4 +49,15 @@ func (p *glmParser) Add(text string) (string, string) { return p.p.Add(text) }
 func (p *glmParser) Finish() (string, string, []chat.ToolCall, error) {
 	r, c, res, err := p.p.Finish()
 	return r, c, res.ToolCalls, err
+}
+
+func (deepSeekV32) replyPrefix(opt ChatOptions) grammar.Expr {
+	if opt.Thinking {
+		return chat.DeepSeekV4Reasoning() // the same: text up to the first </think>
+	}
+	return nil
+}
+
+func (deepSeekV32) toolCallsGrammar(tools []chat.Tool, maxCalls int) (grammar.Expr, error) {
+	return chat.DeepSeekV32ToolCalls(tools, maxCalls, jsonWhitespace)
 }
