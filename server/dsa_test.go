@@ -142,26 +142,30 @@ func TestDeepSeekV32ToolCalls(t *testing.T) {
 	}
 }
 
-// TestDeepSeekV32ToolChoice: tool_choice "required" constrains the random
-// model to a DSML function_calls block calling the tool with arguments of
-// its schema (one call: parallel_tool_calls false), which comes back as a
-// tool call.
-func TestDeepSeekV32ToolChoice(t *testing.T) {
-	d := newDSAServer(t, "deepseek-v3.2")
-	for _, thinking := range []bool{false, true} {
-		r := d.chat(t, thinking, "tool_choice", "required", "parallel_tool_calls", false, "max_tokens", 600)
-		m := r.Choices[0].Message
-		if r.Choices[0].FinishReason != "tool_calls" || len(m.ToolCalls) != 1 {
-			t.Fatalf("thinking=%v: finish %q, content %q", thinking, r.Choices[0].FinishReason, deref(m.Content))
-		}
-		for _, c := range m.ToolCalls {
-			var args struct {
-				City *string `json:"city"`
-				Days *int    `json:"days"`
+// TestDSAToolChoice: tool_choice "required" constrains the random model of
+// either family, thinking or not, to its family's tool-call syntax (a DSML
+// function_calls block; GLM's <tool_call> elements) calling the tool with
+// arguments of its schema (one call: parallel_tool_calls false), which
+// comes back as a tool call.
+func TestDSAToolChoice(t *testing.T) {
+	for _, family := range []string{"deepseek-v3.2", "glm-5"} {
+		d := newDSAServer(t, family)
+		for _, thinking := range []bool{false, true} {
+			r := d.chat(t, thinking, "tool_choice", "required", "parallel_tool_calls", false, "max_tokens", 600, "temperature", 0)
+			m := r.Choices[0].Message
+			if r.Choices[0].FinishReason != "tool_calls" || len(m.ToolCalls) != 1 {
+				t.Fatalf("%s, thinking=%v: finish %q, content %q", family, thinking, r.Choices[0].FinishReason, deref(m.Content))
 			}
-			if c.Function.Name != "get_weather" || json.Unmarshal([]byte(c.Function.Arguments), &args) != nil || args.City == nil || args.Days == nil {
-				t.Fatalf("thinking=%v: call %s(%s)", thinking, c.Function.Name, c.Function.Arguments)
+			for _, c := range m.ToolCalls {
+				var args struct {
+					City *string `json:"city"`
+					Days *int    `json:"days"`
+				}
+				if c.Function.Name != "get_weather" || json.Unmarshal([]byte(c.Function.Arguments), &args) != nil || args.City == nil || args.Days == nil {
+					t.Fatalf("%s, thinking=%v: call %s(%s)", family, thinking, c.Function.Name, c.Function.Arguments)
+				}
 			}
+			t.Logf("%s, thinking=%v: %d reasoning bytes, %s(%s)", family, thinking, len(m.ReasoningContent), m.ToolCalls[0].Function.Name, m.ToolCalls[0].Function.Arguments)
 		}
 	}
 }

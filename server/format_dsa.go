@@ -61,3 +61,14 @@ func (deepSeekV32) replyPrefix(opt ChatOptions) grammar.Expr {
 func (deepSeekV32) toolCallsGrammar(tools []chat.Tool, maxCalls int) (grammar.Expr, error) {
 	return chat.DeepSeekV32ToolCalls(tools, maxCalls, jsonWhitespace)
 }
+
+func (glmFormat) replyPrefix(opt ChatOptions) grammar.Expr {
+	if opt.Thinking {
+		return chat.GLMReasoning()
+	}
+	return nil
+}
+
+func (glmFormat) toolCallsGrammar(tools []chat.Tool, maxCalls int) (grammar.Expr, error) {
+	return chat.GLMToolCalls(tools, maxCalls, jsonWhitespace)
+}
