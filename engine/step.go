@@ -128,10 +128,14 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 	}
 	for _, p := range plan {
 		if !slices.ContainsFunc(done, func(f finished) bool { return f.s == p.s }) {
-			e.snapshot(p.s)
+			e.snapshot(p.s, false)
 		}
 	}
 	for _, f := range done {
+		// A finished turn's state is the next turn's prefix.
+		if f.last.Finish == FinishStop || f.last.Finish == FinishLength {
+			e.snapshot(f.s, true)
+		}
 		e.remove(f.s)
 		f.s.release()
 		f.s.stream.push(f.last)
@@ -426,9 +430,10 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 }
 
 // snapshot records s's state in the prefix cache when it sits at an
-// aligned position the cache wants: a planned point, or any aligned
-// position of its output (kept as its latest decode snapshot).
-func (e *Engine) snapshot(s *seq) {
+// aligned position the cache wants: a planned point, or, as it decodes,
+// every decodeSnapEvery tokens (kept as its latest decode snapshot), or
+// its end when it finishes (final).
+func (e *Engine) snapshot(s *seq, final bool) {
 	p := e.prefix
 	if p == nil || s.cs.Len()%p.align != 0 || s.cs.Len() == 0 {
 		return
@@ -438,7 +443,7 @@ func (e *Engine) snapshot(s *seq) {
 		p.add(e.m, e.pool, s.cs, s.tokens, nil)
 		return
 	}
-	if s.cs.Len() <= s.prompt {
+	if s.cs.Len() <= s.prompt || !final && s.cs.Len()%p.decodeSnapEvery() != 0 {
 		return
 	}
 	if old := s.decodeSnap; old != nil && old.owner == s {

@@ -11,8 +11,9 @@ import (
 )
 
 // configs holds Hub-style config.json texts for the released DeepSeek-V4
-// models, written from the released values of spec/deepseek-v4.md §1, and
-// for Qwen3.5-0.8B, written from its Hub config (they carry every field the
+// models, written from the released values of spec/deepseek-v4.md §1, for
+// DeepSeek-V3.2, written from its Hub config's values, and for
+// Qwen3.5-0.8B, written from its Hub config (they carry every field the
 // engine reads; the byte-for-byte Hub files are not needed for sizing).
 //
 //go:embed configs/*.json
@@ -50,7 +51,7 @@ const (
 // float32. Each call builds fresh values.
 func Presets() []Model {
 	return []Model{
-		v32(),
+		mustV32(cache.FP8),
 		mustV4(DeepSeekV4Flash, cache.FP8),
 		mustV4(DeepSeekV4Pro, cache.FP8),
 		kimiK3(),
@@ -85,6 +86,16 @@ func presetKey(s string) string {
 		}
 		return r
 	}, strings.ToLower(s))
+}
+
+// PresetFor returns a preset sized for cache dtype dt instead of the
+// handbook's: the DeepSeek-V4 presets and DeepSeek-V3.2, whose configs
+// the engine sizes. The other presets have fixed dtype assumptions.
+func PresetFor(name string, dt cache.DType) (Model, error) {
+	if presetKey(name) == presetKey(DeepSeekV32) {
+		return presetV32(dt)
+	}
+	return V4Preset(name, dt)
 }
 
 // V4Preset returns a DeepSeek-V4 preset (DeepSeek-V4-Flash or DeepSeek-V4-Pro)
@@ -222,22 +233,6 @@ func layers(first, n int) []int {
 		l[i] = first + i
 	}
 	return l
-}
-
-// v32 is DeepSeek-V3.2: 61 MLA layers, FP8 latent of 656 B per token (512
-// e4m3 + 64 bf16 RoPE + 16 scale bytes) and a DSA indexer key of 132 B per
-// token (128 e4m3 + a float32 scale).
-func v32() Model {
-	return Model{
-		Name:        DeepSeekV32,
-		Description: "DeepSeek-V3.2: 61 MLA layers with the DSA lightning indexer",
-		DTypes:      "fp8 MLA latent 656 B, fp8 indexer key 132 B; " + handbookNote,
-		Specs: []cache.Spec{
-			{Name: KindMLA, Layers: layers(0, 61), SlotBytes: 656, TokensPerSlot: 1},
-			{Name: KindIndexer, Layers: layers(0, 61), SlotBytes: 132, TokensPerSlot: 1},
-		},
-		MaxContext: 163_840,
-	}
 }
 
 // kimiK3 is Kimi-K3: 24 MLA layers (576-wide latent, bf16) and 69 KDA layers

@@ -18,7 +18,9 @@ import (
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/model"
+	"github.com/strata-inference/strata/model/deepseekv32"
 	"github.com/strata-inference/strata/model/deepseekv4"
+	"github.com/strata-inference/strata/model/glm5"
 	"github.com/strata-inference/strata/server"
 	"github.com/strata-inference/strata/tokenizer"
 	"github.com/strata-inference/strata/tokenizer/chat"
@@ -193,15 +195,15 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	return &served{model: m, eng: eng, srv: srv, tok: tok, name: name}, nil
 }
 
-// chatFormat picks how chats become prompts: DeepSeek-V4's encoding, or a
-// Jinja chat template: the file template when given, else the one the model
-// ships (chat_template.jinja, else tokenizer_config.json's chat_template);
-// "auto" is the architecture's own (DeepSeek-V4's encoding for DeepSeek-V4,
-// the template otherwise). The replies to a Jinja template are read by the
-// architecture's parser where it has one (jinjaFormat).
+// chatFormat picks how chats become prompts: a family's own encoding
+// (DeepSeek-V4's, DeepSeek-V3.2's) or a Jinja chat template: the file
+// template when given, else the one the model ships (chat_template.jinja,
+// else tokenizer_config.json's chat_template). "auto" picks by the model's
+// architecture. The replies to a Jinja template are read by the
+// architecture's parser where it has one (jinjaFormat); "glm" forces GLM's.
 func chatFormat(name, template, dir, arch string) (server.ChatFormat, error) {
 	if template != "" {
-		if name != "" && name != "auto" && name != "jinja" {
+		if name != "" && name != "auto" && name != "jinja" && name != "glm" {
 			return nil, fmt.Errorf("-chat-template is a Jinja template; it does not go with -chat-format %s", name)
 		}
 		src, err := os.ReadFile(template)
@@ -212,36 +214,60 @@ func chatFormat(name, template, dir, arch string) (server.ChatFormat, error) {
 		if err != nil {
 			return nil, fmt.Errorf("-chat-template %s: %w", template, err)
 		}
+		if name == "glm" {
+			return server.GLM(t), nil
+		}
 		return jinjaFormat(arch, t), nil
 	}
 	if name == "auto" || name == "" {
-		name = "jinja"
-		if arch == deepseekv4.Arch.Name {
+		switch arch {
+		case deepseekv4.Arch.Name:
 			name = "deepseek-v4"
+		case deepseekv32.Arch.Name:
+			name = "deepseek-v3.2"
+		case glm5.Arch.Name:
+			name = "glm"
+		default:
+			name = "jinja"
 		}
 	}
 	switch name {
 	case "deepseek-v4":
 		return server.DeepSeekV4(), nil
-	case "jinja":
-		if src, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
-			t, err := chat.NewTemplate(string(src))
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "chat_template.jinja"), err)
-			}
-			return jinjaFormat(arch, t), nil
-		}
-		data, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	case "deepseek-v3.2":
+		return server.DeepSeekV32(), nil
+	case "jinja", "glm":
+		t, err := loadTemplate(name, dir)
 		if err != nil {
-			return nil, fmt.Errorf("-chat-format jinja: %s has no chat_template.jinja and no tokenizer_config.json", dir)
+			return nil, err
 		}
-		t, err := chat.NewTemplateFromConfig(data)
-		if err != nil {
-			return nil, fmt.Errorf("-chat-format jinja: %s: %w", dir, err)
+		if name == "glm" {
+			return server.GLM(t), nil
 		}
 		return jinjaFormat(arch, t), nil
 	}
-	return nil, fmt.Errorf("-chat-format %q: want auto, deepseek-v4 or jinja", name)
+	return nil, fmt.Errorf("-chat-format %q: want auto, deepseek-v4, deepseek-v3.2, glm or jinja", name)
+}
+
+// loadTemplate compiles the chat template of the model folder dir for
+// -chat-format name.
+func loadTemplate(name, dir string) (*chat.Template, error) {
+	if src, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
+		t, err := chat.NewTemplate(string(src))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "chat_template.jinja"), err)
+		}
+		return t, nil
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("-chat-format %s: %s has no chat_template.jinja and no tokenizer_config.json", name, dir)
+	}
+	t, err := chat.NewTemplateFromConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("-chat-format %s: %s: %w", name, dir, err)
+	}
+	return t, nil
 }
 
 // addServeFlags registers the flags that size the engine and the server.
@@ -274,7 +300,7 @@ func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.IntVar(&cfg.maxDraft, "max-draft", 4, "with -speculation: most tokens drafted per step (the engine adapts below it)")
 	fs.BoolVar(&cfg.noPrefixCache, "no-prefix-cache", false, "turn off prefix caching")
 	fs.IntVar(&cfg.maxHandoffs, "max-handoffs", 4, "with -role decode: the most request states read at once (more wait with 503)")
-	fs.StringVar(&cfg.chatFormat, "chat-format", "auto", "how chats become prompts: deepseek-v4 (DeepSeek-V4's own encoding, with reasoning and DSML tool calls), jinja (the tokenizer's chat template; Qwen3.5's replies read for reasoning and tool calls), or auto (the model's architecture decides)")
+	fs.StringVar(&cfg.chatFormat, "chat-format", "auto", "how chats become prompts: auto (by the model's architecture), deepseek-v4 or deepseek-v3.2 (the family's own encoding, with reasoning and DSML tool calls), glm (the model's chat template with GLM's reasoning and tool-call parsing) or jinja (the tokenizer's chat template; the architecture's replies read for reasoning and tool calls where it has a parser)")
 	fs.StringVar(&cfg.chatTemplate, "chat-template", "", "a Jinja chat template `file` to render chats with (instead of the model's; implies -chat-format jinja)")
 	cfg.cacheMemory = 1 << 30
 	cfg.maxBody = 8 << 20
