@@ -8,12 +8,13 @@ import (
 	"github.com/strata-inference/strata/compute"
 	"github.com/strata-inference/strata/model"
 	"github.com/strata-inference/strata/model/deepseekv4"
+	"github.com/strata-inference/strata/model/gemma4"
 )
 
 // registry is every architecture this binary runs, chosen by a checkpoint's
 // config.json.
 func registry() *model.Registry {
-	return model.NewRegistry(deepseekv4.Arch)
+	return model.NewRegistry(deepseekv4.Arch, gemma4.Arch)
 }
 
 // loadModel loads the checkpoint in dir with its architecture, saying
