@@ -58,7 +58,7 @@ func runPlan(ctx context.Context, args []string, stdout io.Writer) error {
 	attended := fs.Bool("attended", false, "print the KV entries attended per decode step at each --context length (DeepSeek-V4 models)")
 	plotPath := fs.String("plot", "", "write a PNG `file` plotting memory per request against context length (1K to 1M) for the chosen models")
 	fs.Var(&models, "model", "preset `name`s, repeatable or comma-separated: "+strings.Join(plan.PresetNames(), ", ")+" (case, spaces, '-', '.' ignored); default: all presets unless --config is given")
-	fs.Var(&configs, "config", "`path` of a DeepSeek-V4 config.json (Hub or transformers spelling), repeatable")
+	fs.Var(&configs, "config", "`path` of a DeepSeek-V4, Gemma 4 or Qwen3.5 config.json (Hub or transformers spelling), repeatable")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: strata plan [flags]
 
@@ -139,7 +139,7 @@ flags:
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		m, err := plan.FromDeepSeekV4Config(p, cfgDType)
+		m, err := plan.FromConfigFile(p, cfgDType)
 		if err != nil {
 			return fmt.Errorf("--config: %w", err)
 		}
