@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -81,6 +82,9 @@ func (s *Server) submit(ctx context.Context, reqs []engine.Request, perPrompt in
 	for i, r := range reqs {
 		if s.opt.DecodeURL != "" && r.MaxTokens > 1 && r.Constraint == nil { // a constraint's state does not travel
 			r.Handoff = true // a prefill worker: the decode worker generates after the first token
+		}
+		if !r.IgnoreEOS && len(s.opt.EndTokens) > 0 {
+			r.Stop = append(slices.Clip(r.Stop), s.opt.EndTokens...)
 		}
 		if s.submitHook != nil {
 			s.submitHook(&r)

@@ -33,6 +33,11 @@ type Options struct {
 	// (0: the rest of the context). /v1/completions defaults to 16, as
 	// OpenAI's does.
 	DefaultMaxTokens int
+	// EndTokens end every reply as the engine's EOS does, unless the
+	// request ignores EOS: a model's other end-of-turn tokens
+	// (generation_config.json's eos_token_id list beyond the first, such
+	// as Gemma's <turn|>). They are added to each request's stop tokens.
+	EndTokens []int32
 	// MaxChoices bounds the engine requests one HTTP request may start:
 	// n, times the number of prompts for /v1/completions (default 16).
 	MaxChoices int

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,7 +43,7 @@ type serveConfig struct {
 	maxChoices       int
 	threads          int
 	device           string
-	chatFormat       string // "deepseek-v4" or "jinja"
+	chatFormat       string // "auto", "deepseek-v4", "gemma4" or "jinja"
 	role             string // "both", "prefill" or "decode"
 	decodeURL        string // prefill role: the decode worker
 	speculation      string // "off", "mtp" or "ngram"
@@ -95,7 +98,7 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	if e := tok.EOS(); e >= 0 && e != info.EOS {
 		log.Warn("the tokenizer's EOS differs from the model's; the engine stops at the model's", "tokenizer_eos", e, "model_eos", info.EOS)
 	}
-	format, err := chatFormat(cfg.chatFormat, cfg.dir)
+	format, err := chatFormat(cfg.chatFormat, cfg.dir, info.Arch)
 	if err != nil {
 		return nil, err
 	}
@@ -145,8 +148,13 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	if cfg.maxContext > 0 {
 		maxContext = min(maxContext, cfg.maxContext)
 	}
+	ends, err := endTokens(cfg.dir, info.EOS)
+	if err != nil {
+		return nil, err
+	}
 	srv, err := server.New(eng, tok, format, server.Options{
 		ModelName:        name,
+		EndTokens:        ends,
 		MaxBodyBytes:     cfg.maxBody,
 		MaxContext:       maxContext,
 		DefaultMaxTokens: cfg.defaultMaxTokens,
@@ -168,13 +176,30 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	return &served{model: m, eng: eng, srv: srv, tok: tok, name: name}, nil
 }
 
-// chatFormat picks how chats become prompts: DeepSeek-V4's encoding, or the
-// Jinja chat template the model ships (chat_template.jinja, else
-// tokenizer_config.json's chat_template).
-func chatFormat(name, dir string) (server.ChatFormat, error) {
+// chatFormat picks how chats become prompts: DeepSeek-V4's encoding,
+// Gemma 4's template with its reply parser, or the Jinja chat template the
+// model ships (chat_template.jinja, else tokenizer_config.json's
+// chat_template); "auto" chooses by the model's architecture.
+func chatFormat(name, dir, arch string) (server.ChatFormat, error) {
+	if name == "auto" {
+		switch arch {
+		case "deepseek-v4":
+			name = "deepseek-v4"
+		case "gemma4":
+			name = "gemma4"
+		default:
+			name = "jinja"
+		}
+	}
 	switch name {
 	case "deepseek-v4":
 		return server.DeepSeekV4(), nil
+	case "gemma4":
+		t, err := chat.LoadTemplate(dir)
+		if err != nil {
+			return nil, fmt.Errorf("-chat-format gemma4: %w", err)
+		}
+		return server.Gemma4(t)
 	case "jinja":
 		if src, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
 			t, err := chat.NewTemplate(string(src))
@@ -193,7 +218,44 @@ func chatFormat(name, dir string) (server.ChatFormat, error) {
 		}
 		return server.Jinja(t), nil
 	}
-	return nil, fmt.Errorf("-chat-format %q: want deepseek-v4 or jinja", name)
+	return nil, fmt.Errorf("-chat-format %q: want auto, deepseek-v4, gemma4 or jinja", name)
+}
+
+// endTokens are the end-of-turn tokens of dir/generation_config.json's
+// eos_token_id (a number or a list) other than eos, the model's own; none
+// when the file is absent.
+func endTokens(dir string, eos int32) ([]int32, error) {
+	path := filepath.Join(dir, "generation_config.json")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var g struct {
+		EOS json.RawMessage `json:"eos_token_id"`
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var ids []int32
+	if len(g.EOS) == 0 || string(g.EOS) == "null" {
+		return nil, nil
+	}
+	var one int32
+	if err := json.Unmarshal(g.EOS, &one); err == nil {
+		ids = []int32{one}
+	} else if err := json.Unmarshal(g.EOS, &ids); err != nil {
+		return nil, fmt.Errorf("%s: eos_token_id %.40s is not a token id or a list of them", path, g.EOS)
+	}
+	var out []int32
+	for _, id := range ids {
+		if id != eos && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 // addServeFlags registers the flags that size the engine and the server.
@@ -226,7 +288,7 @@ func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.IntVar(&cfg.maxDraft, "max-draft", 4, "with -speculation: most tokens drafted per step (the engine adapts below it)")
 	fs.BoolVar(&cfg.noPrefixCache, "no-prefix-cache", false, "turn off prefix caching")
 	fs.IntVar(&cfg.maxHandoffs, "max-handoffs", 4, "with -role decode: the most request states read at once (more wait with 503)")
-	fs.StringVar(&cfg.chatFormat, "chat-format", "deepseek-v4", "how chats become prompts: deepseek-v4 (the model's own encoding, with reasoning and DSML tool calls) or jinja (the tokenizer's chat template)")
+	fs.StringVar(&cfg.chatFormat, "chat-format", "auto", "how chats become prompts: deepseek-v4 (DeepSeek-V4's own encoding, with reasoning and DSML tool calls), gemma4 (Gemma 4's chat template, with its thought channel and tool calls read back), jinja (the tokenizer's chat template, replies as plain content), or auto (by the model's architecture)")
 	cfg.cacheMemory = 1 << 30
 	cfg.maxBody = 8 << 20
 }
