@@ -399,7 +399,7 @@ func isJSONNumber(s string) bool {
 func writeJSONString(out *bytes.Buffer, s string) {
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
-	enc.Encode(s) // cannot fail for a string
+	enc.Encode(s)               // cannot fail for a string
 	out.Truncate(out.Len() - 1) // Encode's newline
 }
 

@@ -33,7 +33,9 @@ var gemmaWeatherTool = Tool{Type: "function", Function: ToolFunction{Name: "get_
 // when thinking is off and leaves the channel to the model when it is on.
 func TestGemma4Render(t *testing.T) {
 	tm := gemma4Template(t)
-	vars := func(thinking bool) map[string]any { return map[string]any{"bos_token": "<bos>", "enable_thinking": thinking} }
+	vars := func(thinking bool) map[string]any {
+		return map[string]any{"bos_token": "<bos>", "enable_thinking": thinking}
+	}
 	cases := []struct {
 		name     string
 		msgs     []Message
