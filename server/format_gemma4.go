@@ -15,7 +15,7 @@ import (
 // thought channel is found once, by rendering a probe conversation with
 // thinking on and off: templates differ there.
 func Gemma4(t *chat.Template) (ChatFormat, error) {
-	f := gemma4Format{t: t}
+	f := gemma4Format{t: t, inThought: map[bool]bool{}}
 	for _, thinking := range []bool{false, true} {
 		p, err := f.Render([]chat.Message{{Role: chat.RoleUser, Content: "probe"}}, nil, ChatOptions{Thinking: thinking})
 		if err != nil {
@@ -34,6 +34,14 @@ type gemma4Format struct {
 }
 
 func (gemma4Format) Name() string { return "gemma4" }
+
+// ReplyEndMarkers implements EndMarkers: the end of the turn, and the
+// start of a tool response, which the model leaves to the caller.
+func (gemma4Format) ReplyEndMarkers() []string { return chat.Gemma4EndMarkers() }
+
+// MarkupIsSpecial implements SpecialMarkup: Gemma's tokenizer holds
+// <|channel>, <|tool_call> and the rest as special tokens.
+func (gemma4Format) MarkupIsSpecial() bool { return true }
 
 func (f gemma4Format) Render(msgs []chat.Message, tools []chat.Tool, opt ChatOptions) (string, error) {
 	extra := map[string]any{"enable_thinking": opt.Thinking}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,6 +92,9 @@ type Server struct {
 	client     *http.Client    // to the decode worker
 	structured structuredCache // compiled grammars of structured output (structured.go)
 	eos        int32           // the engine's EOS
+	// ends are the tokens besides EOS that end every reply: Options'
+	// EndTokens and the format's end markers (EndMarkers).
+	ends []int32
 	// aborted ends when Abort is called; every generation's context
 	// follows it, with cause errShuttingDown.
 	aborted context.Context
@@ -145,6 +149,19 @@ func New(eng *engine.Engine, tok *tokenizer.Tokenizer, format ChatFormat, opt Op
 		opt.MaxHandoffs = 4
 	}
 	s.opt.MaxHandoffs = opt.MaxHandoffs
+	s.ends = slices.Clone(opt.EndTokens)
+	if f, ok := format.(EndMarkers); ok {
+		for _, m := range f.ReplyEndMarkers() {
+			ids := tok.Encode(m, true)
+			if len(ids) != 1 {
+				s.log.Warn("the tokenizer does not hold the chat format's end marker as one token; replies do not stop at it", "marker", m, "tokens", len(ids))
+				continue
+			}
+			if ids[0] != s.eos && !slices.Contains(s.ends, ids[0]) {
+				s.ends = append(s.ends, ids[0])
+			}
+		}
+	}
 	s.handoffs = make(chan struct{}, opt.MaxHandoffs)
 	s.aborted, s.abort = context.WithCancel(context.Background())
 	s.maxContext = contextFor(eng, opt.MaxContext)

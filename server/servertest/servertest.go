@@ -95,8 +95,23 @@ func byteLevel() (m [256]rune) {
 // above, DeepSeek-V4's chat markers as added tokens at ids 0-5, 320 ids in
 // all, add_bos_token true and no chat template.
 func SyntheticTokenizer() (tokenizerJSON, configJSON []byte, err error) {
+	return byteLevelTokenizer(syntheticAdded, map[string]any{
+		"add_bos_token":   true,
+		"bos_token":       syntheticAdded[0].content,
+		"eos_token":       syntheticAdded[1].content,
+		"tokenizer_class": "PreTrainedTokenizerFast",
+	})
+}
+
+// byteLevelTokenizer is a byte-level BPE tokenizer over all 256 bytes with
+// the merges above and the added tokens at the first ids, and the given
+// tokenizer_config.json.
+func byteLevelTokenizer(addedList []struct {
+	content string
+	special bool
+}, cfg map[string]any) (tokenizerJSON, configJSON []byte, err error) {
 	vocab := map[string]int{}
-	next := len(syntheticAdded)
+	next := len(addedList)
 	for _, r := range byteLevel() {
 		vocab[string(r)] = next
 		next++
@@ -117,7 +132,7 @@ func SyntheticTokenizer() (tokenizerJSON, configJSON []byte, err error) {
 		Special    bool   `json:"special"`
 	}
 	var addedTokens []added
-	for i, a := range syntheticAdded {
+	for i, a := range addedList {
 		addedTokens = append(addedTokens, added{ID: i, Content: a.content, Special: a.special})
 	}
 	byteLevelPre := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}
@@ -138,12 +153,6 @@ func SyntheticTokenizer() (tokenizerJSON, configJSON []byte, err error) {
 	}
 	if tokenizerJSON, err = json.MarshalIndent(tok, "", " "); err != nil {
 		return nil, nil, err
-	}
-	cfg := map[string]any{
-		"add_bos_token":   true,
-		"bos_token":       syntheticAdded[0].content,
-		"eos_token":       syntheticAdded[1].content,
-		"tokenizer_class": "PreTrainedTokenizerFast",
 	}
 	if configJSON, err = json.MarshalIndent(cfg, "", " "); err != nil {
 		return nil, nil, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -445,3 +446,8 @@ func gemmaSafeEnd(s string, markers ...string) int {
 func Gemma4InThought(prompt string) bool {
 	return strings.HasSuffix(prompt, gemmaChannel+gemmaThought+"\n")
 }
+
+// Gemma4EndMarkers are the markers that end a Gemma 4 reply: the end of the
+// turn, the end of the sequence, and the start of a tool response (the
+// model stops there for its tools' results).
+func Gemma4EndMarkers() []string { return slices.Clone(gemmaEnds) }
