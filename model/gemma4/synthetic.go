@@ -1,6 +1,7 @@
 package gemma4
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -16,8 +17,11 @@ import (
 // or BF16), one model.safetensors. Matrices are N(0, 1/fan_in), embeddings
 // N(0, 1), norm weights and the router's scales 1 + N(0, 0.2), layer
 // scalars U(0.6, 1.4): enough variety that a forward pass that ignores a
-// weight is caught, and activations stay finite. It exists for tests and
-// benchmarks of shapes no reference case has.
+// weight is caught, and activations stay finite. The checkpoint is one
+// shard for the embeddings and head and one per layer, with
+// model.safetensors.index.json, so that writing a large model holds one
+// layer at a time. It exists for tests and benchmarks of shapes no
+// reference case has.
 func WriteSynthetic(dir string, configJSON []byte, dtype safetensors.DType, seed uint64) error {
 	cfg, err := ParseConfig(configJSON)
 	if err != nil {
@@ -33,6 +37,18 @@ func WriteSynthetic(dir string, configJSON []byte, dtype safetensors.DType, seed
 		return err
 	}
 	g := &synth{dt: dtype, r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	weightMap := map[string]string{}
+	flush := func(file string) error {
+		if g.err != nil {
+			return g.err
+		}
+		for _, t := range g.out {
+			weightMap[t.Name] = file
+		}
+		err := safetensors.WriteFile(filepath.Join(dir, file), g.out, nil)
+		g.out = nil
+		return err
+	}
 	D, V, L, P := cfg.Hidden, cfg.VocabSize, len(cfg.Layers), cfg.PLE
 	pre := cfg.textPrefix()
 	g.put(pre+"embed_tokens.weight", []int{V, D}, g.gauss(V*D, 1))
@@ -44,6 +60,9 @@ func WriteSynthetic(dir string, configJSON []byte, dtype safetensors.DType, seed
 		g.put(pre+"embed_tokens_per_layer.weight", []int{cfg.PLEVocab, L * P}, g.gauss(cfg.PLEVocab*L*P, 1))
 		g.linear(pre+"per_layer_model_projection.weight", L*P, D)
 		g.norm(pre+"per_layer_projection_norm.weight", P)
+	}
+	if err := flush("model-embed.safetensors"); err != nil {
+		return err
 	}
 	for i, l := range cfg.Layers {
 		p := fmt.Sprintf("%slayers.%d.", pre, i)
@@ -81,11 +100,15 @@ func WriteSynthetic(dir string, configJSON []byte, dtype safetensors.DType, seed
 			g.linear(p+"per_layer_projection.weight", D, P)
 			g.norm(p+"post_per_layer_input_norm.weight", D)
 		}
+		if err := flush(fmt.Sprintf("model-layer%03d.safetensors", i)); err != nil {
+			return err
+		}
 	}
-	if g.err != nil {
-		return g.err
+	idx, err := json.MarshalIndent(map[string]any{"metadata": map[string]any{"synthetic": true}, "weight_map": weightMap}, "", " ")
+	if err != nil {
+		return err
 	}
-	return safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), g.out, nil)
+	return os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), idx, 0o644)
 }
 
 type synth struct {
