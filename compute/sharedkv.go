@@ -42,9 +42,10 @@ type SharedKV interface {
 //	Out_h = Σ_j softmax_j(Scale · q_h·k_j) · v_j
 //
 // with the dot products summed in float32, the softmax's exponentials in
-// float64 and the values accumulated in float32 in position order, so that
-// a token's output does not depend on the batch or on how its sequence was
-// split into steps.
+// float64 and the values accumulated in float32 in position order (a
+// weight that rounds below float32's smallest normal contributes nothing),
+// so that a token's output does not depend on the batch or on how its
+// sequence was split into steps.
 type SharedKVArgs struct {
 	Out Tensor // F32 [T, Heads·Dim]
 	Q   Tensor // F32 [T, Heads·Dim], normed and rotated

@@ -9,6 +9,9 @@ import (
 
 var _ compute.SharedKV = (*Backend)(nil)
 
+// minNormal32 is the smallest normal float32.
+const minNormal32 = 0x1p-126
+
 // RoPESplit implements compute.SharedKV.
 func (b *Backend) RoPESplit(x, pos compute.Tensor, heads int, invFreq compute.Tensor) {
 	xv, p, inv := F32(x), I32(pos), F32(invFreq)
@@ -215,17 +218,30 @@ func (b *Backend) SharedKVAttention(a *compute.SharedKVArgs, sp compute.Spans) {
 			jobs = append(jobs, job{s.start + i, si})
 		}
 	}
+	// A token whose group of query heads reads many keys goes through the
+	// matmul kernels (after the parallel loop: they parallelize inside);
+	// the others through the scalar loop below. The choice depends on the
+	// token's position alone, so it is the same on every path.
+	hg := H / G
+	keysOf := func(jb job) (keys, vals [][]float32) {
+		tb := &tabs[jb.span]
+		p := int(pos[jb.t])
+		first := 0
+		if a.Window > 0 {
+			first = max(0, p-a.Window+1)
+		}
+		return tb.keys[first-tb.lo : p-tb.lo+1], tb.vals[first-tb.lo : p-tb.lo+1]
+	}
+	big := func(n int) bool { return hg >= 4 && n*d*hg >= attnMatMACs }
 	work := func(lo, hi int) {
 		var logits []float32
 		var probs []float64
 		for _, jb := range jobs[lo:hi] {
-			t, tb := jb.t, &tabs[jb.span]
-			p := int(pos[t])
-			first := 0
-			if a.Window > 0 {
-				first = max(0, p-a.Window+1)
+			t := jb.t
+			keys, vals := keysOf(jb)
+			if big(len(keys)) {
+				continue
 			}
-			keys, vals := tb.keys[first-tb.lo:p-tb.lo+1], tb.vals[first-tb.lo:p-tb.lo+1]
 			logits = grow(logits, len(keys))
 			if cap(probs) < len(keys) {
 				probs = make([]float64, len(keys))
@@ -249,7 +265,12 @@ func (b *Backend) SharedKVAttention(a *compute.SharedKVArgs, sp compute.Spans) {
 				o := O[t*H*d+h*d : t*H*d+(h+1)*d]
 				clear(o)
 				for j, v := range vals {
-					axpy(o, float32(probs[j]/sum), v[g*d:(g+1)*d])
+					// A weight below float32's smallest normal adds nothing
+					// the output can hold, and multiplying by subnormals is
+					// two orders of magnitude slower: it is skipped.
+					if w := float32(probs[j] / sum); w >= minNormal32 {
+						axpy(o, w, v[g*d:(g+1)*d])
+					}
 				}
 			}
 		}
@@ -257,4 +278,65 @@ func (b *Backend) SharedKVAttention(a *compute.SharedKVArgs, sp compute.Spans) {
 	if len(jobs) > 0 {
 		parallelFor(len(jobs), work)
 	}
+	for _, jb := range jobs {
+		keys, vals := keysOf(jb)
+		if !big(len(keys)) {
+			continue
+		}
+		t := jb.t
+		for g := range G {
+			rows := Q[t*H*d+g*hg*d : t*H*d+(g+1)*hg*d]
+			b.attendGroup(O[t*H*d+g*hg*d:t*H*d+(g+1)*hg*d], rows, keys, vals, g*d, hg, d, a.Scale)
+		}
+	}
+}
+
+// attendGroup is one token's attention for hg query heads q [hg, d] that
+// share a KV head (channels off..off+d of every key and value row),
+// through the matmul kernels: the keys gathered into K [n, d] and the
+// values into Vᵀ [d, n], logits K·q_h, outputs Vᵀ·p_h. The softmax is the
+// scalar loop's: exponentials in float64, weights below float32's
+// smallest normal zero.
+func (b *Backend) attendGroup(o, q []float32, keys, vals [][]float32, off, hg, d int, scale float32) {
+	n := len(keys)
+	ab := &b.s.attn
+	ab.k = grow(ab.k, n*d)
+	ab.kt = grow(ab.kt, n*d)
+	ab.l = grow(ab.l, hg*n)
+	K, VT, logit := ab.k, ab.kt, ab.l
+	for j, k := range keys {
+		copy(K[j*d:(j+1)*d], k[off:off+d])
+	}
+	const tile = 16 // transpose in tiles to keep the strided writes in cache
+	for j0 := 0; j0 < n; j0 += tile {
+		for c0 := 0; c0 < d; c0 += tile {
+			for j := j0; j < min(j0+tile, n); j++ {
+				v := vals[j][off : off+d]
+				for c := c0; c < min(c0+tile, d); c++ {
+					VT[c*n+j] = v[c]
+				}
+			}
+		}
+	}
+	b.MatMulF32(logit, q, hg, compute.F32View(K, n, d))
+	for h := range hg {
+		lh := logit[h*n : (h+1)*n]
+		mx := float32(math.Inf(-1))
+		for j := range lh {
+			lh[j] *= scale
+			mx = max(mx, lh[j])
+		}
+		var sum float64
+		for _, l := range lh {
+			sum += math.Exp(float64(l) - float64(mx))
+		}
+		for j, l := range lh {
+			w := float32(math.Exp(float64(l)-float64(mx)) / sum)
+			if w < minNormal32 {
+				w = 0
+			}
+			lh[j] = w
+		}
+	}
+	b.MatMulF32(o, logit, hg, compute.F32View(VT, d, n))
 }

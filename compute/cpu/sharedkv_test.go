@@ -41,6 +41,7 @@ func TestRoPESplit(t *testing.T) {
 // kvCase is one attention layout to check.
 type kvCase struct {
 	name           string
+	length         int // positions (default 17)
 	window         int
 	kFromV         bool
 	format         compute.SlotFormat
@@ -239,7 +240,6 @@ func kvRun(t *testing.T, b *Backend, c kvCase, seqs []kvSeq, L int, steps [][]in
 // or batched with another sequence, gives the same bits.
 func TestSharedKVAttention(t *testing.T) {
 	b := New(2)
-	const L = 17
 	cases := []kvCase{
 		{name: "window", window: 5, heads: 4, kvHeads: 2, dim: 8, format: compute.SlotF32},
 		{name: "window-bf16", window: 5, heads: 4, kvHeads: 2, dim: 8, format: compute.SlotBF16},
@@ -247,9 +247,16 @@ func TestSharedKVAttention(t *testing.T) {
 		{name: "full-kfromv", heads: 4, kvHeads: 1, dim: 16, rot: 2, kFromV: true, format: compute.SlotF32},
 		{name: "full-kfromv-bf16", heads: 2, kvHeads: 2, dim: 8, rot: 4, kFromV: true, format: compute.SlotBF16},
 		{name: "window-kfromv", window: 4, heads: 2, kvHeads: 1, dim: 8, rot: 3, kFromV: true, format: compute.SlotF32},
+		// Positions from 128 on read enough keys for the matmul kernels.
+		{name: "full-kfromv-matmul", length: 160, heads: 8, kvHeads: 1, dim: 64, rot: 8, kFromV: true, format: compute.SlotF32},
+		{name: "full-matmul-bf16", length: 280, heads: 8, kvHeads: 2, dim: 64, format: compute.SlotBF16},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			L := c.length
+			if L == 0 {
+				L = 17
+			}
 			rng := rand.New(rand.NewPCG(7, uint64(c.dim)))
 			seqs := []kvSeq{newKVSeq(rng, c, L), newKVSeq(rng, c, L)}
 			knorm := randVec(rng, c.dim)
@@ -272,8 +279,8 @@ func TestSharedKVAttention(t *testing.T) {
 			for i := range decode {
 				decode[i] = []int{1}
 			}
-			chunked := [][]int{{3}, {7}, {1}, {2}, {4}}
-			batched := [][]int{{2, 0}, {6, 5}, {1, 1}, {0, 7}, {8, 1}, {0, 3}}
+			chunked := [][]int{{3}, {7}, {1}, {2}, {L - 13}}
+			batched := [][]int{{2, 0}, {6, 5}, {1, 1}, {0, 7}, {L - 9, 1}, {0, L - 14}}
 			for name, run := range map[string][]float32{
 				"decode":  kvRun(t, b, c, seqs[:1], L, decode, knorm, rope)[0],
 				"chunked": kvRun(t, b, c, seqs[:1], L, chunked, knorm, rope)[0],
