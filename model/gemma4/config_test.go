@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/strata-inference/strata/model"
 )
 
 // TestConfigTiny: the reference case's config resolves as the spec's §8
@@ -156,4 +158,16 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("accepted unusable per-layer embeddings: %+v", *c)
 		}
 	})
+}
+
+// TestUnifiedRefused: a Gemma 4 Unified config is read (for planning) but
+// not loaded.
+func TestUnifiedRefused(t *testing.T) {
+	c, err := LoadConfig(filepath.Join("testdata", "hub-12b-config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(c, nil, nil, model.Options{}); err == nil || !strings.Contains(err.Error(), "Unified") {
+		t.Fatalf("a Unified config was loaded: %v", err)
+	}
 }
