@@ -13,8 +13,9 @@ import (
 // configs holds Hub-style config.json texts for the released DeepSeek-V4
 // models, written from the released values of spec/deepseek-v4.md §1, for
 // DeepSeek-V3.2, written from its Hub config's values, and for
-// Qwen3.5-0.8B, written from its Hub config (they carry every field the
-// engine reads; the byte-for-byte Hub files are not needed for sizing).
+// Qwen3.5-0.8B and Gemma 4 12B, written from their Hub configs (they carry
+// every field the engine reads; the byte-for-byte Hub files are not needed
+// for sizing).
 //
 //go:embed configs/*.json
 var configs embed.FS
@@ -55,7 +56,7 @@ func Presets() []Model {
 		mustV4(DeepSeekV4Flash, cache.FP8),
 		mustV4(DeepSeekV4Pro, cache.FP8),
 		kimiK3(),
-		gemma4(),
+		mustGemma4(),
 		mustQwen35(),
 	}
 }
@@ -110,9 +111,11 @@ func V4Preset(name string, dt cache.DType) (Model, error) {
 	return Model{}, fmt.Errorf("plan: %q is not a DeepSeek-V4 preset (want %s or %s)", name, DeepSeekV4Flash, DeepSeekV4Pro)
 }
 
-// PresetConfig returns the embedded config.json text of a DeepSeek-V4 preset.
+// PresetConfig returns the embedded config.json text of a preset built
+// from one (DeepSeek-V4, Qwen3.5, Gemma 4), stored as the name with spaces
+// spelled '-'.
 func PresetConfig(name string) ([]byte, error) {
-	b, err := configs.ReadFile("configs/" + name + ".json")
+	b, err := configs.ReadFile("configs/" + strings.ReplaceAll(name, " ", "-") + ".json")
 	if err != nil {
 		return nil, fmt.Errorf("plan: no embedded config for %q", name)
 	}
@@ -248,21 +251,5 @@ func kimiK3() Model {
 			{Name: KindKDA, Layers: layers(24, 69), SlotBytes: 128 * 128 * 4, FixedSlots: 96},
 		},
 		MaxContext: 1_048_576,
-	}
-}
-
-// gemma4 is Gemma 4 12B: 8 full-attention layers whose K and V share one
-// 512-wide head (bf16), and 40 sliding-window layers of 1024 tokens with 8
-// KV heads of 256 (K and V, bf16). Layers are numbered full-attention first.
-func gemma4() Model {
-	return Model{
-		Name:        Gemma4_12B,
-		Description: "Gemma 4 12B: 8 full-attention layers (K=V, one 512-wide head) + 40 sliding-window layers (1024 tokens, 8 KV heads of 256); layer numbering nominal",
-		DTypes:      "bf16 KV; " + handbookNote,
-		Specs: []cache.Spec{
-			{Name: KindKV, Layers: layers(0, 8), SlotBytes: 512 * 2, TokensPerSlot: 1},
-			{Name: KindWindow, Layers: layers(8, 40), SlotBytes: 8 * 256 * 2 * 2, FixedSlots: 1024},
-		},
-		MaxContext: 262_144,
 	}
 }

@@ -38,6 +38,14 @@ type ChatFormat interface {
 	NewReplyParser(opt ChatOptions) ReplyParser
 }
 
+// SpecialMarkup is a ChatFormat whose markup (tool-call and reasoning
+// delimiters) tokenizers keep as special tokens: chat replies in it are
+// decoded with special tokens kept, whatever skip_special_tokens says, for
+// its parser to read and remove.
+type SpecialMarkup interface {
+	MarkupIsSpecial() bool
+}
+
 // EndMarkers is a ChatFormat whose replies end at markers the tokenizer
 // holds as single tokens (Gemma 4's <turn|>, and <|tool_response>, where
 // the model waits for its tools' results): every reply stops at them as

@@ -141,6 +141,17 @@ func genOptionsFor(p *genParams, start time.Time) genOptions {
 	return genOptions{skipSpecial: p.SkipSpecial, stops: p.Stop, includeStop: p.IncludeStop, start: start}
 }
 
+// chatOptionsFor are the options of p's choices when the chat format reads
+// them: special tokens are kept for a format whose markup they are
+// (SpecialMarkup), its parser removing the markup.
+func (s *Server) chatOptionsFor(p *genParams, start time.Time) genOptions {
+	o := genOptionsFor(p, start)
+	if f, ok := s.format.(SpecialMarkup); ok && f.MarkupIsSpecial() {
+		o.skipSpecial = false
+	}
+	return o
+}
+
 // errGeneration wraps an engine failure (as opposed to the request's
 // context ending).
 type errGeneration struct {

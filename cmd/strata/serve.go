@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +23,7 @@ import (
 	"github.com/strata-inference/strata/model"
 	"github.com/strata-inference/strata/model/deepseekv32"
 	"github.com/strata-inference/strata/model/deepseekv4"
+	"github.com/strata-inference/strata/model/gemma4"
 	"github.com/strata-inference/strata/model/glm5"
 	"github.com/strata-inference/strata/server"
 	"github.com/strata-inference/strata/tokenizer"
@@ -43,7 +47,7 @@ type serveConfig struct {
 	maxChoices       int
 	threads          int
 	device           string
-	chatFormat       string // "auto", "deepseek-v4" or "jinja"
+	chatFormat       string // "auto", "deepseek-v4", "deepseek-v3.2", "glm", "gemma4" or "jinja"
 	chatTemplate     string // a Jinja chat template file (implies jinja)
 	apiKey           string
 	publicPaths      string // comma-separated paths served without the API key
@@ -165,8 +169,13 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 			public = append(public, p)
 		}
 	}
+	ends, err := endTokens(cfg.dir, info.EOS)
+	if err != nil {
+		return nil, err
+	}
 	srv, err := server.New(eng, tok, format, server.Options{
 		ModelName:          name,
+		EndTokens:          ends,
 		MaxBodyBytes:       cfg.maxBody,
 		MaxContext:         maxContext,
 		DefaultMaxTokens:   cfg.defaultMaxTokens,
@@ -227,6 +236,8 @@ func chatFormat(name, template, dir, arch string) (server.ChatFormat, error) {
 			name = "deepseek-v3.2"
 		case glm5.Arch.Name:
 			name = "glm"
+		case gemma4.Arch.Name:
+			name = "gemma4"
 		default:
 			name = "jinja"
 		}
@@ -234,6 +245,12 @@ func chatFormat(name, template, dir, arch string) (server.ChatFormat, error) {
 	switch name {
 	case "deepseek-v4":
 		return server.DeepSeekV4(), nil
+	case "gemma4":
+		t, err := loadTemplate(name, dir)
+		if err != nil {
+			return nil, err
+		}
+		return server.Gemma4(t)
 	case "deepseek-v3.2":
 		return server.DeepSeekV32(), nil
 	case "jinja", "glm":
@@ -246,7 +263,7 @@ func chatFormat(name, template, dir, arch string) (server.ChatFormat, error) {
 		}
 		return jinjaFormat(arch, t), nil
 	}
-	return nil, fmt.Errorf("-chat-format %q: want auto, deepseek-v4, deepseek-v3.2, glm or jinja", name)
+	return nil, fmt.Errorf("-chat-format %q: want auto, deepseek-v4, deepseek-v3.2, glm, gemma4 or jinja", name)
 }
 
 // loadTemplate compiles the chat template of the model folder dir for
@@ -268,6 +285,43 @@ func loadTemplate(name, dir string) (*chat.Template, error) {
 		return nil, fmt.Errorf("-chat-format %s: %s: %w", name, dir, err)
 	}
 	return t, nil
+}
+
+// endTokens are the end-of-turn tokens of dir/generation_config.json's
+// eos_token_id (a number or a list) other than eos, the model's own; none
+// when the file is absent.
+func endTokens(dir string, eos int32) ([]int32, error) {
+	path := filepath.Join(dir, "generation_config.json")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var g struct {
+		EOS json.RawMessage `json:"eos_token_id"`
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var ids []int32
+	if len(g.EOS) == 0 || string(g.EOS) == "null" {
+		return nil, nil
+	}
+	var one int32
+	if err := json.Unmarshal(g.EOS, &one); err == nil {
+		ids = []int32{one}
+	} else if err := json.Unmarshal(g.EOS, &ids); err != nil {
+		return nil, fmt.Errorf("%s: eos_token_id %.40s is not a token id or a list of them", path, g.EOS)
+	}
+	var out []int32
+	for _, id := range ids {
+		if id != eos && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 // addServeFlags registers the flags that size the engine and the server.
@@ -300,7 +354,7 @@ func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.IntVar(&cfg.maxDraft, "max-draft", 4, "with -speculation: most tokens drafted per step (the engine adapts below it)")
 	fs.BoolVar(&cfg.noPrefixCache, "no-prefix-cache", false, "turn off prefix caching")
 	fs.IntVar(&cfg.maxHandoffs, "max-handoffs", 4, "with -role decode: the most request states read at once (more wait with 503)")
-	fs.StringVar(&cfg.chatFormat, "chat-format", "auto", "how chats become prompts: auto (by the model's architecture), deepseek-v4 or deepseek-v3.2 (the family's own encoding, with reasoning and DSML tool calls), glm (the model's chat template with GLM's reasoning and tool-call parsing) or jinja (the tokenizer's chat template; the architecture's replies read for reasoning and tool calls where it has a parser)")
+	fs.StringVar(&cfg.chatFormat, "chat-format", "auto", "how chats become prompts: auto (by the model's architecture), deepseek-v4 or deepseek-v3.2 (the family's own encoding, with reasoning and DSML tool calls), glm (the model's chat template with GLM's reasoning and tool-call parsing), gemma4 (Gemma 4's chat template, with its thought channel and tool calls read back) or jinja (the tokenizer's chat template; the architecture's replies read for reasoning and tool calls where it has a parser)")
 	fs.StringVar(&cfg.chatTemplate, "chat-template", "", "a Jinja chat template `file` to render chats with (instead of the model's; implies -chat-format jinja)")
 	cfg.cacheMemory = 1 << 30
 	cfg.maxBody = 8 << 20

@@ -236,3 +236,16 @@ func ModelDir(tmp string) (dir string, shipped bool, err error) {
 	}
 	return tmp, false, nil
 }
+
+// byteLevelTokenizer is TokenizerWith over a list of (content, special)
+// pairs.
+func byteLevelTokenizer(list []struct {
+	content string
+	special bool
+}, config map[string]any) (tokenizerJSON, configJSON []byte, err error) {
+	added := make([]AddedToken, len(list))
+	for i, a := range list {
+		added[i] = AddedToken{Content: a.content, Special: a.special}
+	}
+	return TokenizerWith(added, config)
+}
