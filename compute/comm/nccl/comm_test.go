@@ -34,9 +34,13 @@ func (s *scripted) commInitAll(devs []int32) ([]uintptr, error) {
 	}
 	return hs, s.do("ncclCommInitAll", fmt.Sprint(devs))
 }
-func (s *scripted) commDestroy(c uintptr) error    { return s.do("ncclCommDestroy", fmt.Sprintf("%#x", c)) }
-func (s *scripted) commAbort(c uintptr) error      { return s.do("ncclCommAbort", fmt.Sprintf("%#x", c)) }
-func (s *scripted) commAsyncError(c uintptr) error { return s.do("ncclCommGetAsyncError", fmt.Sprintf("%#x", c)) }
+func (s *scripted) commDestroy(c uintptr) error {
+	return s.do("ncclCommDestroy", fmt.Sprintf("%#x", c))
+}
+func (s *scripted) commAbort(c uintptr) error { return s.do("ncclCommAbort", fmt.Sprintf("%#x", c)) }
+func (s *scripted) commAsyncError(c uintptr) error {
+	return s.do("ncclCommGetAsyncError", fmt.Sprintf("%#x", c))
+}
 func (s *scripted) allReduce(send, recv uintptr, n int, dt dataType, op redOp, c, st uintptr) error {
 	return s.do("ncclAllReduce", fmt.Sprintf("%#x %#x %d dt%d op%d %#x %#x", send, recv, n, dt, op, c, st))
 }

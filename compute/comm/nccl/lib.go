@@ -144,7 +144,9 @@ func (e *entries) commDestroy(c uintptr) error {
 	return e.check(ccall(e.ncclCommDestroy, c), "ncclCommDestroy")
 }
 
-func (e *entries) commAbort(c uintptr) error { return e.check(ccall(e.ncclCommAbort, c), "ncclCommAbort") }
+func (e *entries) commAbort(c uintptr) error {
+	return e.check(ccall(e.ncclCommAbort, c), "ncclCommAbort")
+}
 
 func (e *entries) commAsyncError(c uintptr) error {
 	var r int32
