@@ -134,7 +134,7 @@ func TestBalanceAgainstOptimum(t *testing.T) {
 		for range 30 {
 			load := make([]float64, sh.E)
 			for e := range load {
-				load[e] = math.Floor(math.Exp(3 * rng.Float64() * rng.Float64()) * 10) // skewed
+				load[e] = math.Floor(math.Exp(3*rng.Float64()*rng.Float64()) * 10) // skewed
 			}
 			p, err := Balance(load, sh.ranks, sh.slots)
 			if err != nil {
