@@ -57,7 +57,7 @@ type epRank struct {
 
 // epLayer is one MoE layer as expert parallelism sees it.
 type epLayer struct {
-	index  int // among the MoE layers: main layers, then MTP layers
+	index  int              // among the MoE layers: main layers, then MTP layers
 	args   *compute.MoEArgs // as this rank holds them (its experts only)
 	place  *moe.Placement
 	k      int
