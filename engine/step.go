@@ -180,7 +180,7 @@ func (e *Engine) execute(ctx context.Context, plan []planned, t *tally) (*model.
 				if st.mtp == nil {
 					// The draft state records from here on (after a prefix
 					// hit or a preemption, from the restored position).
-					if d, err := cache.NewSeq(e.pool, e.drafter.DraftSpecs()); err == nil {
+					if d, err := cache.NewSeq(s.cs.Pool(), e.drafter.DraftSpecs()); err == nil {
 						st.mtp, st.hidFrom = d, start
 						d.Skip(start)
 					}
@@ -390,11 +390,12 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 	if e.prefix != nil {
 		hit = e.prefix.lookup(s.tokens)
 	}
-	for e.PagesFor(len(s.tokens)) > e.pool.FreePages() {
+	pool := e.poolFor(hit)
+	for ; e.PagesFor(len(s.tokens)) > pool.FreePages(); pool = e.poolFor(hit) {
 		switch {
 		case e.prefix == nil:
 			return 0, false
-		case e.prefix.evict(hit):
+		case e.evictFor(pool, hit):
 		case hit != nil: // the pool cannot hold both: give up the hit
 			e.prefix.drop(hit)
 			hit = nil
@@ -407,7 +408,7 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 	if hit != nil {
 		cs, err = hit.seq.Fork()
 	} else {
-		cs, err = e.m.NewSeq(e.pool)
+		cs, err = e.m.NewSeq(pool)
 	}
 	if err != nil {
 		return 0, false

@@ -47,6 +47,7 @@ type serveConfig struct {
 	maxChoices       int
 	threads          int
 	device           string
+	gpus, ranks      int    // several ranks (multigpu.go)
 	chatFormat       string // "auto", "deepseek-v4", "deepseek-v3.2", "glm", "gemma4" or "jinja"
 	chatTemplate     string // a Jinja chat template file (implies jinja)
 	apiKey           string
@@ -75,15 +76,11 @@ func (s *served) Close() error { return s.model.Close() }
 // loadServed loads the model and tokenizer in cfg.dir and builds the
 // engine and the server.
 func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
-	be, _, err := openBackend(cfg.device, cfg.threads) // lives as long as the process
-	if err != nil {
-		return nil, err
-	}
 	dt, err := cache.ParseDType(cfg.cacheDType)
 	if err != nil {
 		return nil, err
 	}
-	m, err := loadModel(cfg.dir, be, model.Options{CacheDType: dt})
+	m, err := openServedModel(cfg, model.Options{CacheDType: dt}) // multigpu.go: one backend or several ranks
 	if err != nil {
 		return nil, err
 	}
@@ -348,6 +345,7 @@ func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.IntVar(&cfg.maxChoices, "max-choices", 16, "most choices (n, times prompts for /v1/completions) in one request")
 	fs.IntVar(&cfg.threads, "threads", 0, "compute goroutines (0: one per CPU)")
 	addDeviceFlag(fs, &cfg.device)
+	addParallelFlags(fs, cfg)
 	fs.StringVar(&cfg.role, "role", "both", "both: serve requests whole; prefill: run prompts and first tokens here and hand requests to -decode-url; decode: also accept requests handed off by prefill workers (POST /internal/handoff)")
 	fs.StringVar(&cfg.decodeURL, "decode-url", "", "with -role prefill: the decode worker's base URL, e.g. http://127.0.0.1:8001")
 	fs.StringVar(&cfg.speculation, "speculation", "off", "speculative decoding: off, mtp (the checkpoint's MTP layer) or ngram (prompt lookup)")
