@@ -32,7 +32,7 @@ type responsesRequest struct {
 	Structured structured
 	// FormatJSON is text.format as the response echoes it.
 	FormatJSON json.RawMessage
-	Chat         ChatOptions
+	Chat       ChatOptions
 	// Effort is reasoning.effort as given ("" when absent); Summary is
 	// reasoning.summary ("" when absent or null).
 	Effort, Summary string
