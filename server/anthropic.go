@@ -208,7 +208,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	if req.User != "" {
 		info.attrs = append(info.attrs, slog.String("user", req.User))
 	}
-	g := &messagesGen{s: s, req: req, id: newID("msg_"), prompt: len(promptToks), opt: genOptionsFor(&req.genParams, start)}
+	g := &messagesGen{s: s, req: req, id: newID("msg_"), prompt: len(promptToks), opt: s.chatOptionsFor(&req.genParams, start)}
 	g.reply = newReply(s.format, parse, req.Tools)
 	g.reply.single = req.SingleToolCall
 	if req.Stream {

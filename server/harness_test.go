@@ -75,7 +75,7 @@ type harnessConfig struct {
 	// scripted model); eos is then its EOS.
 	model model.Model
 	eos   int32
-	// format is the server's chat format (default DeepSeekV4()).
+	// format renders the chats (default DeepSeekV4()).
 	format ChatFormat
 }
 

@@ -352,7 +352,7 @@ func (s *Server) replyGrammar(st *structured, tools []chat.Tool, opt ChatOptions
 	switch {
 	case st.calls == "required" || st.calls == "function":
 		if !canCall {
-			return nil, unsupported("tool_choice", "tool_choice %q is not supported with the %s chat format: it has no known tool-call syntax.", st.calls, s.format.Name())
+			return nil, unsupported("tool_choice", "tool_choice forcing %s is not supported with the %s chat format: it has no known tool-call syntax to constrain the reply to (tool_choice auto is).", forcedName(st), s.format.Name())
 		}
 		sel, maxCalls := tools, st.callLimit()
 		if st.calls == "function" {
@@ -412,6 +412,15 @@ func (s *Server) replyGrammar(st *structured, tools []chat.Tool, opt ChatOptions
 	return body, nil
 }
 
+// forcedName says what a forced tool_choice forces, in words every API's
+// users read alike (chat's "required" is Anthropic's "any").
+func forcedName(st *structured) string {
+	if st.calls == "function" {
+		return fmt.Sprintf("a call of %q", st.name)
+	}
+	return "a tool call"
+}
+
 // schemaError is the 400 for a schema the grammar compiler refuses,
 // naming the keyword when it is one it does not support.
 func schemaError(param string, err error) *apiError {
@@ -424,3 +433,11 @@ func schemaError(param string, err error) *apiError {
 	}
 	return invalidf(param, "invalid_value", "%s: %v.", param, err)
 }
+
+// The chat formats with a tool grammar.
+var (
+	_ toolGrammarFormat = deepSeekV4{}
+	_ toolGrammarFormat = deepSeekV32{}
+	_ toolGrammarFormat = glmFormat{}
+	_ toolGrammarFormat = qwen35Format{}
+)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,7 +17,11 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/grammar"
+	"github.com/strata-inference/strata/model"
+	"github.com/strata-inference/strata/model/gemma4"
+	"github.com/strata-inference/strata/tokenizer"
 	"github.com/strata-inference/strata/tokenizer/chat"
 )
 
@@ -662,4 +667,255 @@ func TestStructuredSchemaErrorsSDK(t *testing.T) {
 	if st := h.eng.Stats(); st.Steps != 0 {
 		t.Errorf("refused requests reached the engine: %+v", st)
 	}
+}
+
+// formatServer is a live server in one chat format, with clients of the
+// Responses and Messages APIs.
+type formatServer struct {
+	name string
+	oa   openai.Client
+	an   anthropic.Client // greedy
+	// stream: the Messages cases are streamed too (not on the random
+	// models, whose steps are slower).
+	stream bool
+	// thinking: thinking mode is tested too (not with the shipped model,
+	// which never closes its reasoning; TestReplyGrammarShapes checks
+	// Qwen3.5's reasoning prefix).
+	thinking bool
+}
+
+// toolGrammarServers serves every chat format that has a tool grammar but
+// DeepSeek-V4 (the harness's, tested above): random-weight DeepSeek-V3.2
+// and GLM-5 in their families' formats, the shipped model in Qwen3.5's
+// template (the random models in thinking mode too: they close their
+// reasoning within the budget).
+func toolGrammarServers(t *testing.T) []formatServer {
+	var out []formatServer
+	for _, family := range []string{"deepseek-v3.2", "glm-5"} {
+		d := newDSAServer(t, family)
+		out = append(out, formatServer{name: family, thinking: true,
+			oa: openai.NewClient(option.WithBaseURL(d.url+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0)),
+			an: anthropic.NewClient(aoption.WithBaseURL(d.url+"/"), aoption.WithAPIKey("unused"), aoption.WithMaxRetries(0), aoption.WithJSONSet("temperature", 0))})
+	}
+	h := newHarness(t, func(c *harnessConfig) { c.format = Qwen35(qwenTemplate(t)) })
+	out = append(out, formatServer{name: "qwen3.5", oa: h.client, an: h.anthropic(aoption.WithJSONSet("temperature", 0)), stream: true})
+	return out
+}
+
+// TestConstrainedAPIsPerFormat: with every chat format that has a tool
+// grammar, the Responses and Messages APIs honour a forced tool_choice
+// (the reply is function_call items / tool_use blocks of the tool asked
+// for, one with parallel calls off, whose arguments validate against its
+// schema, the format's parser having read them back from its own markup),
+// structured output (the text validates against the schema) and strict
+// tools with tool_choice auto (any call validates), thinking or not.
+// Greedy: each reply is deterministic.
+func TestConstrainedAPIsPerFormat(t *testing.T) {
+	vals := forcedToolVals(t)
+	person := schemaValidator(t, personSchema)
+	rtools := []responses.ToolUnionParam{
+		{OfFunction: &responses.FunctionToolParam{Name: "get_weather", Parameters: schemaMap(t, weatherParams)}},
+		responses.ToolParamOfFunction("find_psalm", schemaMap(t, psalmParams), false),
+	}
+	atools := []anthropic.ToolUnionParam{
+		{OfTool: &anthropic.ToolParam{Name: "get_weather", InputSchema: anthropicInputSchema(t, weatherParams), Strict: anthropic.Bool(true)}},
+		{OfTool: &anthropic.ToolParam{Name: "find_psalm", InputSchema: anthropicInputSchema(t, psalmParams)}},
+	}
+	input := responses.ResponseNewParamsInputUnion{OfString: openai.String("What is the weather in Jerusalem?")}
+	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("What is the weather in Jerusalem?"))}
+	for _, fs := range toolGrammarServers(t) {
+		for _, thinking := range []bool{false, true} {
+			if thinking && !fs.thinking {
+				continue
+			}
+			what := fmt.Sprintf("%s, thinking %v", fs.name, thinking)
+			var reasoning shared.ReasoningParam
+			thinkingCfg := anthropic.ThinkingConfigParamUnion{OfDisabled: &anthropic.ThinkingConfigDisabledParam{}}
+			if thinking {
+				reasoning.Effort = shared.ReasoningEffortHigh
+				thinkingCfg = anthropic.ThinkingConfigParamUnion{OfAdaptive: &anthropic.ThinkingConfigAdaptiveParam{}}
+			}
+			ac := fs.an
+			newMessage := func(p anthropic.MessageNewParams) []*anthropic.Message {
+				t.Helper()
+				p.Model, p.MaxTokens, p.Messages, p.Thinking = "strata-test", 600, msgs, thinkingCfg
+				m, err := ac.Messages.New(context.Background(), p)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				out := []*anthropic.Message{m}
+				if fs.stream {
+					out = append(out, streamAnthropic(t, ac, p, nil))
+				}
+				return out
+			}
+			newResponse := func(p responses.ResponseNewParams) *responses.Response {
+				t.Helper()
+				p.Model, p.MaxOutputTokens, p.Temperature, p.Reasoning = "strata-test", openai.Int(600), openai.Float(0), reasoning
+				if !p.Input.OfString.Valid() {
+					p.Input = input
+				}
+				r, err := fs.oa.Responses.New(context.Background(), p)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				return r
+			}
+
+			// Responses: tool_choice required (one call) and a named function.
+			for _, tc := range []struct {
+				choice responses.ResponseNewParamsToolChoiceUnion
+				want   string
+			}{
+				{responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: openai.Opt(responses.ToolChoiceOptionsRequired)}, ""},
+				{responses.ResponseNewParamsToolChoiceUnion{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: "find_psalm"}}, "find_psalm"},
+			} {
+				r := newResponse(responses.ResponseNewParams{Tools: rtools, ToolChoice: tc.choice, ParallelToolCalls: openai.Bool(false)})
+				calls := responsesFunctionCalls(t, what, r)
+				if r.Status != "completed" || len(calls) != 1 || r.OutputText() != "" {
+					t.Fatalf("%s, responses, tool_choice %q: status %q, %d calls, text %q", what, tc.want, r.Status, len(calls), r.OutputText())
+				}
+				c := calls[0]
+				if v := vals[c.Name]; v == nil || (tc.want != "" && c.Name != tc.want) {
+					t.Fatalf("%s, responses: called %q", what, c.Name)
+				}
+				mustValidate(t, vals[c.Name], what+", responses, arguments of "+c.Name, c.Arguments.OfString)
+				t.Logf("%s, responses: %s(%s)", what, c.Name, c.Arguments.OfString)
+			}
+			// Responses: text.format json_schema.
+			r := newResponse(responses.ResponseNewParams{Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Who was Moses?")},
+				Text: responses.ResponseTextConfigParam{Format: responses.ResponseFormatTextConfigUnionParam{OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{
+					Name: "person", Schema: schemaMap(t, personSchema), Strict: openai.Bool(true)}}}})
+			if r.Status != "completed" {
+				t.Fatalf("%s, responses, json_schema: status %q (%q)", what, r.Status, r.OutputText())
+			}
+			mustValidate(t, person, what+", responses, output text", r.OutputText())
+			t.Logf("%s, responses: %s", what, r.OutputText())
+			// Responses: strict tools (the default), tool_choice auto.
+			r = newResponse(responses.ResponseNewParams{Tools: rtools})
+			if r.Status != "completed" && r.Status != "incomplete" {
+				t.Fatalf("%s, responses, strict auto: status %q", what, r.Status)
+			}
+			for _, c := range responsesFunctionCalls(t, what, r) {
+				if c.Name == "get_weather" {
+					mustValidate(t, vals[c.Name], what+", responses, strict auto, arguments", c.Arguments.OfString)
+				}
+			}
+
+			// Messages: tool_choice tool and any with disable_parallel_tool_use.
+			for _, tc := range []struct {
+				choice anthropic.ToolChoiceUnionParam
+				want   string
+			}{
+				{anthropic.ToolChoiceUnionParam{OfTool: &anthropic.ToolChoiceToolParam{Name: "get_weather"}}, "get_weather"},
+				{anthropic.ToolChoiceUnionParam{OfAny: &anthropic.ToolChoiceAnyParam{DisableParallelToolUse: anthropic.Bool(true)}}, ""},
+			} {
+				for i, m := range newMessage(anthropic.MessageNewParams{Tools: atools, ToolChoice: tc.choice}) {
+					var uses []anthropic.ContentBlockUnion
+					for _, b := range m.Content {
+						switch b.Type {
+						case "tool_use":
+							uses = append(uses, b)
+						case "thinking":
+						default:
+							t.Fatalf("%s, messages (%d): block %s", what, i, b.RawJSON())
+						}
+					}
+					if m.StopReason != "tool_use" || len(uses) != 1 {
+						t.Fatalf("%s, messages (%d): stop %q, content %s", what, i, m.StopReason, m.RawJSON())
+					}
+					b := uses[0]
+					if v := vals[b.Name]; v == nil || (tc.want != "" && b.Name != tc.want) {
+						t.Fatalf("%s, messages: called %q", what, b.Name)
+					}
+					mustValidate(t, vals[b.Name], what+", messages, input of "+b.Name, string(b.Input))
+					t.Logf("%s, messages (%d): %s(%s)", what, i, b.Name, b.Input)
+				}
+			}
+			// Messages: output_config.format.
+			for i, m := range newMessage(anthropic.MessageNewParams{OutputConfig: anthropic.OutputConfigParam{Format: anthropic.JSONOutputFormatParam{Schema: schemaMap(t, personSchema)}}}) {
+				var text []string
+				for _, b := range m.Content {
+					if b.Type == "text" {
+						text = append(text, b.Text)
+					} else if b.Type != "thinking" {
+						t.Fatalf("%s, messages, output_config (%d): block %s", what, i, b.RawJSON())
+					}
+				}
+				if m.StopReason != "end_turn" || len(text) != 1 {
+					t.Fatalf("%s, messages, output_config (%d): stop %q, content %s", what, i, m.StopReason, m.RawJSON())
+				}
+				mustValidate(t, person, what+", messages, text", text[0])
+			}
+		}
+	}
+}
+
+// TestForcedToolsWithoutToolGrammar: with a chat format that has no tool
+// grammar (Gemma 4, a plain Jinja template) a forced tool call through any
+// API is a 400 on tool_choice naming the format, before the engine; strict
+// tools with tool_choice auto and structured output are served (nothing
+// constrains tool calls there: the format's parser reads what the model
+// writes).
+func TestForcedToolsWithoutToolGrammar(t *testing.T) {
+	gemma, _ := gemma4Harness(t, func(dir string, _ *tokenizer.Tokenizer) model.Model {
+		m, err := gemma4.Load(dir, cpu.New(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	})
+	jinja := newHarness(t, func(c *harnessConfig) { c.format = Jinja(qwenTemplate(t)) })
+	const (
+		params  = `{"type":"object","properties":{"city":{"type":"string","maxLength":8}},"required":["city"]}`
+		ctools  = `"tools":[{"type":"function","function":{"name":"get_weather","parameters":` + params + `}}]`
+		rtools  = `"tools":[{"type":"function","name":"get_weather","parameters":` + params + `}]`
+		atools  = `"tools":[{"name":"get_weather","input_schema":` + params + `,"strict":true}]`
+		chatReq = `{"model":"strata-test","max_tokens":4,"messages":[{"role":"user","content":"Weather?"}],` + ctools
+		resp    = `{"model":"strata-test","max_output_tokens":4,"input":"Weather?",` + rtools
+		message = `{"model":"strata-test","max_tokens":4,"messages":[{"role":"user","content":"Weather?"}],` + atools
+	)
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+		mention          string
+	}{
+		{"chat, required", "/v1/chat/completions", chatReq + `,"tool_choice":"required"}`, 400, "forcing a tool call"},
+		{"chat, named", "/v1/chat/completions", chatReq + `,"tool_choice":{"type":"function","function":{"name":"get_weather"}}}`, 400, `forcing a call of \"get_weather\"`},
+		{"responses, required", "/v1/responses", resp + `,"tool_choice":"required"}`, 400, "forcing a tool call"},
+		{"responses, named", "/v1/responses", resp + `,"tool_choice":{"type":"function","name":"get_weather"}}`, 400, `forcing a call of \"get_weather\"`},
+		{"messages, any", "/v1/messages", message + `,"tool_choice":{"type":"any"}}`, 400, "forcing a tool call"},
+		{"messages, tool", "/v1/messages", message + `,"tool_choice":{"type":"tool","name":"get_weather"}}`, 400, `forcing a call of \"get_weather\"`},
+		{"chat, strict, auto", "/v1/chat/completions", `{"model":"strata-test","max_tokens":4,"messages":[{"role":"user","content":"Weather?"}],"tools":[{"type":"function","function":{"name":"get_weather","strict":true,"parameters":` + params + `}}]}`, 200, ""},
+		{"responses, strict, auto", "/v1/responses", resp + `}`, 200, ""},
+		{"messages, strict, auto", "/v1/messages", message + `}`, 200, ""},
+		{"responses, json_schema", "/v1/responses", `{"model":"strata-test","max_output_tokens":4,"input":"Weather?","text":{"format":{"type":"json_schema","name":"w","schema":` + params + `}}}`, 200, ""},
+	} {
+		for _, f := range []struct {
+			name string
+			h    *harness
+		}{{"gemma4", gemma}, {"jinja", jinja}} {
+			status, body := f.h.post(tc.path, tc.body)
+			if status != tc.status {
+				t.Errorf("%s, %s: status %d %s; want %d", f.name, tc.name, status, body, tc.status)
+				continue
+			}
+			if tc.status == 200 {
+				continue
+			}
+			var e struct {
+				Error struct{ Type, Message, Param string }
+			}
+			if json.Unmarshal(body, &e) != nil || e.Error.Type != "invalid_request_error" ||
+				!strings.Contains(string(body), tc.mention) || !strings.Contains(e.Error.Message, "the "+f.name+" chat format") {
+				t.Errorf("%s, %s: %s; want an invalid_request_error mentioning %s and the format", f.name, tc.name, body, tc.mention)
+			}
+			if tc.path != "/v1/messages" && e.Error.Param != "tool_choice" {
+				t.Errorf("%s, %s: param %q, want tool_choice", f.name, tc.name, e.Error.Param)
+			}
+		}
+	}
+	gemma.waitIdle()
+	jinja.waitIdle()
 }

@@ -30,41 +30,66 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 			jobs = append(jobs, job{s.start + i, si})
 		}
 	}
+	// score writes the scores of entries [lo, hi) of token t's span.
+	score := func(t int, keys slots, scores []float32, lo, hi int, kbuf []float32) {
+		qt, wtt := qI[t*nI*dI:(t+1)*nI*dI], wt[t*nI:(t+1)*nI]
+		for e := lo; e < hi; e++ {
+			k := keys.read(e, dI, kbuf)
+			var sc float32
+			for h := range nI {
+				if v := dot(qt[h*dI:(h+1)*dI], k); v > 0 {
+					sc += v * sscale * wtt[h]
+				}
+			}
+			scores[e] = sc
+		}
+	}
+	// selectFor writes token jb.t's selection. With fewer tokens than
+	// workers (decoding) a token's entries are scored in parallel,
+	// otherwise tokens are; each score depends on its token and entry
+	// alone, so both give the same bits.
+	manyTokens := len(jobs) >= runtime.GOMAXPROCS(0)
+	selectFor := func(jb job, scores, kbuf []float32) []float32 {
+		t := jb.t
+		n := (int(pos[t]) + 1) / a.Rate
+		out := sel[t*K : (t+1)*K]
+		if n <= K {
+			for i := range n {
+				out[i] = int32(i)
+			}
+			for i := n; i < K; i++ {
+				out[i] = -1
+			}
+			cnt[t] = int32(n)
+			return scores
+		}
+		keys := spanSlots(a.Keys, jb.span)
+		if cap(scores) < n {
+			scores = make([]float32, n)
+		}
+		scores = scores[:n]
+		if manyTokens {
+			score(t, keys, scores, 0, n, kbuf)
+		} else {
+			parallelFor(n, func(lo, hi int) { score(t, keys, scores, lo, hi, make([]float32, dI)) })
+		}
+		b.TopK(out, scores, K)
+		cnt[t] = int32(K)
+		return scores
+	}
+	if !manyTokens {
+		var scores []float32
+		kbuf := make([]float32, dI)
+		for _, jb := range jobs {
+			scores = selectFor(jb, scores, kbuf)
+		}
+		return
+	}
 	parallelFor(len(jobs), func(lo, hi int) {
 		var scores []float32
 		kbuf := make([]float32, dI)
 		for _, jb := range jobs[lo:hi] {
-			t := jb.t
-			n := (int(pos[t]) + 1) / a.Rate
-			out := sel[t*K : (t+1)*K]
-			if n <= K {
-				for i := range n {
-					out[i] = int32(i)
-				}
-				for i := n; i < K; i++ {
-					out[i] = -1
-				}
-				cnt[t] = int32(n)
-				continue
-			}
-			keys := spanSlots(a.Keys, jb.span)
-			if cap(scores) < n {
-				scores = make([]float32, n)
-			}
-			scores = scores[:n]
-			qt, wtt := qI[t*nI*dI:(t+1)*nI*dI], wt[t*nI:(t+1)*nI]
-			for e := range n {
-				k := keys.read(e, dI, kbuf)
-				var sc float32
-				for h := range nI {
-					if v := dot(qt[h*dI:(h+1)*dI], k); v > 0 {
-						sc += v * sscale * wtt[h]
-					}
-				}
-				scores[e] = sc
-			}
-			b.TopK(out, scores, K)
-			cnt[t] = int32(K)
+			scores = selectFor(jb, scores, kbuf)
 		}
 	})
 }

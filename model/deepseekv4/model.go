@@ -38,6 +38,9 @@ type Model struct {
 	fingerprint string
 	// mtpLayout maps the MTP layers' kinds (MTPCacheSpecs).
 	mtpLayout *cacheLayout
+	// ep is set on the ranks of a Parallel model: the MoE layers run
+	// expert-parallel through it (nil: on this backend alone).
+	ep *epRank
 }
 
 // Arch is DeepSeek-V4 for a model.Registry.

@@ -11,13 +11,20 @@ import (
 // any text up to and including the first "</think>", as ParseDeepSeekV4
 // reads it, in which neither a tool-call block nor the EOS text begins
 // (the parser would read either as the end of the reasoning).
-func DeepSeekV4Reasoning() grammar.Expr {
-	return grammar.Seq(textWithout(tokThinkEnd, dsmlToolCalls, tokEOS), grammar.Literal(tokThinkEnd))
+func DeepSeekV4Reasoning() grammar.Expr { return dsmlReasoning(v4Calls) }
+
+// DeepSeekV32Reasoning is DeepSeekV4Reasoning for DeepSeek-V3.2, whose
+// reasoning ends early at a "<｜DSML｜function_calls>" block.
+func DeepSeekV32Reasoning() grammar.Expr { return dsmlReasoning(v32Calls) }
+
+func dsmlReasoning(calls callsBlock) grammar.Expr {
+	return grammar.Seq(textWithout(tokThinkEnd, calls.open(), tokEOS), grammar.Literal(tokThinkEnd))
 }
 
 // DeepSeekV4Content is the grammar of a reply's free content: any text in
 // which no DSML tag and not the EOS text begins, so that ParseDeepSeekV4
-// reads all of it as content (and a tool-call block may follow it).
+// (and ParseDeepSeekV32: the tags and EOS are the same) reads all of it as
+// content (and a tool-call block may follow it).
 func DeepSeekV4Content() grammar.Expr { return textWithout(dsmlStart, tokEOS) }
 
 // DeepSeekV4ToolCalls returns the grammar of a reply's DSML tool-call
@@ -26,6 +33,13 @@ func DeepSeekV4Content() grammar.Expr { return textWithout(dsmlStart, tokEOS) }
 // DeepSeekV4ToolCallBlock with no free tools.
 func DeepSeekV4ToolCalls(tools []Tool, maxCalls int, opt grammar.Options) (grammar.Expr, error) {
 	return DeepSeekV4ToolCallBlock(ToolCallGrammar{Tools: tools, MaxCalls: maxCalls, JSON: opt})
+}
+
+// DeepSeekV32ToolCalls is DeepSeekV4ToolCalls for DeepSeek-V3.2: the same
+// invokes in a "<｜DSML｜function_calls>" block, as EncodeDeepSeekV32
+// writes one and ParseDeepSeekV32 reads it back.
+func DeepSeekV32ToolCalls(tools []Tool, maxCalls int, opt grammar.Options) (grammar.Expr, error) {
+	return DeepSeekV32ToolCallBlock(ToolCallGrammar{Tools: tools, MaxCalls: maxCalls, JSON: opt})
 }
 
 // DeepSeekV4ToolCallBlock returns the grammar of a reply's DSML tool-call
@@ -43,7 +57,18 @@ func DeepSeekV4ToolCalls(tools []Tool, maxCalls int, opt grammar.Options) (gramm
 // raw text value cannot contain the parameter's end tag; JSON values are
 // not checked for it.
 func DeepSeekV4ToolCallBlock(g ToolCallGrammar) (grammar.Expr, error) {
-	calls, err := g.block(func(t *Tool, free bool) (grammar.Expr, error) {
+	return dsmlToolCallBlock(v4Calls, g)
+}
+
+// DeepSeekV32ToolCallBlock is DeepSeekV4ToolCallBlock for DeepSeek-V3.2:
+// the same invokes in a "<｜DSML｜function_calls>" block.
+func DeepSeekV32ToolCallBlock(g ToolCallGrammar) (grammar.Expr, error) {
+	return dsmlToolCallBlock(v32Calls, g)
+}
+
+// dsmlToolCallBlock is the grammar of a tool-call block named calls.
+func dsmlToolCallBlock(calls callsBlock, g ToolCallGrammar) (grammar.Expr, error) {
+	invokes, err := g.block(func(t *Tool, free bool) (grammar.Expr, error) {
 		if free {
 			return dsmlFreeInvoke(t, g.JSON), nil
 		}
@@ -53,9 +78,9 @@ func DeepSeekV4ToolCallBlock(g ToolCallGrammar) (grammar.Expr, error) {
 		return nil, err
 	}
 	return grammar.Seq(
-		grammar.Literal("\n\n"+dsmlToolCalls+"\n"),
-		calls,
-		grammar.Literal("\n"+dsmlToolCallsEnd),
+		grammar.Literal("\n\n"+calls.open()+"\n"),
+		invokes,
+		grammar.Literal("\n"+calls.close()),
 	), nil
 }
 

@@ -212,8 +212,8 @@ func TestQwen35ToolCallGrammarErrors(t *testing.T) {
 }
 
 // TestFreeToolCallGrammars: a tool that is not strict takes any
-// arguments, in both formats, and its calls parse; a strict tool beside
-// it still follows its schema.
+// arguments, in every format (DeepSeek-V4, V3.2, Qwen3.5, GLM), and its
+// calls parse; a strict tool beside it still follows its schema.
 func TestFreeToolCallGrammars(t *testing.T) {
 	tools := []Tool{
 		{Type: "function", Function: ToolFunction{Name: "free", Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)}},
@@ -225,6 +225,14 @@ func TestFreeToolCallGrammars(t *testing.T) {
 		t.Fatal(err)
 	}
 	qwen, err := Qwen35ToolCalls(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsml32, err := DeepSeekV32ToolCallBlock(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	glm, err := GLMToolCallBlock(g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +249,13 @@ func TestFreeToolCallGrammars(t *testing.T) {
 		return "<tool_call>\n<function=" + name + ">\n" + strings.Join(params, "") + "</function>\n</tool_call>"
 	}
 	qp := func(k, v string) string { return "<parameter=" + k + ">\n" + v + "\n</parameter>\n" }
+	dblock32 := func(invokes ...string) string {
+		return "\n\n<｜DSML｜function_calls>\n" + strings.Join(invokes, "\n") + "\n</｜DSML｜function_calls>"
+	}
+	gcall := func(name string, args ...string) string {
+		return "<tool_call>" + name + strings.Join(args, "") + "</tool_call>"
+	}
+	ga := func(k, v string) string { return "<arg_key>" + k + "</arg_key><arg_value>" + v + "</arg_value>" }
 	for _, tc := range []struct {
 		g          grammar.Expr
 		reply      string
@@ -261,6 +276,20 @@ func TestFreeToolCallGrammars(t *testing.T) {
 			func(s string) (Parsed, error) { return ParseQwen35(s, false, tools) }, `{}`, 2},
 		{qwen, qcall("strict", qp("n", "4")), false, nil, "", 0},
 		{qwen, qcall("free", qp("1bad", "x")), false, nil, "", 0},
+		{dsml32, dblock32(dinv("free", dp("free", "anything", "true", "text <b>"), dp("free", "x.y-z", "false", `{"a":[1,null]}`))), true,
+			func(s string) (Parsed, error) { return ParseDeepSeekV32(s, false) }, `{"anything": "text <b>", "x.y-z": {"a":[1,null]}}`, 1},
+		{dsml32, dblock32(dinv("free"), dinv("strict", dp("strict", "n", "false", "3"))), true,
+			func(s string) (Parsed, error) { return ParseDeepSeekV32(s, false) }, `{}`, 2},
+		{dsml32, dblock32(dinv("strict", dp("strict", "n", "false", "4"))), false, nil, "", 0},
+		{dsml32, dblock(dinv("free")), false, nil, "", 0}, // V4's block name
+		{glm, gcall("free", ga("anything", "text\nover lines"), ga("n", "12")), true,
+			func(s string) (Parsed, error) { return ParseGLM(s, false, tools) }, `{"anything": "text\nover lines", "n": 12}`, 1},
+		{glm, gcall("free") + gcall("strict", ga("n", "-2")), true,
+			func(s string) (Parsed, error) { return ParseGLM(s, false, tools) }, `{}`, 2},
+		{glm, gcall("strict", ga("n", "4")), false, nil, "", 0},
+		{glm, gcall("strict", ga("n", "1"), ga("n", "2")), false, nil, "", 0},
+		{glm, gcall("free", ga("1bad", "x")), false, nil, "", 0},
+		{glm, gcall("free", ga("a", "x<|observation|>")), false, nil, "", 0},
 	} {
 		gr, err := grammar.Compile(tc.g)
 		if err != nil {
@@ -293,6 +322,11 @@ func TestReplyTextGrammars(t *testing.T) {
 			"x\n\n<｜DSML｜tool_calls>\n</think>": false, "x<｜end▁of▁sentence｜></think>": false, "no end": false}},
 		{"DeepSeek-V4 content", DeepSeekV4Content(), map[string]bool{
 			"": true, "Plain <b>text</b>, é.": true, "a <｜DSML｜invoke": false, "a<｜end▁of▁sentence｜>": false}},
+		{"DeepSeek-V3.2 reasoning", DeepSeekV32Reasoning(), map[string]bool{
+			"I think. </thin </think>": true, "a </think> b</think>": false,
+			"x\n\n<｜DSML｜function_calls>\n</think>": false, "x<｜end▁of▁sentence｜></think>": false}},
+		{"GLM content", GLMContent(), map[string]bool{
+			"": true, "Some <tool text </tool_call>.": true, "x <tool_call>": false, "x<|user|>": false, "x<|observation|>": false, "x<|endoftext|>": false}},
 		{"Qwen3.5 reasoning", Qwen35Reasoning(), map[string]bool{
 			"Let me see.\n</think>\n\n": true, "</think>": false, "a<|im_end|></think>\n\n": false, "a</think>\n\nb</think>\n\n": false}},
 		{"Qwen3.5 content", Qwen35Content(), map[string]bool{
