@@ -163,6 +163,13 @@ func Repeat(x Expr, min, max int) Expr {
 	return repExpr{x, min, max}
 }
 
+// IsNothing reports whether x is syntactically the empty language, as
+// Nothing, an Alt of no alternatives, and the parts of a schema that admit
+// no value are (Property.Text, Property.NonString). A language that is
+// empty only semantically (an Intersect of disjoint languages) may not be
+// reported.
+func IsNothing(x Expr) bool { return isNothing(x) }
+
 // isNothing reports whether x is syntactically the empty language.
 func isNothing(x Expr) bool {
 	a, ok := x.(altExpr)

@@ -171,6 +171,15 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		writeAnthropicError(w, modelNotFound(req.Model, s.opt.ModelName))
 		return
 	}
+	parse := req.Chat
+	if req.Prefilled {
+		parse.Thinking = false // the reply continues the prefilled text, after any reasoning
+	}
+	mkConstraint, aerr := s.constraint(&req.Structured, req.Tools, parse, true) // structured.go
+	if aerr != nil {
+		writeAnthropicError(w, aerr)
+		return
+	}
 	text, err := s.format.Render(req.Messages, req.Tools, req.Chat)
 	if err != nil {
 		writeAnthropicError(w, invalidf("messages", "invalid_value", "The conversation cannot be rendered as a %s prompt: %v.", s.format.Name(), err))
@@ -186,7 +195,9 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	ctx, cancel := context.WithCancel(gctx)
 	defer cancel()
-	choices, aerr := s.submit(ctx, []engine.Request{engineRequest(&req.genParams, promptToks, maxTokens, 0)}, 1)
+	reqs := []engine.Request{engineRequest(&req.genParams, promptToks, maxTokens, 0)}
+	constrain(reqs, mkConstraint)
+	choices, aerr := s.submit(ctx, reqs, 1)
 	if aerr != nil {
 		writeAnthropicError(w, aerr)
 		return
@@ -196,10 +207,6 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		slog.Bool("thinking", req.Chat.Thinking), slog.Int("prompt_tokens", len(promptToks)))
 	if req.User != "" {
 		info.attrs = append(info.attrs, slog.String("user", req.User))
-	}
-	parse := req.Chat
-	if req.Prefilled {
-		parse.Thinking = false // the reply continues the prefilled text, after any reasoning
 	}
 	g := &messagesGen{s: s, req: req, id: newID("msg_"), prompt: len(promptToks), opt: s.chatOptionsFor(&req.genParams, start)}
 	g.reply = newReply(s.format, parse, req.Tools)

@@ -30,6 +30,9 @@ type messagesRequest struct {
 	// OmitThinking leaves the thinking text out of the response
 	// (thinking.display "omitted"); the signature still carries it.
 	OmitThinking bool
+	// Structured is what the reply must be: output_config.format, a
+	// forced tool_choice (any, tool) and strict tools (constraint.go).
+	Structured structured
 }
 
 type messagesRequestJSON struct {
@@ -241,6 +244,9 @@ func decodeMessagesRequest(data []byte, countOnly bool) (*messagesRequest, *apiE
 	if err := decodeAnthropicConversation(&j, req); err != nil {
 		return nil, err
 	}
+	if req.Prefilled && req.Structured.format != "" {
+		return nil, unsupported("output_config.format", "output_config.format cannot be used with a prefilled last assistant message: the document would have to continue the prefilled text, which the schema does not describe.")
+	}
 	if err := req.Sampling.Validate(); err != nil {
 		return nil, invalidf("", "invalid_value", "%v.", err)
 	}
@@ -285,15 +291,10 @@ func decodeAnthropicThinking(j *messagesRequestJSON, req *messagesRequest) *apiE
 		}
 	}
 	if oc := j.OutputConfig; oc != nil {
-		if f := oc.Format; f != nil && len(bytes.TrimSpace(*f)) > 0 && string(bytes.TrimSpace(*f)) != "null" {
-			var fmtJSON struct {
-				Type   string          `json:"type"`
-				Schema json.RawMessage `json:"schema"`
+		if f := oc.Format; f != nil {
+			if err := decodeOutputFormat(*f, &req.Structured); err != nil {
+				return err
 			}
-			if json.Unmarshal(*f, &fmtJSON) != nil || fmtJSON.Type != "json_schema" {
-				return invalidf("output_config.format", "invalid_value", "output_config.format must be {\"type\": \"json_schema\", \"schema\": ...}.")
-			}
-			return checkConstraint("output_config.format", constraint{Kind: constrainSchema, Schema: fmtJSON.Schema})
 		}
 		if e := oc.Effort; e != nil {
 			switch *e {
@@ -312,7 +313,9 @@ func decodeAnthropicThinking(j *messagesRequestJSON, req *messagesRequest) *apiE
 	return nil
 }
 
-// decodeAnthropicTools reads tools and tool_choice.
+// decodeAnthropicTools reads tools (strict: true makes a tool's calls
+// follow its input_schema) and tool_choice (disable_parallel_tool_use
+// allows one call).
 func decodeAnthropicTools(j *messagesRequestJSON, req *messagesRequest) *apiError {
 	for i, raw := range j.Tools {
 		param := fmt.Sprintf("tools[%d]", i)
@@ -326,9 +329,6 @@ func decodeAnthropicTools(j *messagesRequestJSON, req *messagesRequest) *apiErro
 		if err := strictUnmarshal(raw, &t, param); err != nil {
 			return err
 		}
-		if t.Strict != nil && *t.Strict {
-			return checkConstraint(param+".strict", constraint{Kind: constrainSchema, Schema: t.InputSchema})
-		}
 		ct := chat.Tool{Type: "function", Function: chat.ToolFunction{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}}
 		if err := checkTool(&ct, i); err != nil {
 			err.Param = strings.Replace(err.Param, ".function.parameters", ".input_schema", 1)
@@ -338,30 +338,16 @@ func decodeAnthropicTools(j *messagesRequestJSON, req *messagesRequest) *apiErro
 		if len(bytes.TrimSpace(t.InputSchema)) == 0 {
 			return invalidf(param+".input_schema", "missing_required_parameter", "%s.input_schema is required.", param)
 		}
+		if t.Strict != nil && *t.Strict {
+			req.Structured.markStrict(t.Name)
+		}
 		req.Tools = append(req.Tools, ct)
 	}
-	if c := j.ToolChoice; c != nil {
-		if c.DisableParallelToolUse != nil {
-			req.SingleToolCall = *c.DisableParallelToolUse
-		}
-		switch c.Type {
-		case "auto":
-		case "none":
-			req.Tools = nil
-		case "any":
-			return checkConstraint("tool_choice", constraint{Kind: constrainAnyTool})
-		case "tool":
-			if c.Name == "" {
-				return invalidf("tool_choice.name", "missing_required_parameter", "tool_choice of type tool needs a name.")
-			}
-			return checkConstraint("tool_choice", constraint{Kind: constrainTool, Tool: c.Name})
-		default:
-			return invalidf("tool_choice.type", "invalid_value", "tool_choice.type must be auto, any, tool or none, not %q.", c.Type)
-		}
-		if c.Name != "" && c.Type != "tool" {
-			return invalidf("tool_choice.name", "invalid_value", "tool_choice.name is only for tool_choice of type tool.")
-		}
+	var err *apiError
+	if req.Tools, err = decodeAnthropicToolChoice(j.ToolChoice, req.Tools, &req.Structured); err != nil {
+		return err
 	}
+	req.SingleToolCall = !req.Structured.parallel
 	return nil
 }
 

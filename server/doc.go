@@ -20,11 +20,8 @@
 // Every request body is one JSON object in UTF-8 (a byte order mark is
 // skipped). A field the server does not know is a 400
 // ("unsupported_parameter"), as is a value it cannot honour: the server
-// never ignores what it was asked. Structured output and forced tool
-// calls (response_format json_object/json_schema, tool_choice required
-// or a named function, Anthropic's tool_choice any/tool, strict tools,
-// text.format and output_config.format) need constrained decoding, which
-// is not built yet: they are refused in one place (checkConstraint).
+// never ignores what it was asked. Structured output, forced tool calls
+// and strict tools are enforced while decoding on every chat API (below).
 //
 // # Shared generation fields
 //
@@ -46,7 +43,8 @@
 // refusal, annotations, audio and function_call fields the SDKs send back
 // are accepted when empty), max_completion_tokens or max_tokens (default:
 // the rest of the context, capped by Options.DefaultMaxTokens), logprobs
-// and top_logprobs (0 to 20), tools (functions), tool_choice ("auto",
+// and top_logprobs (0 to 20), tools (functions; function.strict true:
+// calls follow the parameter schema), tool_choice ("auto",
 // "none", which leaves the tools out of the prompt, "required": one or
 // more calls, or {"type": "function", "function": {"name": ...}}: one
 // call of that function), parallel_tool_calls (false: at most one call),
@@ -67,12 +65,18 @@
 // grammar): response_format {"type": "json_object"} makes the reply a JSON
 // object, {"type": "json_schema", "json_schema": {"name", "schema"}} a
 // document valid under the schema (strict or not; a keyword the compiler
-// does not support is a 400 naming it), and a forced tool_choice a DSML
-// tool-call block (DeepSeek-V4's format; other chat formats refuse it)
-// whose arguments validate against the tool's parameters. JSON is compact.
-// In thinking mode the reasoning up to </think> is free. With tools and
-// tool_choice "auto", a json response_format allows either the document
-// or tool calls.
+// does not support is a 400 naming it), and a forced tool_choice tool
+// calls in the chat format's markup whose arguments validate against the
+// tool's parameters (DeepSeek-V4's and DeepSeek-V3.2's DSML, GLM's and
+// Qwen3.5's <tool_call> elements; a format without a tool grammar, Gemma 4
+// or a plain Jinja template, refuses it with a 400 naming the format).
+// JSON is compact. In thinking mode the reasoning up to </think> is free.
+// With tools and tool_choice "auto", a json response_format allows either
+// the document or tool calls; strict tools make the reply free content,
+// then possibly calls whose arguments follow the schema for the strict
+// tools and are free for the others. The Responses API's text.format and
+// Anthropic's output_config.format and tool_choice are the same
+// constraints in those APIs' spellings (constraint.go).
 //
 // /v1/completions also takes prompt (a string, strings, token ids, or
 // arrays of token ids; n choices per prompt, choice p*n+i answering prompt
@@ -88,16 +92,19 @@
 // whose text is its reasoning_text content, else its encrypted_content,
 // else its summary), instructions (a system message first; not inherited
 // through previous_response_id), max_output_tokens (status "incomplete"
-// when reached), temperature, top_p, tools (function tools, strict false),
-// tool_choice (auto or none), parallel_tool_calls, max_tool_calls,
-// reasoning {effort (none: chat mode; minimal to high: thinking; xhigh:
-// maximum effort), summary (auto, concise, detailed: strata has no
-// summarizer, so the summary is the reasoning itself)}, include
-// (["reasoning.encrypted_content"]: the reasoning, base64-encoded, not
-// encrypted), store (default true), previous_response_id, text.format
-// text, text.verbosity medium, truncation disabled, metadata (returned),
-// user and safety_identifier (logged), prompt_cache_key, service_tier
-// (auto or default), stream, and the extensions seed, top_k and ignore_eos.
+// when reached), temperature, top_p, tools (function tools, strict unless
+// strict is false, as OpenAI's default is), tool_choice ("auto", "none",
+// "required" or {"type": "function", "name"}; echoed), parallel_tool_calls,
+// max_tool_calls, reasoning {effort (none: chat mode; minimal to high:
+// thinking; xhigh: maximum effort), summary (auto, concise, detailed:
+// strata has no summarizer, so the summary is the reasoning itself)},
+// include (["reasoning.encrypted_content"]: the reasoning, base64-encoded,
+// not encrypted), store (default true), previous_response_id, text.format
+// (text; json_object; json_schema with name, schema, description and
+// strict: enforced as response_format is; echoed), text.verbosity medium,
+// truncation disabled, metadata (returned), user and safety_identifier
+// (logged), prompt_cache_key, service_tier (auto or default), stream, and
+// the extensions seed, top_k and ignore_eos.
 //
 // The reply's reasoning is a reasoning item, its text a message item, its
 // tool calls function_call items (call ids "call_<random>"). A stream sends
@@ -130,14 +137,18 @@
 // text not repeated), system (a string or text blocks), stop_sequences
 // (stop_reason "stop_sequence" with the sequence), stream, temperature (0
 // to 1), top_p, top_k, tools (client tools: name, description,
-// input_schema), tool_choice (auto or none; disable_parallel_tool_use
-// keeps the first call), thinking ({"type": "enabled", "budget_tokens":
-// 1024 or more and less than max_tokens: a target, as Anthropic documents
-// it, not a cut}, "adaptive" or "disabled"; display "summarized" or
-// "omitted"), output_config.effort (xhigh and max: DeepSeek-V4's maximum
-// effort), metadata.user_id (logged), service_tier, and cache_control on
-// the request and its blocks (nothing to do: the prefix cache is
-// automatic). count_tokens takes the same conversation fields.
+// input_schema, strict), tool_choice (auto, none, any: one or more calls,
+// or tool with a name: one call of it; disable_parallel_tool_use: one call,
+// the first when the model writes more), thinking ({"type": "enabled",
+// "budget_tokens": 1024 or more and less than max_tokens: a target, as
+// Anthropic documents it, not a cut}, "adaptive" or "disabled"; display
+// "summarized" or "omitted"), output_config.effort (xhigh and max:
+// DeepSeek-V4's maximum effort), output_config.format ({"type":
+// "json_schema", "schema"}: the text block is a document valid under the
+// schema; not with a prefilled last assistant message), metadata.user_id
+// (logged), service_tier, and cache_control on the request and its blocks
+// (nothing to do: the prefix cache is automatic). count_tokens takes the
+// same conversation fields.
 //
 // A reply is a thinking block (thinking mode), a text block and tool_use
 // blocks (ids "toolu_<random>"); stop_reason is end_turn, max_tokens,
@@ -151,7 +162,8 @@
 //
 // # Generation
 //
-// A chat is rendered by the ChatFormat (DeepSeekV4 or Jinja) and
+// A chat is rendered by the ChatFormat (DeepSeekV4, DeepSeekV32, GLM,
+// Qwen35, Gemma4 or Jinja) and
 // tokenized with special tokens recognised. Each choice's tokens are
 // decoded incrementally; stop strings are looked for in that text, which
 // is held back while it could be the start of one, and a choice that

@@ -51,15 +51,19 @@ func (p *glmParser) Finish() (string, string, []chat.ToolCall, error) {
 	return r, c, res.ToolCalls, err
 }
 
+// deepSeekV32 and glmFormat are toolGrammarFormats (structured.go).
+
 func (deepSeekV32) replyPrefix(opt ChatOptions) grammar.Expr {
 	if opt.Thinking {
-		return chat.DeepSeekV4Reasoning() // the same: text up to the first </think>
+		return chat.DeepSeekV32Reasoning()
 	}
 	return nil
 }
 
-func (deepSeekV32) toolCallsGrammar(tools []chat.Tool, maxCalls int) (grammar.Expr, error) {
-	return chat.DeepSeekV32ToolCalls(tools, maxCalls, jsonWhitespace)
+func (deepSeekV32) replyContent() grammar.Expr { return chat.DeepSeekV4Content() } // the same DSML tags and EOS
+
+func (deepSeekV32) toolCallsGrammar(g chat.ToolCallGrammar) (grammar.Expr, error) {
+	return chat.DeepSeekV32ToolCallBlock(g)
 }
 
 func (glmFormat) replyPrefix(opt ChatOptions) grammar.Expr {
@@ -69,6 +73,8 @@ func (glmFormat) replyPrefix(opt ChatOptions) grammar.Expr {
 	return nil
 }
 
-func (glmFormat) toolCallsGrammar(tools []chat.Tool, maxCalls int) (grammar.Expr, error) {
-	return chat.GLMToolCalls(tools, maxCalls, jsonWhitespace)
+func (glmFormat) replyContent() grammar.Expr { return chat.GLMContent() }
+
+func (glmFormat) toolCallsGrammar(g chat.ToolCallGrammar) (grammar.Expr, error) {
+	return chat.GLMToolCallBlock(g)
 }

@@ -1,6 +1,9 @@
 package server
 
-import "github.com/strata-inference/strata/tokenizer/chat"
+import (
+	"github.com/strata-inference/strata/grammar"
+	"github.com/strata-inference/strata/tokenizer/chat"
+)
 
 // Qwen35 renders prompts with a Qwen model's Jinja chat template (Qwen3.5's,
 // or Qwen3's), as Jinja does, and reads replies with
@@ -30,6 +33,24 @@ func (p qwen35Parser) Add(text string) (string, string) { return p.p.Add(text) }
 func (p qwen35Parser) Finish() (string, string, []chat.ToolCall, error) {
 	r, c, res, err := p.p.Finish()
 	return r, c, res.ToolCalls, err
+}
+
+// Qwen3.5's replies can be constrained (structured.go): in thinking mode
+// the reasoning is free up to "</think>" and the blank line after it,
+// content is free text without "<tool_call>", and forced or strict tool
+// calls are written in the template's XML form (chat.Qwen35ToolCalls).
+
+func (qwen35Format) replyPrefix(opt ChatOptions) grammar.Expr {
+	if opt.Thinking {
+		return chat.Qwen35Reasoning()
+	}
+	return nil
+}
+
+func (qwen35Format) replyContent() grammar.Expr { return chat.Qwen35Content() }
+
+func (qwen35Format) toolCallsGrammar(g chat.ToolCallGrammar) (grammar.Expr, error) {
+	return chat.Qwen35ToolCalls(g)
 }
 
 // ToolReplyFormat is a ChatFormat whose replies are read knowing the

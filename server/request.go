@@ -441,6 +441,9 @@ func decodeChatRequest(data []byte, vocab int) (*chatRequest, *apiError) {
 	if req.Messages, req.Tools, err = decodeConversation(j.Messages, j.Tools); err != nil {
 		return nil, err
 	}
+	if err := decodeStrictTools(data, &req.Structured); err != nil {
+		return nil, err
+	}
 	if req.Tools, err = decodeToolChoice(j.ToolChoice, req.Tools, j.ParallelToolCalls, &req.Structured); err != nil {
 		return nil, err
 	}
@@ -467,6 +470,39 @@ func decodeChatRequest(data []byte, vocab int) (*chatRequest, *apiError) {
 		return nil, err
 	}
 	return req, nil
+}
+
+// decodeStrictTools reads tools[i].function.strict of a chat request
+// (data, which decodes): true makes the function's calls follow its
+// parameter schema (structured.strict); false or absent leaves them to the
+// model, as OpenAI's default is. The function object itself, strict
+// included, is rendered into the prompt as given.
+func decodeStrictTools(data []byte, out *structured) *apiError {
+	var j struct {
+		Tools []struct {
+			Function struct {
+				Name   string          `json:"name"`
+				Strict json.RawMessage `json:"strict"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(bytes.TrimPrefix(data, []byte(utf8BOM)), &j) != nil {
+		return nil // the request decoded; what does not here has no strict to read
+	}
+	for i, t := range j.Tools {
+		raw := bytes.TrimSpace(t.Function.Strict)
+		var strict bool
+		if len(raw) == 0 || string(raw) == "null" {
+			continue
+		}
+		if json.Unmarshal(raw, &strict) != nil {
+			return invalidf(fmt.Sprintf("tools[%d].function.strict", i), "invalid_type", "tools[%d].function.strict must be a boolean.", i)
+		}
+		if strict {
+			out.markStrict(t.Function.Name)
+		}
+	}
+	return nil
 }
 
 // decodeConversation checks a chat request's messages and tools.

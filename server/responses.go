@@ -40,7 +40,7 @@ type (
 		Store              bool               `json:"store"`
 		Temperature        float64            `json:"temperature"`
 		Text               responseTextOut    `json:"text"`
-		ToolChoice         string             `json:"tool_choice"`
+		ToolChoice         json.RawMessage    `json:"tool_choice"`
 		Tools              []json.RawMessage  `json:"tools"`
 		TopP               float64            `json:"top_p"`
 		Truncation         string             `json:"truncation"`
@@ -65,9 +65,7 @@ type (
 	}
 
 	responseTextOut struct {
-		Format struct {
-			Type string `json:"type"`
-		} `json:"format"`
+		Format json.RawMessage `json:"format"` // text.format as asked (default {"type": "text"})
 	}
 
 	responseUsageOut struct {
@@ -171,6 +169,11 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	mkConstraint, aerr := s.constraint(&req.Structured, req.Tools, req.Chat, true) // structured.go
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	var history []chat.Message
 	if prev != nil {
 		history = append(history, prev.history...)
@@ -200,7 +203,9 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	ctx, cancel := context.WithCancel(gctx)
 	defer cancel()
-	choices, aerr := s.submit(ctx, []engine.Request{engineRequest(&req.genParams, promptToks, maxTokens, 0)}, 1)
+	reqs := []engine.Request{engineRequest(&req.genParams, promptToks, maxTokens, 0)}
+	constrain(reqs, mkConstraint)
+	choices, aerr := s.submit(ctx, reqs, 1)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -266,7 +271,7 @@ func (g *responsesGen) response(status string, output []any) *responseOut {
 	r := &responseOut{
 		ID: g.id, Object: "response", CreatedAt: g.created, Status: status, Instructions: req.Instructions,
 		MaxOutputTokens: req.MaxOutput, Model: req.Model, Output: output, ParallelToolCalls: req.Parallel,
-		Store: req.Store, Temperature: req.Sampling.Temperature, ToolChoice: req.ToolChoice,
+		Store: req.Store, Temperature: req.Sampling.Temperature, ToolChoice: req.ToolChoiceJSON,
 		Tools: req.ToolsJSON, TopP: req.Sampling.TopP, Truncation: "disabled", Metadata: req.Metadata,
 	}
 	if r.TopP == 0 {
@@ -296,7 +301,10 @@ func (g *responsesGen) response(status string, output []any) *responseOut {
 	if req.User != "" {
 		r.User = &req.User
 	}
-	r.Text.Format.Type = "text"
+	r.Text.Format = req.FormatJSON
+	if r.Text.Format == nil {
+		r.Text.Format = json.RawMessage(`{"type":"text"}`)
+	}
 	return r
 }
 

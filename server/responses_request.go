@@ -20,11 +20,19 @@ type responsesRequest struct {
 	Input []chat.Message
 	Tools []chat.Tool
 	// ToolsJSON are the tools as given, echoed in the response.
-	ToolsJSON    []json.RawMessage
-	ToolChoice   string // "auto" or "none"
-	Parallel     bool   // parallel_tool_calls (default true)
-	MaxToolCalls int    // 0: no limit
-	Chat         ChatOptions
+	ToolsJSON []json.RawMessage
+	// ToolChoice is "auto", "none", "required" or "function"; ToolChoiceJSON
+	// is tool_choice as the response echoes it.
+	ToolChoice     string
+	ToolChoiceJSON json.RawMessage
+	Parallel       bool // parallel_tool_calls (default true)
+	MaxToolCalls   int  // 0: no limit
+	// Structured is what the reply must be: text.format, a forced
+	// tool_choice and strict tools (strict is the default), constraint.go.
+	Structured structured
+	// FormatJSON is text.format as the response echoes it.
+	FormatJSON json.RawMessage
+	Chat       ChatOptions
 	// Effort is reasoning.effort as given ("" when absent); Summary is
 	// reasoning.summary ("" when absent or null).
 	Effort, Summary string
@@ -207,23 +215,13 @@ func decodeResponsesRequest(data []byte, vocab int) (*responsesRequest, *apiErro
 		if v := t.Verbosity; v != nil && *v != "medium" {
 			return nil, unsupported("text.verbosity", "text.verbosity %q is not supported; the model has one verbosity (\"medium\").", *v)
 		}
+		if err := decodeTextFormat(t.Format, &req.Structured); err != nil {
+			return nil, err
+		}
 		if f := bytes.TrimSpace(t.Format); len(f) > 0 && string(f) != "null" {
-			var tf struct {
-				Type   string          `json:"type"`
-				Schema json.RawMessage `json:"schema"`
-			}
-			if json.Unmarshal(f, &tf) != nil {
-				return nil, invalidf("text.format", "invalid_type", "text.format must be an object with a type.")
-			}
-			switch tf.Type {
-			case "text":
-			case "json_object":
-				return nil, checkConstraint("text.format", constraint{Kind: constrainJSON})
-			case "json_schema":
-				return nil, checkConstraint("text.format", constraint{Kind: constrainSchema, Schema: tf.Schema})
-			default:
-				return nil, invalidf("text.format.type", "invalid_value", "text.format.type must be text, json_object or json_schema, not %q.", tf.Type)
-			}
+			var c bytes.Buffer
+			json.Compact(&c, f)
+			req.FormatJSON = c.Bytes()
 		}
 	}
 	for i, inc := range j.Include {
@@ -313,8 +311,9 @@ func decodeResponsesReasoning(r *reasoningJSON, req *responsesRequest) *apiError
 	return nil
 }
 
-// decodeResponsesTools reads tools, tool_choice, parallel_tool_calls and
-// max_tool_calls.
+// decodeResponsesTools reads tools (function tools, strict unless strict
+// is false: their calls follow their parameter schema), tool_choice,
+// parallel_tool_calls and max_tool_calls.
 func decodeResponsesTools(j *responsesRequestJSON, req *responsesRequest) *apiError {
 	for i, raw := range j.Tools {
 		param := fmt.Sprintf("tools[%d]", i)
@@ -329,40 +328,23 @@ func decodeResponsesTools(j *responsesRequestJSON, req *responsesRequest) *apiEr
 		if err := strictUnmarshal(raw, &t, param); err != nil {
 			return err
 		}
-		if t.Strict != nil && *t.Strict {
-			return checkConstraint(param+".strict", constraint{Kind: constrainSchema, Schema: t.Parameters})
-		}
 		ct := chat.Tool{Type: "function", Function: chat.ToolFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters}}
 		if err := checkTool(&ct, i); err != nil {
 			err.Param = strings.Replace(err.Param, ".function.", ".", 1)
 			return err
 		}
+		if t.Strict == nil || *t.Strict { // the Responses API's default: strict
+			req.Structured.markStrict(t.Name)
+		}
 		req.Tools = append(req.Tools, ct)
 		req.ToolsJSON = append(req.ToolsJSON, raw)
 	}
-	if choice := bytes.TrimSpace(j.ToolChoice); len(choice) > 0 && string(choice) != "null" {
-		var s string
-		if json.Unmarshal(choice, &s) != nil {
-			var named struct {
-				Type string `json:"type"`
-				Name string `json:"name"`
-			}
-			if json.Unmarshal(choice, &named) != nil || named.Type != "function" || named.Name == "" {
-				return invalidf("tool_choice", "invalid_value", "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"name\": ...}.")
-			}
-			return checkConstraint("tool_choice", constraint{Kind: constrainTool, Tool: named.Name})
-		}
-		switch s {
-		case "auto":
-		case "none":
-			req.ToolChoice = "none"
-			req.Tools = nil
-		case "required":
-			return checkConstraint("tool_choice", constraint{Kind: constrainAnyTool})
-		default:
-			return invalidf("tool_choice", "invalid_value", "tool_choice must be \"auto\", \"none\" or \"required\", not %q.", s)
-		}
+	var err *apiError
+	if req.Tools, req.ToolChoiceJSON, err = decodeResponsesToolChoice(j.ToolChoice, req.Tools, &req.Structured); err != nil {
+		return err
 	}
+	req.ToolChoice = "function" // unless the echo is a mode's name
+	json.Unmarshal(req.ToolChoiceJSON, &req.ToolChoice)
 	if v := j.ParallelToolCalls; v != nil {
 		req.Parallel = *v
 	}
@@ -372,6 +354,7 @@ func decodeResponsesTools(j *responsesRequestJSON, req *responsesRequest) *apiEr
 		}
 		req.MaxToolCalls = *v
 	}
+	req.Structured.parallel, req.Structured.maxCalls = req.Parallel, req.MaxToolCalls
 	return nil
 }
 

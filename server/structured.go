@@ -13,19 +13,23 @@ import (
 	"github.com/strata-inference/strata/tokenizer/chat"
 )
 
-// Structured output: response_format (json_object, json_schema) and a
-// forced tool_choice ("required", or a named function) become a grammar
-// that the engine enforces token by token (engine.Constraint, a
+// Structured output: every API's way of asking for JSON output or a
+// forced tool call (chat's and completions' response_format and
+// tool_choice, the Responses API's text.format and tool_choice, Anthropic's
+// output_config.format and tool_choice; constraint.go reads the latter
+// two) and strict tools become one structured value, which becomes a
+// grammar that the engine enforces token by token (engine.Constraint, a
 // grammar.Matcher per choice). Compiled grammars are cached per server by
 // what the request asked, so that repeated schemas pay for compilation and
 // for their token masks once.
 //
 // The JSON is compact (no insignificant whitespace), as OpenAI's
-// structured outputs are. In DeepSeek-V4's thinking mode the reasoning is
-// free up to "</think>"; the constraint applies to the answer after it. A
-// forced tool call is DSML markup whose arguments follow the tool's
-// parameter schema. Constrained requests are generated where they are
-// submitted, never handed to a decode worker.
+// structured outputs are. In thinking mode the reasoning is free up to
+// "</think>"; the constraint applies to the answer after it. A forced tool
+// call is the chat format's tool-call markup (DSML for DeepSeek-V4, the
+// template's XML for Qwen3.5) whose arguments follow the tool's parameter
+// schema. Constrained requests are generated where they are submitted,
+// never handed to a decode worker, and do not speculate.
 
 // structured is what a request asks its output to be.
 type structured struct {
@@ -33,14 +37,55 @@ type structured struct {
 	// json_schema's schema (nil: any JSON value).
 	format string
 	schema json.RawMessage
+	// formatParam is the field that asked for format (response_format,
+	// text.format or output_config.format), schemaParam the schema's.
+	formatParam, schemaParam string
 	// calls is "" (tool calls are the model's choice), "required" (one or
 	// more calls of the tools) or "function" (one call of name).
 	calls    string
 	name     string
-	parallel bool // more than one call allowed ("required" only)
+	parallel bool // more than one call allowed ("required" and auto)
+	maxCalls int  // at most this many calls (0: no bound but parallel's)
+	// strict names the tools whose calls follow their parameter schema
+	// even when calling is the model's choice (a tool's strict: true). A
+	// request with such a tool among its tools is constrained: its reply
+	// is free text, then possibly tool calls whose arguments follow the
+	// schema for strict tools and are free for the others. A forced call
+	// follows its tool's schema whether the tool is strict or not.
+	strict map[string]bool
 }
 
-func (st *structured) none() bool { return st.format == "" && st.calls == "" }
+// none reports whether st asks nothing of the reply of a request with
+// these tools.
+func (st *structured) none(tools []chat.Tool) bool {
+	return st.format == "" && st.calls == "" && !st.anyStrict(tools)
+}
+
+// anyStrict reports whether one of tools is strict.
+func (st *structured) anyStrict(tools []chat.Tool) bool {
+	for _, t := range tools {
+		if st.strict[t.Function.Name] {
+			return true
+		}
+	}
+	return false
+}
+
+// markStrict records that the tool name is strict.
+func (st *structured) markStrict(name string) {
+	if st.strict == nil {
+		st.strict = map[string]bool{}
+	}
+	st.strict[name] = true
+}
+
+// callLimit is the most calls a reply may make (0: no bound).
+func (st *structured) callLimit() int {
+	if !st.parallel {
+		return 1
+	}
+	return st.maxCalls
+}
 
 // jsonWhitespace is the server's JSON layout: compact.
 var jsonWhitespace = grammar.Options{}
@@ -73,7 +118,7 @@ func decodeResponseFormat(raw json.RawMessage, out *structured) *apiError {
 		if f.JSONSchema != nil {
 			return invalidf("response_format.json_schema", "invalid_value", "response_format.json_schema is only allowed with type \"json_schema\".")
 		}
-		out.format = "json_object"
+		out.format, out.formatParam = "json_object", "response_format"
 		return nil
 	case "json_schema":
 	default:
@@ -94,7 +139,7 @@ func decodeResponseFormat(raw json.RawMessage, out *structured) *apiError {
 	if js.Name == nil || !validName(*js.Name) {
 		return invalidf("response_format.json_schema.name", "invalid_value", "response_format.json_schema.name must be 1 to %d letters, digits, '_' or '-'.", maxToolNameSize)
 	}
-	out.format = "json_schema"
+	out.format, out.formatParam, out.schemaParam = "json_schema", "response_format", "response_format.json_schema.schema"
 	if s := bytes.TrimSpace(js.Schema); len(s) > 0 && string(s) != "null" {
 		out.schema = s
 	}
@@ -158,14 +203,17 @@ func decodeToolChoice(raw json.RawMessage, tools []chat.Tool, parallel *bool, ou
 }
 
 // toolGrammarFormat is a chat format that can constrain a reply: what
-// precedes the answer, and a block of tool calls.
+// precedes the answer, free content, and a block of tool calls, each as
+// the format's reply parser reads it.
 type toolGrammarFormat interface {
 	// replyPrefix is the grammar of what comes before the answer (the
 	// reasoning in thinking mode); nil when nothing does.
 	replyPrefix(opt ChatOptions) grammar.Expr
-	// toolCallsGrammar is a reply's block of one to maxCalls (0: any
-	// number) calls of tools.
-	toolCallsGrammar(tools []chat.Tool, maxCalls int) (grammar.Expr, error)
+	// replyContent is the grammar of free content, which a block of tool
+	// calls may follow.
+	replyContent() grammar.Expr
+	// toolCallsGrammar is a reply's block of tool calls.
+	toolCallsGrammar(g chat.ToolCallGrammar) (grammar.Expr, error)
 }
 
 func (deepSeekV4) replyPrefix(opt ChatOptions) grammar.Expr {
@@ -175,8 +223,10 @@ func (deepSeekV4) replyPrefix(opt ChatOptions) grammar.Expr {
 	return nil
 }
 
-func (deepSeekV4) toolCallsGrammar(tools []chat.Tool, maxCalls int) (grammar.Expr, error) {
-	return chat.DeepSeekV4ToolCalls(tools, maxCalls, jsonWhitespace)
+func (deepSeekV4) replyContent() grammar.Expr { return chat.DeepSeekV4Content() }
+
+func (deepSeekV4) toolCallsGrammar(g chat.ToolCallGrammar) (grammar.Expr, error) {
+	return chat.DeepSeekV4ToolCallBlock(g)
 }
 
 // structuredCache holds a server's compiled grammars, bound to its
@@ -207,39 +257,48 @@ func (s *Server) grammarVocab() *grammar.Vocabulary {
 }
 
 // constraint returns what makes each choice's constraint for what st asks
-// (chat: a reply in the server's chat format, with tools; otherwise plain
-// text), or nil when st asks nothing.
+// of a reply (chat: a reply in the server's chat format, with these tools;
+// otherwise plain text), or nil when st asks nothing of it. A request it
+// cannot honour is a 400 naming the field that asked.
 func (s *Server) constraint(st *structured, tools []chat.Tool, opt ChatOptions, isChat bool) (func() engine.Constraint, *apiError) {
-	if st.none() {
+	if !isChat {
+		tools = nil
+	}
+	if st.none(tools) {
 		return nil, nil
 	}
 	var key strings.Builder
-	fmt.Fprintf(&key, "%s\x00%s\x00%s\x00%v\x00%v\x00%v\x00", st.format, st.calls, st.name, st.parallel, isChat, opt.Thinking)
+	fmt.Fprintf(&key, "%s\x00%s\x00%s\x00%d\x00%v\x00%v\x00", st.format, st.calls, st.name, st.callLimit(), isChat, opt.Thinking)
 	key.Write(st.schema)
-	if isChat && len(tools) > 0 {
-		t, _ := json.Marshal(tools)
-		key.Write(t)
+	for _, t := range tools {
+		b, _ := json.Marshal(t)
+		fmt.Fprintf(&key, "\x00%v\x00%s", st.strict[t.Function.Name], b)
 	}
 	c := &s.structured
 	c.mu.Lock()
-	ix := c.index[key.String()]
+	ix, cached := c.index[key.String()]
 	c.mu.Unlock()
-	if ix == nil {
+	if !cached {
 		x, aerr := s.replyGrammar(st, tools, opt, isChat)
 		if aerr != nil {
 			return nil, aerr
 		}
-		g, err := grammar.Compile(x)
-		if err != nil {
-			return nil, invalidf(paramOf(st), "invalid_value", "The requested output cannot be compiled into a grammar: %v.", err)
+		if x != nil {
+			g, err := grammar.Compile(x)
+			if err != nil {
+				return nil, invalidf(paramOf(st), "invalid_value", "The requested output cannot be compiled into a grammar: %v.", err)
+			}
+			ix = grammar.NewIndex(g, s.grammarVocab())
 		}
-		ix = grammar.NewIndex(g, s.grammarVocab())
 		c.mu.Lock()
 		if c.index == nil || len(c.index) >= maxCachedGrammars {
 			c.index = map[string]*grammar.Index{}
 		}
 		c.index[key.String()] = ix
 		c.mu.Unlock()
+	}
+	if ix == nil {
+		return nil, nil
 	}
 	return func() engine.Constraint { return ix.NewMatcher() }, nil
 }
@@ -254,36 +313,48 @@ func constrain(reqs []engine.Request, mk func() engine.Constraint) {
 	}
 }
 
+// paramOf names the field that asked for what st asks.
 func paramOf(st *structured) string {
-	if st.calls != "" {
+	switch {
+	case st.calls != "":
 		return "tool_choice"
+	case st.format != "":
+		return st.formatParam
 	}
-	return "response_format"
+	return "tools"
 }
 
-// replyGrammar composes the grammar of the whole reply.
+// replyGrammar composes the grammar of the whole reply; nil when nothing
+// needs to be enforced (strict tools with a chat format whose replies
+// never carry tool calls).
 func (s *Server) replyGrammar(st *structured, tools []chat.Tool, opt ChatOptions, isChat bool) (grammar.Expr, *apiError) {
 	tg, canCall := s.format.(toolGrammarFormat)
 	if !isChat {
 		tg, canCall = nil, false
 	}
-	calls := func(sel []chat.Tool, maxCalls int) (grammar.Expr, *apiError) {
-		x, err := tg.toolCallsGrammar(sel, maxCalls)
+	// calls is a block of calls of sel, at most maxCalls (0: any number);
+	// forced calls follow every tool's schema, others a strict tool's.
+	calls := func(sel []chat.Tool, maxCalls int, forced bool) (grammar.Expr, *apiError) {
+		g := chat.ToolCallGrammar{Tools: sel, MaxCalls: maxCalls, JSON: jsonWhitespace}
+		if !forced {
+			g.Free = make([]bool, len(sel))
+			for i, t := range sel {
+				g.Free[i] = !st.strict[t.Function.Name]
+			}
+		}
+		x, err := tg.toolCallsGrammar(g)
 		if err != nil {
 			return nil, schemaError("tools", err)
 		}
 		return x, nil
 	}
 	var body grammar.Expr
-	switch st.calls {
-	case "required", "function":
+	switch {
+	case st.calls == "required" || st.calls == "function":
 		if !canCall {
-			return nil, unsupported("tool_choice", "tool_choice %q is not supported with the %s chat format: it has no known tool-call syntax.", st.calls, s.format.Name())
+			return nil, unsupported("tool_choice", "tool_choice forcing %s is not supported with the %s chat format: it has no known tool-call syntax to constrain the reply to (tool_choice auto is).", forcedName(st), s.format.Name())
 		}
-		sel, maxCalls := tools, 0
-		if !st.parallel {
-			maxCalls = 1
-		}
+		sel, maxCalls := tools, st.callLimit()
 		if st.calls == "function" {
 			sel, maxCalls = nil, 1
 			for _, t := range tools {
@@ -293,10 +364,10 @@ func (s *Server) replyGrammar(st *structured, tools []chat.Tool, opt ChatOptions
 			}
 		}
 		var aerr *apiError
-		if body, aerr = calls(sel, maxCalls); aerr != nil {
+		if body, aerr = calls(sel, maxCalls, true); aerr != nil {
 			return nil, aerr
 		}
-	default:
+	case st.format != "":
 		var x grammar.Expr
 		switch st.format {
 		case "json_object":
@@ -308,25 +379,30 @@ func (s *Server) replyGrammar(st *structured, tools []chat.Tool, opt ChatOptions
 			}
 			sc, err := grammar.ParseSchema(schema, jsonWhitespace)
 			if err != nil {
-				return nil, schemaError("response_format.json_schema.schema", err)
+				return nil, schemaError(st.schemaParam, err)
 			}
 			if x, err = sc.Value(); err != nil {
-				return nil, schemaError("response_format.json_schema.schema", err)
+				return nil, schemaError(st.schemaParam, err)
 			}
 		}
 		body = x
 		if canCall && len(tools) > 0 {
 			// tool_choice "auto": the answer, or tool calls instead.
-			maxCalls := 0
-			if !st.parallel {
-				maxCalls = 1
-			}
-			c, aerr := calls(tools, maxCalls)
+			c, aerr := calls(tools, st.callLimit(), false)
 			if aerr != nil {
 				return nil, aerr
 			}
 			body = grammar.Alt(body, c)
 		}
+	default: // strict tools, tool_choice "auto": content, then maybe calls
+		if !canCall || len(tools) == 0 {
+			return nil, nil
+		}
+		c, aerr := calls(tools, st.callLimit(), false)
+		if aerr != nil {
+			return nil, aerr
+		}
+		body = grammar.Seq(tg.replyContent(), grammar.Optional(c))
 	}
 	if canCall {
 		if p := tg.replyPrefix(opt); p != nil {
@@ -334,6 +410,15 @@ func (s *Server) replyGrammar(st *structured, tools []chat.Tool, opt ChatOptions
 		}
 	}
 	return body, nil
+}
+
+// forcedName says what a forced tool_choice forces, in words every API's
+// users read alike (chat's "required" is Anthropic's "any").
+func forcedName(st *structured) string {
+	if st.calls == "function" {
+		return fmt.Sprintf("a call of %q", st.name)
+	}
+	return "a tool call"
 }
 
 // schemaError is the 400 for a schema the grammar compiler refuses,
@@ -348,3 +433,11 @@ func schemaError(param string, err error) *apiError {
 	}
 	return invalidf(param, "invalid_value", "%s: %v.", param, err)
 }
+
+// The chat formats with a tool grammar.
+var (
+	_ toolGrammarFormat = deepSeekV4{}
+	_ toolGrammarFormat = deepSeekV32{}
+	_ toolGrammarFormat = glmFormat{}
+	_ toolGrammarFormat = qwen35Format{}
+)

@@ -9,56 +9,96 @@ import (
 
 // DeepSeekV4Reasoning is the grammar of a thinking-mode reply's reasoning:
 // any text up to and including the first "</think>", as ParseDeepSeekV4
-// reads it.
-func DeepSeekV4Reasoning() grammar.Expr { return grammar.TextUntil(tokThinkEnd) }
+// reads it, in which neither a tool-call block nor the EOS text begins
+// (the parser would read either as the end of the reasoning).
+func DeepSeekV4Reasoning() grammar.Expr { return dsmlReasoning(v4Calls) }
+
+// DeepSeekV32Reasoning is DeepSeekV4Reasoning for DeepSeek-V3.2, whose
+// reasoning ends early at a "<｜DSML｜function_calls>" block.
+func DeepSeekV32Reasoning() grammar.Expr { return dsmlReasoning(v32Calls) }
+
+func dsmlReasoning(calls callsBlock) grammar.Expr {
+	return grammar.Seq(textWithout(tokThinkEnd, calls.open(), tokEOS), grammar.Literal(tokThinkEnd))
+}
+
+// DeepSeekV4Content is the grammar of a reply's free content: any text in
+// which no DSML tag and not the EOS text begins, so that ParseDeepSeekV4
+// (and ParseDeepSeekV32: the tags and EOS are the same) reads all of it as
+// content (and a tool-call block may follow it).
+func DeepSeekV4Content() grammar.Expr { return textWithout(dsmlStart, tokEOS) }
 
 // DeepSeekV4ToolCalls returns the grammar of a reply's DSML tool-call
-// block, exactly as EncodeDeepSeekV4 writes one after empty content and
-// ParseDeepSeekV4 reads it back:
-//
-//	"\n\n<｜DSML｜tool_calls>\n" invoke ("\n" invoke)* "\n</｜DSML｜tool_calls>"
-//
-// with at least one and at most maxCalls invokes (0: no bound), each of one
-// of tools, whose parameters follow the tool's parameter schema: its
-// properties in declared order, optional ones possibly left out, string
-// values as raw text with string="true" and others as JSON (laid out as opt
-// says) with string="false". The arguments object ParseDeepSeekV4 builds
-// from such a block validates against the schema. A raw text value cannot
-// contain the parameter's end tag; JSON values are not checked for it.
+// block of one to maxCalls (0: any number) calls of tools, every call's
+// arguments following its tool's parameter schema; it is
+// DeepSeekV4ToolCallBlock with no free tools.
 func DeepSeekV4ToolCalls(tools []Tool, maxCalls int, opt grammar.Options) (grammar.Expr, error) {
-	return dsmlToolCallsGrammar(v4Calls, tools, maxCalls, opt)
+	return DeepSeekV4ToolCallBlock(ToolCallGrammar{Tools: tools, MaxCalls: maxCalls, JSON: opt})
 }
 
 // DeepSeekV32ToolCalls is DeepSeekV4ToolCalls for DeepSeek-V3.2: the same
 // invokes in a "<｜DSML｜function_calls>" block, as EncodeDeepSeekV32
 // writes one and ParseDeepSeekV32 reads it back.
 func DeepSeekV32ToolCalls(tools []Tool, maxCalls int, opt grammar.Options) (grammar.Expr, error) {
-	return dsmlToolCallsGrammar(v32Calls, tools, maxCalls, opt)
+	return DeepSeekV32ToolCallBlock(ToolCallGrammar{Tools: tools, MaxCalls: maxCalls, JSON: opt})
 }
 
-// dsmlToolCallsGrammar is the grammar of a tool-call block named calls.
-func dsmlToolCallsGrammar(calls callsBlock, tools []Tool, maxCalls int, opt grammar.Options) (grammar.Expr, error) {
-	if len(tools) == 0 {
-		return nil, fmt.Errorf("chat: no tools to call")
-	}
-	invokes := make([]grammar.Expr, len(tools))
-	for i := range tools {
-		x, err := dsmlInvokeGrammar(&tools[i], opt)
-		if err != nil {
-			return nil, err
+// DeepSeekV4ToolCallBlock returns the grammar of a reply's DSML tool-call
+// block, exactly as EncodeDeepSeekV4 writes one after empty content and
+// ParseDeepSeekV4 reads it back:
+//
+//	"\n\n<｜DSML｜tool_calls>\n" invoke ("\n" invoke)* "\n</｜DSML｜tool_calls>"
+//
+// with the calls g allows. A strict tool's parameters follow its schema:
+// its properties in declared order, optional ones possibly left out,
+// string values as raw text with string="true" and others as JSON (laid
+// out as g.JSON says) with string="false"; the arguments object
+// ParseDeepSeekV4 builds from such a block validates against the schema.
+// A free tool's parameters are any names with raw text or JSON values. A
+// raw text value cannot contain the parameter's end tag; JSON values are
+// not checked for it.
+func DeepSeekV4ToolCallBlock(g ToolCallGrammar) (grammar.Expr, error) {
+	return dsmlToolCallBlock(v4Calls, g)
+}
+
+// DeepSeekV32ToolCallBlock is DeepSeekV4ToolCallBlock for DeepSeek-V3.2:
+// the same invokes in a "<｜DSML｜function_calls>" block.
+func DeepSeekV32ToolCallBlock(g ToolCallGrammar) (grammar.Expr, error) {
+	return dsmlToolCallBlock(v32Calls, g)
+}
+
+// dsmlToolCallBlock is the grammar of a tool-call block named calls.
+func dsmlToolCallBlock(calls callsBlock, g ToolCallGrammar) (grammar.Expr, error) {
+	invokes, err := g.block(func(t *Tool, free bool) (grammar.Expr, error) {
+		if free {
+			return dsmlFreeInvoke(t, g.JSON), nil
 		}
-		invokes[i] = x
-	}
-	invoke := grammar.Alt(invokes...)
-	more := grammar.Star(grammar.Seq(grammar.Literal("\n"), invoke))
-	if maxCalls > 0 {
-		more = grammar.Repeat(grammar.Seq(grammar.Literal("\n"), invoke), 0, maxCalls-1)
+		return dsmlInvokeGrammar(t, g.JSON)
+	}, "\n")
+	if err != nil {
+		return nil, err
 	}
 	return grammar.Seq(
 		grammar.Literal("\n\n"+calls.open()+"\n"),
-		invoke, more,
+		invokes,
 		grammar.Literal("\n"+calls.close()),
 	), nil
+}
+
+// dsmlFreeInvoke is one invoke element calling t with any parameters.
+func dsmlFreeInvoke(t *Tool, opt grammar.Options) grammar.Expr {
+	param := grammar.Seq(
+		grammar.Literal(dsmlParam), freeArgName(), grammar.Literal("\" string=\""),
+		grammar.Alt(
+			grammar.Seq(grammar.Literal("true\">"), textWithout(dsmlParamEnd)),
+			grammar.Seq(grammar.Literal("false\">"), grammar.JSONValue(opt)),
+		),
+		grammar.Literal(dsmlParamEnd),
+	)
+	return grammar.Seq(
+		grammar.Literal(dsmlInvoke+t.Function.Name+"\">\n"),
+		grammar.Optional(grammar.Seq(param, grammar.Star(grammar.Seq(grammar.Literal("\n"), param)))),
+		grammar.Literal("\n"+dsmlInvokeEnd),
+	)
 }
 
 // dsmlInvokeGrammar is one invoke element calling t, as writeDSMLInvoke

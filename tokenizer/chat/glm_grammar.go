@@ -20,45 +20,65 @@ func GLMReasoning() grammar.Expr {
 	return grammar.Seq(x, grammar.Literal(tokThinkEnd))
 }
 
-// GLMToolCalls returns the grammar of a GLM reply's tool calls, exactly as
-// the GLM template writes them after the content and ParseGLM reads them
-// back:
+// GLMContent is the grammar of a GLM reply's free content: any text in
+// which neither "<tool_call>" nor an end-of-turn token's text occurs, so
+// that ParseGLM reads all of it as content (and tool calls may follow it).
+func GLMContent() grammar.Expr {
+	x, err := glmText(grammar.Star(grammar.UTF8Char()), glmToolCall)
+	if err != nil {
+		panic(err) // as in GLMReasoning
+	}
+	return x
+}
+
+// GLMToolCalls returns the grammar of a GLM reply's tool calls of one to
+// maxCalls (0: no bound) calls of tools, every call's arguments following
+// its tool's parameter schema; it is GLMToolCallBlock with no free tools.
+func GLMToolCalls(tools []Tool, maxCalls int, opt grammar.Options) (grammar.Expr, error) {
+	return GLMToolCallBlock(ToolCallGrammar{Tools: tools, MaxCalls: maxCalls, JSON: opt})
+}
+
+// GLMToolCallBlock returns the grammar of a GLM reply's tool calls,
+// exactly as the GLM template writes them after the content and ParseGLM
+// reads them back:
 //
 //	"<tool_call>" NAME ("<arg_key>" KEY "</arg_key><arg_value>" VALUE "</arg_value>")* "</tool_call>"
 //
-// one to maxCalls (0: no bound) of them, back to back, each calling one of
-// tools with its parameters in declared order, optional ones possibly left
-// out. A value is written the way ParseGLM will read it, which depends on
-// the parameter's declared type (its "type", the first non-null of a list):
-// raw text for a string or an untyped parameter, JSON (laid out as opt
+// the calls g allows, back to back. A strict tool's call has its
+// parameters in declared order, optional ones possibly left out. A value
+// is written the way ParseGLM will read it, which depends on the
+// parameter's declared type (its "type", the first non-null of a list):
+// raw text for a string or an untyped parameter, JSON (laid out as g.JSON
 // says) otherwise; so the arguments object ParseGLM builds validates
-// against the schema. Raw text contains neither "</arg_value>" nor an
+// against the schema. A free tool's call has any keys (letters, digits,
+// '_', '-', '.') with any raw text values, which ParseGLM types as it
+// types any call's. Raw text contains neither "</arg_value>" nor an
 // end-of-turn token's text; JSON values are not checked for them.
-func GLMToolCalls(tools []Tool, maxCalls int, opt grammar.Options) (grammar.Expr, error) {
-	if len(tools) == 0 {
-		return nil, fmt.Errorf("chat: no tools to call")
-	}
-	calls := make([]grammar.Expr, len(tools))
-	for i := range tools {
-		x, err := glmCallGrammar(tools, i, opt)
-		if err != nil {
-			return nil, err
+func GLMToolCallBlock(g ToolCallGrammar) (grammar.Expr, error) {
+	return g.block(func(t *Tool, free bool) (grammar.Expr, error) {
+		if free {
+			return glmFreeCall(t)
 		}
-		calls[i] = x
-	}
-	call := grammar.Alt(calls...)
-	more := grammar.Star(call)
-	if maxCalls > 0 {
-		more = grammar.Repeat(call, 0, maxCalls-1)
-	}
-	return grammar.Seq(call, more), nil
+		return glmCallGrammar(t, g.JSON)
+	}, "")
 }
 
-// glmCallGrammar is one <tool_call> element calling tools[i].
-func glmCallGrammar(tools []Tool, i int, opt grammar.Options) (grammar.Expr, error) {
-	name := tools[i].Function.Name
+// glmFreeCall is one <tool_call> element calling t with any arguments.
+func glmFreeCall(t *Tool) (grammar.Expr, error) {
+	value, err := glmText(grammar.Star(grammar.UTF8Char()), glmArgValueEnd)
+	if err != nil {
+		return nil, fmt.Errorf("chat: tool %s: %w", t.Function.Name, err)
+	}
+	arg := grammar.Seq(grammar.Literal(glmArgKey), freeArgName(), grammar.Literal(glmArgKeyEnd+glmArgValue), value, grammar.Literal(glmArgValueEnd))
+	return grammar.Seq(grammar.Literal(glmToolCall+t.Function.Name), grammar.Star(arg), grammar.Literal(glmToolCallEnd)), nil
+}
+
+// glmCallGrammar is one <tool_call> element calling t, its arguments
+// following its schema.
+func glmCallGrammar(t *Tool, opt grammar.Options) (grammar.Expr, error) {
+	name := t.Function.Name
 	var props []grammar.Property
-	if p := bytes.TrimSpace(tools[i].Function.Parameters); len(p) > 0 && string(p) != "null" {
+	if p := bytes.TrimSpace(t.Function.Parameters); len(p) > 0 && string(p) != "null" {
 		s, err := grammar.ParseSchema(p, opt)
 		if err != nil {
 			return nil, fmt.Errorf("chat: tool %s: parameters: %w", name, err)
@@ -67,7 +87,7 @@ func glmCallGrammar(tools []Tool, i int, opt grammar.Options) (grammar.Expr, err
 			return nil, fmt.Errorf("chat: tool %s: parameters: %w", name, err)
 		}
 	}
-	types := paramTypes(tools[i:i+1], name)
+	types := paramTypes([]Tool{*t}, name)
 	parts := make([]grammar.Expr, len(props))
 	required := make([]bool, len(props))
 	for k, p := range props {
