@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 
 	"github.com/strata-inference/strata/model/dsa"
 )
@@ -110,6 +111,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := dec.Decode(&r); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	if dec.More() {
+		return nil, fmt.Errorf("config: trailing data after the JSON object")
+	}
 	var errs []error
 	errf := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	// indexer_types is HY4's only spelling of the indexer pattern; when
@@ -134,6 +138,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err != nil {
 		if inner := errors.Unwrap(err); inner != nil {
 			err = inner // without dsa's "config: " prefix
+		} else {
+			err = errors.New(strings.TrimPrefix(err.Error(), "config: "))
 		}
 		errs = append(errs, err)
 	}
@@ -166,9 +172,16 @@ func ParseConfig(data []byte) (*Config, error) {
 	if r.LearnableSinkInit != nil && (math.IsNaN(*r.LearnableSinkInit) || math.IsInf(*r.LearnableSinkInit, 0)) {
 		errf("learnable_sink_init %g is not finite", *r.LearnableSinkInit)
 	}
+	rope := Family.Defaults.RopeDim
+	if r.QKRopeHeadDim != nil {
+		rope = *r.QKRopeHeadDim
+	}
+	if r.HeadDim != nil && *r.HeadDim != rope {
+		errf("head_dim %d differs from qk_rope_head_dim %d (transformers saves head_dim = qk_rope_head_dim)", *r.HeadDim, rope)
+	}
 	if dc != nil {
-		if r.HeadDim != nil && *r.HeadDim != dc.RopeDim {
-			errf("head_dim %d differs from qk_rope_head_dim %d (transformers saves head_dim = qk_rope_head_dim)", *r.HeadDim, dc.RopeDim)
+		if dc.Yarn != nil {
+			errf("rope type yarn is not supported for HY4 (its configs give default RoPE)")
 		}
 		if r.IndexerTypes == nil {
 			for i := range dc.FullIndexer {
