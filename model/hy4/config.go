@@ -75,8 +75,6 @@ type rawHY4 struct {
 	IndexTopKFreq     *int            `json:"index_topk_freq"`
 	BOSTokenID        json.RawMessage `json:"bos_token_id"`
 	EOSTokenID        json.RawMessage `json:"eos_token_id"`
-	HeadDim           *int            `json:"head_dim"`
-	QKRopeHeadDim     *int            `json:"qk_rope_head_dim"`
 	QuantConfig       json.RawMessage `json:"quantization_config"`
 	MaxPosition       *int            `json:"max_position_embeddings"`
 	FirstKDense       *int            `json:"first_k_dense_replace"`
@@ -134,7 +132,20 @@ func ParseConfig(data []byte) (*Config, error) {
 	if r.MaxPosition == nil {
 		errf("max_position_embeddings is missing (HYV4Config's default is not known to this engine; state it)")
 	}
-	dc, err := dsa.ParseConfig(data, &Family)
+	// HYV4Config derives num_key_value_heads (= num_attention_heads: MLA
+	// expands the latent to every head) and head_dim (=
+	// qk_rope_head_dim) whatever config.json says, so they are not
+	// handed to dsa's parser, which would check them.
+	shared := data
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) == nil {
+		delete(fields, "num_key_value_heads")
+		delete(fields, "head_dim")
+		if b, err := json.Marshal(fields); err == nil {
+			shared = b
+		}
+	}
+	dc, err := dsa.ParseConfig(shared, &Family)
 	if err != nil {
 		if inner := errors.Unwrap(err); inner != nil {
 			err = inner // without dsa's "config: " prefix
@@ -171,13 +182,6 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	if r.LearnableSinkInit != nil && (math.IsNaN(*r.LearnableSinkInit) || math.IsInf(*r.LearnableSinkInit, 0)) {
 		errf("learnable_sink_init %g is not finite", *r.LearnableSinkInit)
-	}
-	rope := Family.Defaults.RopeDim
-	if r.QKRopeHeadDim != nil {
-		rope = *r.QKRopeHeadDim
-	}
-	if r.HeadDim != nil && *r.HeadDim != rope {
-		errf("head_dim %d differs from qk_rope_head_dim %d (transformers saves head_dim = qk_rope_head_dim)", *r.HeadDim, rope)
 	}
 	if dc != nil {
 		if dc.Yarn != nil {

@@ -112,7 +112,6 @@ func TestConfigErrors(t *testing.T) {
 	m["hc_eps"] = 0
 	m["num_attention_heads"] = 0
 	m["indexer_types"] = []string{"shared", "full", "full", "full", "full"}
-	m["head_dim"] = 5
 	m["model_type"] = "glm_moe_dsa"
 	delete(m, "max_position_embeddings")
 	m["quantization_config"] = map[string]any{"quant_method": "fp8"}
@@ -121,7 +120,7 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatal("accepted")
 	}
 	for _, want := range []string{"hc_mult 0", "hc_magnitude must be positive", "swiglu_limit 0", "hc_eps must be positive", "num_attention_heads must be positive",
-		"indexer_types[0] is shared", "head_dim 5", `model_type "glm_moe_dsa"`, "max_position_embeddings is missing", "quantization_config"} {
+		"indexer_types[0] is shared", `model_type "glm_moe_dsa"`, "max_position_embeddings is missing", "quantization_config"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
@@ -138,6 +137,22 @@ func TestConfigErrors(t *testing.T) {
 		} else {
 			t.Logf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestConfigDerived: num_key_value_heads and head_dim are derived, as
+// HYV4Config derives them (every head reads the latent; head_dim is
+// qk_rope_head_dim): other values in config.json are ignored.
+func TestConfigDerived(t *testing.T) {
+	m := tinyConfig(t)
+	m["num_key_value_heads"] = 1
+	m["head_dim"] = 24
+	c, err := parse(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Heads != 4 || c.RopeDim != 8 {
+		t.Errorf("heads %d, rope %d", c.Heads, c.RopeDim)
 	}
 }
 

@@ -130,3 +130,36 @@ func TestForwardRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeReadBytes: one decode step at context n reads min(n,
+// index_topk) latents per layer and every indexer key of the two full
+// layers (f32: 160 and 64 bytes), and the weights: all but the routed
+// experts, of which K per MoE layer.
+func TestDecodeReadBytes(t *testing.T) {
+	m, err := Load(caseDir("hy4/tiny"), cpu.New(1), model.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, n := range []int{1, 16, 100} {
+		w, kv := m.DecodeReadBytes(n)
+		if want := int64(5*min(n, 16)*160 + 2*n*64); kv != want {
+			t.Errorf("n %d: cache %d bytes, want %d", n, kv, want)
+		}
+		var all int64
+		for _, name := range m.ck.Names() {
+			x, _ := m.ck.Tensor(name)
+			if len(x.Shape) >= 2 {
+				all += int64(len(x.Data))
+			}
+		}
+		// Routed experts: 4 layers of 8 experts of 3·16·64 f32; 2 read.
+		expert := int64(3 * 16 * 64 * 4)
+		if want := all - 4*8*expert + 4*2*expert - int64(224*64*4); w != want {
+			t.Errorf("n %d: weights %d bytes, want %d (every matrix but the embedding table and 6 experts a layer)", n, w, want)
+		}
+	}
+	if f := m.PrefillFLOPs(10); !(f > 0) {
+		t.Errorf("prefill FLOPs %g", f)
+	}
+}
