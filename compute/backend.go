@@ -281,4 +281,7 @@ type MoEArgs struct {
 	// SharedGate, when set ([1, D]), scales the shared expert's output by
 	// sigmoid(SharedGate·x), one scalar per token (Qwen3.5-MoE).
 	SharedGate *Matrix
+	// SharedUnclamped exempts the shared expert from Limit (HY4 clamps
+	// its routed experts only).
+	SharedUnclamped bool
 }

@@ -64,6 +64,10 @@ type LatentArgs struct {
 	Sel, N              Tensor
 	Heads, Latent, Rope int
 	Scale               float32
+	// Sink, when set (F32 [Heads]), is a learned logit per head that
+	// joins every softmax's denominator only (HY4's attention sinks):
+	// p_s = exp(logit_s) / (Σ_u exp(logit_u) + exp(Sink_h)). Zero: none.
+	Sink Tensor
 }
 
 // Routing is how RoutedMoE chooses a token's K experts (the "noaux"

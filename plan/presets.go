@@ -71,12 +71,12 @@ func PresetNames() []string {
 // "qwen3508b" all match).
 func Preset(name string) (Model, error) {
 	key := presetKey(name)
-	for _, m := range Presets() {
+	for _, m := range append(Presets(), extraPresets()...) {
 		if presetKey(m.Name) == key {
 			return m, nil
 		}
 	}
-	return Model{}, fmt.Errorf("plan: unknown model %q (presets: %s)", name, strings.Join(PresetNames(), ", "))
+	return Model{}, fmt.Errorf("plan: unknown model %q (presets: %s; outside the ledger: %s)", name, strings.Join(PresetNames(), ", "), HY4)
 }
 
 func presetKey(s string) string {
@@ -93,8 +93,11 @@ func presetKey(s string) string {
 // handbook's: the DeepSeek-V4 presets and DeepSeek-V3.2, whose configs
 // the engine sizes. The other presets have fixed dtype assumptions.
 func PresetFor(name string, dt cache.DType) (Model, error) {
-	if presetKey(name) == presetKey(DeepSeekV32) {
+	switch presetKey(name) {
+	case presetKey(DeepSeekV32):
 		return presetV32(dt)
+	case presetKey(HY4):
+		return presetHY4(dt)
 	}
 	return V4Preset(name, dt)
 }

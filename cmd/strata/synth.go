@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-inference/strata/model/deepseekv4"
 	"github.com/strata-inference/strata/model/gemma4"
+	"github.com/strata-inference/strata/model/hy4"
 	"github.com/strata-inference/strata/safetensors"
 )
 
@@ -20,7 +21,7 @@ import (
 // has.
 func runSynth(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
-	config := fs.String("config", "", "config.json of the model to write (DeepSeek-V4 Hub style, or Gemma 4 in either spelling)")
+	config := fs.String("config", "", "config.json of the model to write (DeepSeek-V4 Hub style, Gemma 4 in either spelling, or HY4)")
 	out := fs.String("out", "", "folder to write (created; must not exist)")
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	fs.Usage = func() {
@@ -30,7 +31,8 @@ Writes a checkpoint with random weights and the config into a new folder,
 sharded safetensors with an index: DeepSeek-V4 in the released format (FP8
 e4m3 with 128x128 UE8M0 scales, FP4 e2m1 experts with per-32 UE8M0 scales,
 bf16 embeddings, head and compressors); Gemma 4 (chosen by its model_type) in
-bf16, in the naming its config's spelling loads.
+bf16, in the naming its config's spelling loads; HY4 (model_type hy_v4) in
+bf16, save_pretrained naming, one file.
 
 flags:
 `)
@@ -61,6 +63,9 @@ flags:
 		write = func(dir string, cfg []byte, seed uint64) error {
 			return gemma4.WriteSynthetic(dir, cfg, safetensors.BF16, seed)
 		}
+	}
+	if probe.ModelType == "hy_v4" {
+		write = hy4.WriteSynthetic
 	}
 	if err := write(tmp, b, *seed); err != nil {
 		os.RemoveAll(tmp)

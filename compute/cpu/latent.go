@@ -26,6 +26,11 @@ func (b *Backend) LatentAttention(a *compute.LatentArgs, sp compute.Spans) {
 		panic(fmt.Sprintf("cpu: LatentAttention: slots of %d values (%d RoPE), want %d (%d)", a.KV.Width, a.KV.Rope, c+r, r))
 	}
 	Q, QL, O, lat, kr, pos := F32(a.Q), F32(a.QLat), F32(a.Out), F32(a.Lat), F32(a.KRope), I32(sp.Pos)
+	var sink []float32
+	if a.Sink.Valid() {
+		checkShape("LatentAttention Sink", a.Sink, 1, H)
+		sink = F32(a.Sink)
+	}
 	var sel, cnt []int32
 	K := 0
 	if a.Sel.Valid() {
@@ -80,7 +85,11 @@ func (b *Backend) LatentAttention(a *compute.LatentArgs, sp compute.Spans) {
 		heads := func(lo, hi int) {
 			logit := make([]float64, len(keys))
 			for h := lo; h < hi; h++ {
-				latentHead(O[(t*H+h)*c:(t*H+h+1)*c], QL[(t*H+h)*c:(t*H+h+1)*c], Q[(t*H+h)*w+w-r:(t*H+h+1)*w], keys, c, a.Scale, logit)
+				sk := math.Inf(-1)
+				if sink != nil {
+					sk = float64(sink[h])
+				}
+				latentHead(O[(t*H+h)*c:(t*H+h+1)*c], QL[(t*H+h)*c:(t*H+h+1)*c], Q[(t*H+h)*w+w-r:(t*H+h+1)*w], keys, c, a.Scale, sk, logit)
 			}
 		}
 		if byToken {
@@ -108,16 +117,20 @@ func (b *Backend) LatentAttention(a *compute.LatentArgs, sp compute.Spans) {
 }
 
 // latentHead is one head's attention over keys ([lat | kpe] each): out =
-// Σ softmax(scale·(ql·lat + qr·kpe)) · lat, the exponentials in float64.
-// logit is scratch of len(keys).
-func latentHead(out, ql, qr []float32, keys [][]float32, c int, scale float32, logit []float64) {
-	mx := math.Inf(-1)
+// Σ softmax(scale·(ql·lat + qr·kpe)) · lat, the exponentials in float64,
+// with exp(sink) added to the denominator (sink -Inf: none). logit is
+// scratch of len(keys).
+func latentHead(out, ql, qr []float32, keys [][]float32, c int, scale float32, sink float64, logit []float64) {
+	mx := sink
 	for s, k := range keys {
 		v := float64(scale * (dot(ql, k[:c]) + dot(qr, k[c:])))
 		logit[s] = v
 		mx = max(mx, v)
 	}
 	var sum float64
+	if !math.IsInf(sink, -1) {
+		sum = math.Exp(sink - mx)
+	}
 	for s, v := range logit {
 		e := math.Exp(v - mx)
 		logit[s] = e

@@ -172,7 +172,7 @@ func randLatentInputs(rng *rand.Rand, L, H, c, r, w int) latentInputs {
 // refLatent is the definition in float64 for position p of one sequence:
 // keys are the positions sel (all of 0..p when nil), each latent as the
 // cache's format gives it back.
-func refLatent(in latentInputs, p int, sel []int32, H, c, r, w int, scale float32, f compute.SlotFormat) []float64 {
+func refLatent(in latentInputs, p int, sel []int32, H, c, r, w int, scale float32, f compute.SlotFormat, sink []float32) []float64 {
 	key := func(k int) []float32 {
 		v := append(slices.Clone(in.lat[k*c:(k+1)*c]), in.kr[k*r:(k+1)*r]...)
 		switch f {
@@ -215,6 +215,9 @@ func refLatent(in latentInputs, p int, sel []int32, H, c, r, w int, scale float3
 			lg[s] = math.Exp(lg[s] - mx)
 			sum += lg[s]
 		}
+		if sink != nil {
+			sum += math.Exp(float64(sink[h]) - mx)
+		}
 		for s, k := range sel {
 			kv := key(int(k))
 			for i := range c {
@@ -228,7 +231,7 @@ func refLatent(in latentInputs, p int, sel []int32, H, c, r, w int, scale float3
 // runLatent feeds a batch: spans of (sequence, first position, length),
 // their rows taken from each sequence's inputs, with an optional
 // selection per token; it returns the outputs in batch order.
-func runLatent(b *Backend, lc *latentCache, ins []latentInputs, spans [][3]int, sel func(seq, p int) []int32, K, H, c, r, w int, scale float32) []float32 {
+func runLatent(b *Backend, lc *latentCache, ins []latentInputs, spans [][3]int, sel func(seq, p int) []int32, K, H, c, r, w int, scale float32, sink []float32) []float32 {
 	var qlat, q, lat, kr []float32
 	var seqs []int
 	var tab [][2]int
@@ -258,6 +261,9 @@ func runLatent(b *Backend, lc *latentCache, ins []latentInputs, spans [][3]int, 
 	out := make([]float32, T*H*c)
 	a := &compute.LatentArgs{Out: Wrap(out, T, H*c), QLat: Wrap(qlat, T, H*c), Q: Wrap(q, T, H*w), Lat: Wrap(lat, T, c), KRope: Wrap(kr, T, r),
 		KV: lc.paged(seqs), Heads: H, Latent: c, Rope: r, Scale: scale}
+	if sink != nil {
+		a.Sink = Wrap(sink, 1, H)
+	}
 	if sel != nil {
 		a.Sel, a.N = WrapI32(selv, T, K), WrapI32(cnt, 1, T)
 	}
@@ -266,7 +272,8 @@ func runLatent(b *Backend, lc *latentCache, ins []latentInputs, spans [][3]int, 
 }
 
 // TestLatentAttention: outputs against the float64 definition over every
-// causal position and over a selection, in each cache format, and the
+// causal position and over a selection (with and without sinks), in each
+// cache format, and the
 // same bits whether a sequence is fed at once, in pieces, or batched with
 // another.
 func TestLatentAttention(t *testing.T) {
@@ -282,8 +289,16 @@ func TestLatentAttention(t *testing.T) {
 		}
 		return s
 	}
+	// Sinks (HY4): one logit per head in every denominator, large enough
+	// to take a visible share of the probability.
+	sinks := []float32{1.5, -0.5, 4}
 	for _, f := range []compute.SlotFormat{compute.SlotF32, compute.SlotBF16, compute.SlotFP8MLA} {
-		for _, withSel := range []bool{false, true} {
+		for _, mode := range []int{0, 1, 2} {
+			withSel := mode == 1
+			var sink []float32
+			if mode == 2 {
+				withSel, sink = true, sinks
+			}
 			sf := sel
 			if !withSel {
 				sf = nil
@@ -293,7 +308,7 @@ func TestLatentAttention(t *testing.T) {
 				lc := newLatentCache(b, 2, L, c, r, f)
 				got := map[[2]int][]float32{}
 				for _, step := range spans {
-					out := runLatent(b, lc, ins, [][3]int{step}, sf, K, H, c, r, w, scale)
+					out := runLatent(b, lc, ins, [][3]int{step}, sf, K, H, c, r, w, scale, sink)
 					for i := range step[2] {
 						got[[2]int{step[0], step[1] + i}] = out[i*H*c : (i+1)*H*c]
 					}
@@ -306,7 +321,7 @@ func TestLatentAttention(t *testing.T) {
 			lc := newLatentCache(b, 2, L, c, r, f)
 			batched := map[[2]int][]float32{}
 			for _, step := range [][][3]int{{{0, 0, 6}, {1, 0, 2}}, {{1, 2, 11}, {0, 6, 7}}} {
-				out := runLatent(b, lc, ins, step, sf, K, H, c, r, w, scale)
+				out := runLatent(b, lc, ins, step, sf, K, H, c, r, w, scale, sink)
 				row := 0
 				for _, s := range step {
 					for i := range s[2] {
@@ -322,10 +337,10 @@ func TestLatentAttention(t *testing.T) {
 					if withSel {
 						sl = sel(seq, p)
 					}
-					want := refLatent(ins[seq], p, sl, H, c, r, w, scale, f)
+					want := refLatent(ins[seq], p, sl, H, c, r, w, scale, f, sink)
 					for i, v := range want {
 						if !closeTo(whole[k][i], v, 1) {
-							t.Fatalf("%v sel=%v seq %d position %d value %d: %g, want %g", f, withSel, seq, p, i, whole[k][i], v)
+							t.Fatalf("%v sel=%v sink=%v seq %d position %d value %d: %g, want %g", f, withSel, sink != nil, seq, p, i, whole[k][i], v)
 						}
 					}
 					if !slices.Equal(whole[k], pieces[k]) || !slices.Equal(whole[k], batched[k]) {
@@ -393,7 +408,8 @@ func refRoute(logits, bias []float64, G, TG, K int, norm bool, scale float64) (i
 }
 
 // TestRoutedMoE: y against experts evaluated in float64 with the
-// reference routing, grouped and plain, normalized or not.
+// reference routing, grouped and plain, normalized or not, SwiGLU clamped
+// or not (the shared expert with the routed ones or exempt).
 func TestRoutedMoE(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	b := New(2)
@@ -417,7 +433,8 @@ func TestRoutedMoE(t *testing.T) {
 		bias[i] *= 0.3
 	}
 	x := randVec(rng, T*D)
-	swiglu := func(e ex, xt []float32) []float64 {
+	// swiglu clamps the gate from above and the up projection to ±L.
+	swiglu := func(e ex, xt []float32, L float64) []float64 {
 		h := make([]float64, I)
 		for i := range I {
 			var g, u float64
@@ -425,6 +442,7 @@ func TestRoutedMoE(t *testing.T) {
 				g += float64(e.w1[i*D+d]) * float64(xt[d])
 				u += float64(e.w3[i*D+d]) * float64(xt[d])
 			}
+			g, u = min(g, L), min(max(u, -L), L)
 			h[i] = g / (1 + math.Exp(-g)) * u
 		}
 		y := make([]float64, D)
@@ -435,10 +453,17 @@ func TestRoutedMoE(t *testing.T) {
 		}
 		return y
 	}
-	for _, rt := range []compute.Routing{{Groups: 4, TopGroups: 2}, {Groups: 3, TopGroups: 1}, {Groups: 1, TopGroups: 1}, {Groups: 2, TopGroups: 1, Unnormalized: true}} {
+	type clamp struct {
+		limit           float64
+		sharedUnclamped bool
+	}
+	for i, rt := range []compute.Routing{{Groups: 4, TopGroups: 2}, {Groups: 3, TopGroups: 1}, {Groups: 1, TopGroups: 1}, {Groups: 2, TopGroups: 1, Unnormalized: true}, {Groups: 1, TopGroups: 1}, {Groups: 1, TopGroups: 1}} {
 		const K = 3
+		// The last two: SwiGLU clamped at 0.3 (active for these inputs),
+		// the shared expert too (DeepSeek-V4) or not (HY4).
+		cl := []clamp{{math.Inf(1), false}, {math.Inf(1), false}, {math.Inf(1), false}, {math.Inf(1), false}, {0.3, false}, {0.3, true}}[i]
 		a := &compute.MoEArgs{Gate: gate, Bias: Wrap(bias, 1, E), Experts: experts[:E], Shared: experts[E], K: K,
-			Scoring: compute.Sigmoid, RoutedScale: 2.5, Limit: float32(math.Inf(1))}
+			Scoring: compute.Sigmoid, RoutedScale: 2.5, Limit: float32(cl.limit), SharedUnclamped: cl.sharedUnclamped}
 		y := make([]float32, T*D)
 		b.RoutedMoE(Wrap(y, T, D), Wrap(x, T, D), WrapI32(make([]int32, T), 1, T), a, rt)
 		for tk := range T {
@@ -454,15 +479,19 @@ func TestRoutedMoE(t *testing.T) {
 				b64[e] = float64(bias[e])
 			}
 			idx, wt := refRoute(lg, b64, rt.Groups, rt.TopGroups, K, !rt.Unnormalized, 2.5)
-			want := swiglu(dense[E], xt)
+			sharedL := cl.limit
+			if cl.sharedUnclamped {
+				sharedL = math.Inf(1)
+			}
+			want := swiglu(dense[E], xt, sharedL)
 			for k, e := range idx {
-				for d, v := range swiglu(dense[e], xt) {
+				for d, v := range swiglu(dense[e], xt, cl.limit) {
 					want[d] += wt[k] * v
 				}
 			}
 			for d := range D {
 				if !closeTo(y[tk*D+d], want[d], 10) {
-					t.Fatalf("%+v token %d channel %d: %g, want %g", rt, tk, d, y[tk*D+d], want[d])
+					t.Fatalf("%+v %+v token %d channel %d: %g, want %g", rt, cl, tk, d, y[tk*D+d], want[d])
 				}
 			}
 		}

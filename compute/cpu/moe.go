@@ -87,7 +87,7 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 		}
 	}
 	shared := b.scratchF32(T * D)
-	b.swiglu(&a.Shared, shared, xv, T, a.Limit)
+	b.swiglu(&a.Shared, shared, xv, T, sharedLimit(a))
 	if a.SharedGate == nil {
 		for i := range yv {
 			yv[i] += shared[i]
@@ -116,6 +116,15 @@ func (b *Backend) swiglu(ex *compute.SwiGLU, y, x []float32, n int, L float32) {
 		g[i] = gv * sigmoid(gv) * uv
 	}
 	b.MatMulF32(y, g, n, ex.W2)
+}
+
+// sharedLimit is the clamp of a's shared expert: Limit unless
+// SharedUnclamped.
+func sharedLimit(a *compute.MoEArgs) float32 {
+	if a.SharedUnclamped {
+		return float32(math.Inf(1))
+	}
+	return a.Limit
 }
 
 // score applies the router's scoring function to logits in place.

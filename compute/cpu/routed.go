@@ -113,7 +113,7 @@ func (b *Backend) RoutedMoE(y, x, tokens compute.Tensor, a *compute.MoEArgs, r c
 		}
 	}
 	shared := b.scratchF32(T * D)
-	b.swiglu(&a.Shared, shared, xv, T, a.Limit)
+	b.swiglu(&a.Shared, shared, xv, T, sharedLimit(a))
 	for i := range yv {
 		yv[i] += shared[i]
 	}
