@@ -31,7 +31,7 @@ import (
 var naiveConfig = map[string]any{
 	"architectures": []string{"KimiLinearForCausalLM"}, "model_type": "kimi_linear",
 	"vocab_size": 90, "hidden_size": 48, "intermediate_size": 40, "num_hidden_layers": 6,
-	"linear_attn_config": map[string]any{"full_attn_layers": []int{2, 5}, "kda_layers": []int{1, 3, 4, 6}, "num_heads": 3, "head_dim": 8, "short_conv_kernel_size": 3},
+	"linear_attn_config":  map[string]any{"full_attn_layers": []int{2, 5}, "kda_layers": []int{1, 3, 4, 6}, "num_heads": 3, "head_dim": 8, "short_conv_kernel_size": 3},
 	"num_attention_heads": 3, "q_lora_rank": 16, "kv_lora_rank": 24, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 12,
 	"num_local_experts": 8, "num_experts_per_tok": 3, "n_shared_experts": 2, "moe_intermediate_size": 8,
 	"first_k_dense_replace": 2, "n_group": 4, "topk_group": 2, "routed_scaling_factor": 1.7, "norm_topk_prob": false,
@@ -94,7 +94,7 @@ func rms(x, w []float64, eps float64) []float64 {
 	return y
 }
 
-func sig(x float64) float64   { return 1 / (1 + math.Exp(-x)) }
+func sig(x float64) float64    { return 1 / (1 + math.Exp(-x)) }
 func silu64(x float64) float64 { return x * sig(x) }
 
 func swiglu64(v vals, p, gate, up, down string, x []float64) []float64 {
