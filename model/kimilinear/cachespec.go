@@ -36,10 +36,14 @@ func dtypeFormat(dt cache.DType) (compute.SlotFormat, int, error) {
 //   - kda-state (recurrent), KDA layers: Hl slots, one head's dk×dk state
 //     each, always float32 (the reference keeps it in float32);
 //   - conv (recurrent), KDA layers: K-1 slots, one past input column of
-//     the 3·Hl·dk q|k|v conv channels each, stored as dt (absent when the
-//     kernel has one tap).
+//     the 3·Hl·dk q|k|v conv channels each, always float32 (absent when the
+//     kernel has one tap). The reference keeps it in the model dtype; here
+//     activations are float32, and a bf16 history would make a decoded
+//     token's conv read rounded inputs where a prefill reads exact ones, so
+//     that paths would no longer agree bit for bit.
 //
-// dt is F32 (exact) or BF16 (the released checkpoints' dtype).
+// dt is how the MLA latents are stored: F32 (exact) or BF16 (the released
+// checkpoints' dtype).
 func (c *Config) CacheKinds(dt cache.DType) ([]cache.Spec, error) {
 	_, b, err := dtypeFormat(dt)
 	if err != nil {
@@ -52,7 +56,7 @@ func (c *Config) CacheKinds(dt cache.DType) ([]cache.Spec, error) {
 	if kda := c.LayersOf(KDA); len(kda) > 0 {
 		kinds = append(kinds, cache.Spec{Name: KindState, Layers: kda, SlotBytes: c.LinHeadDim * c.LinHeadDim * 4, Policy: cache.Recurrent, FixedSlots: c.LinHeads})
 		if c.ConvKernel > 1 {
-			kinds = append(kinds, cache.Spec{Name: KindConv, Layers: append([]int(nil), kda...), SlotBytes: pad4(c.ConvDim() * b), Policy: cache.Recurrent, FixedSlots: c.ConvKernel - 1})
+			kinds = append(kinds, cache.Spec{Name: KindConv, Layers: append([]int(nil), kda...), SlotBytes: c.ConvDim() * 4, Policy: cache.Recurrent, FixedSlots: c.ConvKernel - 1})
 		}
 	}
 	return kinds, nil
@@ -100,7 +104,7 @@ func newCacheLayout(c *Config, dt cache.DType) (*cacheLayout, error) {
 		case KindState:
 			format, width = compute.SlotF32, c.LinHeadDim*c.LinHeadDim
 		case KindConv:
-			width = c.ConvDim()
+			format, width = compute.SlotF32, c.ConvDim()
 		}
 		lay.formats = append(lay.formats, format)
 		lay.widths = append(lay.widths, width)
