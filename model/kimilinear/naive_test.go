@@ -351,7 +351,7 @@ func naiveMoE(c *Config, v vals, f string, x []float64) []float64 {
 func TestAgainstNaive(t *testing.T) {
 	dir := t.TempDir()
 	b, _ := json.Marshal(naiveConfig)
-	if err := WriteSynthetic(dir, b, 21, true); err != nil {
+	if err := WriteSynthetic(dir, b, SyntheticOptions{Seed: 21, F32: true}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := Load(dir, cpu.New(0), model.Options{})

@@ -12,14 +12,26 @@ import (
 	"github.com/strata-inference/strata/safetensors"
 )
 
+// SyntheticOptions are how WriteSynthetic draws its weights.
+type SyntheticOptions struct {
+	Seed uint64
+	// F32 stores the matrices as f32 (default bf16).
+	F32 bool
+	// LayerScale, when positive, multiplies every layer's output
+	// projections (the mixers' o_proj and the FFNs' down projections), so
+	// that the layers change the residual stream little: with tied
+	// embeddings such a model mostly repeats its input token.
+	LayerScale float64
+}
+
 // WriteSynthetic writes a random-weight checkpoint for the config.json
-// configJSON into dir, in save_pretrained's naming: matrices bf16 (or f32
-// when f32 is set), norms, decays, conv kernels and routing vectors f32.
+// configJSON into dir, in save_pretrained's naming: matrices bf16 (or f32),
+// norms, decays, conv kernels and routing vectors f32.
 // It exists to serve, test and benchmark the architecture without a real
 // checkpoint; the weights are scaled so activations stay finite and the
 // KDA decays are the golden case's (A = exp(A_log) ~ U(0.05, 1), dt_bias ~
 // N(-1, 0.5): states that last tens of tokens), nothing more.
-func WriteSynthetic(dir string, configJSON []byte, seed uint64, f32 bool) error {
+func WriteSynthetic(dir string, configJSON []byte, o SyntheticOptions) error {
 	c, err := ParseConfig(configJSON)
 	if err != nil {
 		return err
@@ -30,6 +42,7 @@ func WriteSynthetic(dir string, configJSON []byte, seed uint64, f32 bool) error 
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), configJSON, 0o644); err != nil {
 		return err
 	}
+	seed, f32 := o.Seed, o.F32
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	var out []safetensors.WriteTensor
 	mat := func(name string, rows, cols int, std float64) {
@@ -48,6 +61,11 @@ func WriteSynthetic(dir string, configJSON []byte, seed uint64, f32 bool) error 
 		out = append(out, safetensors.WriteTensor{Name: name, DType: safetensors.BF16, Shape: []int{rows, cols}, Data: data})
 	}
 	linear := func(name string, rows, cols int) { mat(name, rows, cols, 1/math.Sqrt(float64(cols))) }
+	out1 := 1.0
+	if o.LayerScale > 0 {
+		out1 = o.LayerScale
+	}
+	outProj := func(name string, rows, cols int) { mat(name, rows, cols, out1/math.Sqrt(float64(cols))) }
 	vals := func(name string, shape []int, gen func() float64) {
 		n := 1
 		for _, s := range shape {
@@ -65,7 +83,7 @@ func WriteSynthetic(dir string, configJSON []byte, seed uint64, f32 bool) error 
 	swiglu := func(p, gate, up, down string, I int) {
 		linear(p+gate+".weight", I, c.Hidden)
 		linear(p+up+".weight", I, c.Hidden)
-		linear(p+down+".weight", c.Hidden, I)
+		outProj(p+down+".weight", c.Hidden, I)
 	}
 	D, H := c.Hidden, c.Heads
 	mat("model.embed_tokens.weight", c.VocabSize, D, 1)
@@ -93,7 +111,7 @@ func WriteSynthetic(dir string, configJSON []byte, seed uint64, f32 bool) error 
 			linear(a+"g_a_proj.weight", dk, D)
 			linear(a+"g_b_proj.weight", n, dk)
 			vec(a+"o_norm.weight", dk, 1, 0.1)
-			linear(a+"o_proj.weight", D, n)
+			outProj(a+"o_proj.weight", D, n)
 		} else {
 			if q := c.QLoraRank; q > 0 {
 				linear(a+"q_a_proj.weight", q, D)
@@ -105,7 +123,7 @@ func WriteSynthetic(dir string, configJSON []byte, seed uint64, f32 bool) error 
 			linear(a+"kv_a_proj_with_mqa.weight", c.KVLoraRank+c.RopeDim, D)
 			vec(a+"kv_a_layernorm.weight", c.KVLoraRank, 1, 0.1)
 			linear(a+"kv_b_proj.weight", H*(c.NopeDim+c.VDim), c.KVLoraRank)
-			linear(a+"o_proj.weight", D, H*c.VDim)
+			outProj(a+"o_proj.weight", D, H*c.VDim)
 		}
 		m := p + "block_sparse_moe."
 		if c.Dense[l] {
