@@ -346,12 +346,19 @@ func naiveMoE(c *Config, v vals, f string, x []float64) []float64 {
 	return y
 }
 
-// TestAgainstNaive: on a shape of its own (f32 weights), the full pass,
-// decode and a chunked feed match the float64 evaluation of the spec.
+// TestAgainstNaive: on a shape of its own, with f32 and with bf16 weights
+// (the naive evaluation reads the values as stored), the full pass, decode
+// and a chunked feed match the float64 evaluation of the spec.
 func TestAgainstNaive(t *testing.T) {
+	for _, f32 := range []bool{true, false} {
+		t.Run(fmt.Sprintf("f32=%v", f32), func(t *testing.T) { againstNaive(t, f32) })
+	}
+}
+
+func againstNaive(t *testing.T, f32 bool) {
 	dir := t.TempDir()
 	b, _ := json.Marshal(naiveConfig)
-	if err := WriteSynthetic(dir, b, SyntheticOptions{Seed: 21, F32: true}); err != nil {
+	if err := WriteSynthetic(dir, b, SyntheticOptions{Seed: 21, F32: f32}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := Load(dir, cpu.New(0), model.Options{})
