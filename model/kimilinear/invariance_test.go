@@ -124,3 +124,27 @@ func TestForwardRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestCounts: the decode read and prefill arithmetic counts grow with the
+// context as their definitions say: the MLA latents per token, the KDA
+// state and conv history twice (read and written back), attention
+// quadratic in the prompt.
+func TestCounts(t *testing.T) {
+	m, err := Load(caseDir("kimi-linear/tiny"), cpu.New(1), model.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	w1, kv1 := m.DecodeReadBytes(1)
+	w2, kv2 := m.DecodeReadBytes(101)
+	// 2 MLA layers of 40 f32 values per token.
+	if w1 != w2 || kv2-kv1 != 100*2*40*4 {
+		t.Errorf("decode reads: weights %d then %d, cache %d then %d", w1, w2, kv1, kv2)
+	}
+	if fixed := int64(2 * (6*4*16*16*4 + 6*3*192*4)); kv1 != fixed+2*40*4 {
+		t.Errorf("decode reads %d cache bytes at one token, want %d", kv1, fixed+2*40*4)
+	}
+	if f1, f2 := m.PrefillFLOPs(10), m.PrefillFLOPs(20); !(f2 > 2*f1-2*float64(m.W.Output.Rows*m.W.Output.Cols)) {
+		t.Errorf("prefill FLOPs %g at 10, %g at 20", f1, f2)
+	}
+}

@@ -13,11 +13,12 @@ import (
 )
 
 var (
-	_ model.Model         = (*Model)(nil)
-	_ model.PrefixAligner = (*Model)(nil)
-	_ model.Fingerprinter = (*Model)(nil)
-	_ model.Prefaulter    = (*Model)(nil)
-	_ model.DecodeReader  = (*Model)(nil)
+	_ model.Model          = (*Model)(nil)
+	_ model.PrefixAligner  = (*Model)(nil)
+	_ model.Fingerprinter  = (*Model)(nil)
+	_ model.Prefaulter     = (*Model)(nil)
+	_ model.DecodeReader   = (*Model)(nil)
+	_ model.PrefillCounter = (*Model)(nil)
 )
 
 // Name is the registry's name for the architecture.
@@ -229,4 +230,44 @@ func (m *Model) DecodeReadBytes(n int) (weights, kv int64) {
 		}
 	}
 	return weights, kv
+}
+
+// PrefillFLOPs implements model.PrefillCounter: two per weight of every
+// matrix a token goes through (the active experts only, kv_b_proj's
+// weights once as the absorbed per-head products, the output head for the
+// last position), the KDA recurrence (per token and head, the decayed
+// read, the update and the output over the dk×dk state: about 6·dk²) and
+// MLA's attention over every earlier position in its absorbed form.
+func (m *Model) PrefillFLOPs(n int) float64 {
+	c := m.Cfg
+	var perTok float64
+	mat := func(ws ...*compute.Matrix) {
+		for _, w := range ws {
+			if w != nil {
+				perTok += 2 * float64(w.Rows) * float64(w.Cols)
+			}
+		}
+	}
+	var attn float64
+	for _, L := range m.W.Layers {
+		if k := L.KDA; k != nil {
+			mat(k.QProj, k.KProj, k.VProj, k.FA, k.FB, k.BProj, k.GA, k.GB, k.OProj)
+			perTok += 6 * float64(c.LinHeads) * float64(c.LinHeadDim) * float64(c.LinHeadDim)
+		}
+		if a := L.MLA; a != nil {
+			mat(a.Q, a.QA, a.QB, a.KVA, a.KVB, a.O)
+			for p := range n {
+				attn += 2 * float64(p+1) * float64(c.Heads) * float64(2*c.KVLoraRank+c.RopeDim)
+			}
+		}
+		if d := L.Dense; d != nil {
+			mat(d.Gate, d.Up, d.Down)
+		}
+		if e := L.MoE; e != nil {
+			mat(e.Router, e.Shared.Gate, e.Shared.Up, e.Shared.Down)
+			x := e.Experts[0]
+			perTok += float64(c.ExpertsPerTok) * 2 * (float64(x.Gate.Rows*x.Gate.Cols) + float64(x.Up.Rows*x.Up.Cols) + float64(x.Down.Rows*x.Down.Cols))
+		}
+	}
+	return perTok*float64(n) + attn + 2*float64(m.W.Output.Rows)*float64(m.W.Output.Cols)
 }
