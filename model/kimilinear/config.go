@@ -319,7 +319,8 @@ func ParseConfig(data []byte) (*Config, error) {
 // linear_attn_config's 1-based full_attn_layers / kda_layers, else the
 // reference's default (MLA at 0-based layers 4, 8, ...); and the FFNs from
 // mlp_layer_types, else the first first_k_dense_replace (default 1)
-// layers dense and then every moe_layer_freq-th sparse.
+// layers dense and after them the layers whose index is a multiple of
+// moe_layer_freq (default 1) sparse.
 func (p *parser) resolveLayers(c *Config, r *raw, la *rawLinear, n int) {
 	c.Layers = make([]LayerKind, n)
 	switch {
@@ -396,7 +397,7 @@ func (p *parser) resolveLayers(c *Config, r *raw, la *rawLinear, n int) {
 		freq = 1
 	}
 	for i := range c.Dense {
-		c.Dense[i] = i < k || (i-k)%freq != 0
+		c.Dense[i] = i < k || i%freq != 0 // DeepSeek's rule: sparse where the layer index is a multiple of the frequency
 	}
 }
 
