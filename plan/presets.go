@@ -240,19 +240,3 @@ func layers(first, n int) []int {
 	}
 	return l
 }
-
-// kimiK3 is Kimi-K3: 24 MLA layers (576-wide latent, bf16) and 69 KDA layers
-// whose state is 96 heads of 128×128 float32. Layers are numbered MLA first;
-// the real interleaving does not change any size.
-func kimiK3() Model {
-	return Model{
-		Name:        KimiK3,
-		Description: "Kimi-K3: 24 MLA layers + 69 Kimi Delta Attention layers (96 heads, 128x128 state); layer numbering nominal",
-		DTypes:      "bf16 MLA latent 1152 B, f32 KDA state; " + handbookNote,
-		Specs: []cache.Spec{
-			{Name: KindMLA, Layers: layers(0, 24), SlotBytes: 576 * 2, TokensPerSlot: 1},
-			{Name: KindKDA, Layers: layers(24, 69), SlotBytes: 128 * 128 * 4, FixedSlots: 96},
-		},
-		MaxContext: 1_048_576,
-	}
-}
