@@ -232,11 +232,3 @@ func v4Shape(c *deepseekv4.Config) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-func layers(first, n int) []int {
-	l := make([]int, n)
-	for i := range l {
-		l[i] = first + i
-	}
-	return l
-}
