@@ -258,7 +258,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	p.float("routed_scaling_factor", r.RoutedScalingFactor, &c.RoutedScale, false)
 	p.float("swiglu_alpha", r.SwigluAlpha, &c.SwigluAlpha, false)
 	p.float("swiglu_limit", r.SwigluLimit, &c.SwigluLimit, true)
-	p.float("rms_norm_eps", r.RMSNormEps, &c.RMSEps, true)
+	p.float("rms_norm_eps", r.RMSNormEps, &c.RMSEps, false)
 	p.size("max_position_embeddings", r.MaxPositionEmbeddings, &c.MaxPosition)
 	if r.ScoringFunc != nil && *r.ScoringFunc != "sigmoid" {
 		p.errf("scoring_func %q is not supported (MiniMax-M3 routes by sigmoid)", *r.ScoringFunc)
