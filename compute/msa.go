@@ -21,7 +21,7 @@ type MSA interface {
 	// go to the other blocks with the largest bs (equal scores: the lower
 	// block first). While a token has at most TopK blocks it keeps all of
 	// them. Sel[t][h·TopK : h·TopK+N[t][h]] gets the kept block ids in
-	// ascending order. Local must be at least 1 and at most TopK.
+	// ascending order. Local is at most TopK.
 	BlockSelect(a *BlockSelectArgs, sp Spans)
 	// BlockSparseAttention is CausalAttention (see Causal) whose query head
 	// h at token t sees only the keys j ≤ pos[t] in the blocks

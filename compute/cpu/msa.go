@@ -16,7 +16,7 @@ var _ compute.MSA = (*Backend)(nil)
 func (b *Backend) BlockSelect(a *compute.BlockSelectArgs, sp compute.Spans) {
 	H, d, B, K, Lc := a.Heads, a.Dim, a.Block, a.TopK, a.Local
 	T := a.Q.Rows
-	if H <= 0 || d <= 0 || B <= 0 || K <= 0 || Lc < 1 || Lc > K {
+	if H <= 0 || d <= 0 || B <= 0 || K <= 0 || Lc < 0 || Lc > K {
 		panic(fmt.Sprintf("cpu: BlockSelect: %d heads of %d, block %d, top %d, local %d", H, d, B, K, Lc))
 	}
 	checkShape("BlockSelect Q", a.Q, T, H*d)

@@ -51,7 +51,7 @@ func TestBlockSelect(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	be := New(2)
 	for _, f := range []compute.SlotFormat{compute.SlotF32, compute.SlotBF16} {
-		for _, sh := range []struct{ H, d, B, K, local int }{{2, 16, 4, 3, 1}, {3, 8, 5, 4, 2}, {1, 32, 8, 4, 1}} {
+		for _, sh := range []struct{ H, d, B, K, local int }{{2, 16, 4, 3, 1}, {3, 8, 5, 4, 2}, {1, 32, 8, 4, 1}, {2, 8, 4, 3, 0}} {
 			lens, past := []int{1, 9, 30}, []int{41, 0, 25}
 			T := sum(lens)
 			kc := newTestPaged(be, rng, len(lens), 80, sh.d, 8, f)
