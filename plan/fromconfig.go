@@ -45,6 +45,8 @@ func FromConfigFile(path string, dt cache.DType) (Model, error) {
 		return FromGemma4Config(path, dt)
 	case strings.HasPrefix(t, "qwen3_5"):
 		return FromQwen35Config(path, dt)
+	case strings.HasPrefix(t, "minimax_m3"):
+		return FromMiniMaxM3Config(path, dt)
 	}
 	return FromDeepSeekV4Config(path, dt)
 }
