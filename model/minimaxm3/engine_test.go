@@ -290,7 +290,7 @@ func TestPoolMatchesPlan(t *testing.T) {
 			t.Errorf("bf16: %g bytes per token, want 134400", pm.BytesPerToken())
 		}
 		for _, n := range []int{1, 12, 40, 100} {
-			e, err := engine.New(m, engine.Config{MaxBatchTokens: 256, PageBytes: pageBytes, Pages: 20000, EOS: -1, NoPrefixCache: true})
+			e, err := engine.New(m, engine.Config{MaxBatchTokens: 256, PageBytes: pageBytes, Pages: 4000, EOS: -1, NoPrefixCache: true})
 			if err != nil {
 				t.Fatal(err)
 			}
