@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-inference/strata/model/deepseekv4"
 	"github.com/strata-inference/strata/model/gemma4"
+	"github.com/strata-inference/strata/model/minimaxm3"
 	"github.com/strata-inference/strata/safetensors"
 )
 
@@ -60,6 +61,11 @@ flags:
 	if json.Unmarshal(b, &probe) == nil && strings.HasPrefix(probe.ModelType, "gemma4") {
 		write = func(dir string, cfg []byte, seed uint64) error {
 			return gemma4.WriteSynthetic(dir, cfg, safetensors.BF16, seed)
+		}
+	}
+	if json.Unmarshal(b, &probe) == nil && strings.HasPrefix(probe.ModelType, "minimax_m3") {
+		write = func(dir string, cfg []byte, seed uint64) error {
+			return minimaxm3.WriteSynthetic(dir, cfg, safetensors.BF16, seed)
 		}
 	}
 	if err := write(tmp, b, *seed); err != nil {
