@@ -338,3 +338,36 @@ func TestSwiGLUOAI(t *testing.T) {
 		}
 	}
 }
+
+// TestOAIBatchInvariance: SwiGLUOAI's and MoEOAI's outputs for a token are
+// the same bits alone and in a batch (whose tokens share experts).
+func TestOAIBatchInvariance(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 30))
+	be := New(2)
+	const T, D, I, E, K = 9, 24, 10, 5, 2
+	mk := func() compute.SwiGLU {
+		return compute.SwiGLU{W1: compute.F32View(randVec(rng, I*D), I, D), W3: compute.F32View(randVec(rng, I*D), I, D), W2: compute.F32View(randVec(rng, D*I), D, I)}
+	}
+	experts := make([]compute.SwiGLU, E)
+	for e := range experts {
+		experts[e] = mk()
+	}
+	a := &compute.MoEArgs{Gate: compute.F32View(randVec(rng, E*D), E, D), Bias: Wrap(randVec(rng, E), 1, E), Experts: experts, Shared: mk(),
+		K: K, Scoring: compute.Sigmoid, RoutedScale: 2, Limit: 1}
+	dense := mk()
+	x := randVec(rng, T*D)
+	for name, op := range map[string]func(y, x compute.Tensor){
+		"MoEOAI":    func(y, x compute.Tensor) { be.MoEOAI(y, x, a, 1.702) },
+		"SwiGLUOAI": func(y, x compute.Tensor) { be.SwiGLUOAI(y, x, &dense, 1.702, 1) },
+	} {
+		all := make([]float32, T*D)
+		op(Wrap(all, T, D), Wrap(x, T, D))
+		for tok := range T {
+			one := make([]float32, D)
+			op(Wrap(one, 1, D), Wrap(x[tok*D:(tok+1)*D], 1, D))
+			if !bitsEqual(one, all[tok*D:(tok+1)*D]) {
+				t.Fatalf("%s: token %d differs alone and in the batch", name, tok)
+			}
+		}
+	}
+}
