@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/strata-inference/strata/model/minimaxm3"
 	"github.com/strata-inference/strata/model/qwen35"
 	"github.com/strata-inference/strata/server"
 	"github.com/strata-inference/strata/tokenizer/chat"
@@ -12,6 +13,9 @@ import (
 func jinjaFormat(arch string, t *chat.Template) server.ChatFormat {
 	if arch == qwen35.Arch.Name {
 		return server.Qwen35(t)
+	}
+	if arch == minimaxm3.Arch.Name {
+		return server.MiniMax(t)
 	}
 	return server.Jinja(t)
 }

@@ -33,9 +33,10 @@ func TestCheckGoldenMiniMaxM3(t *testing.T) {
 
 // TestServeMiniMaxM3: `strata serve -model DIR` on a MiniMax-M3 checkpoint
 // (random weights, the MiniMax tokenizer, the chat template in the folder)
-// renders a chat with the folder's Jinja template, and its reply is what
-// the engine generates greedily for that prompt, up to the end-of-turn
-// token [e~[.
+// picks the MiniMax chat format, renders a chat with the folder's Jinja
+// template, and its reply is what the engine generates greedily for that
+// prompt, up to the end-of-turn token [e~[, read as MiniMax replies are
+// (reasoning up to </think>: the template opens <think>).
 func TestServeMiniMaxM3(t *testing.T) {
 	dir := t.TempDir()
 	if err := servertest.WriteMiniMaxM3(dir, 5); err != nil {
@@ -54,6 +55,9 @@ func TestServeMiniMaxM3(t *testing.T) {
 	defer s.Close()
 	if s.model.Info().Arch != "minimax-m3" {
 		t.Fatalf("loaded as %s", s.model.Info().Arch)
+	}
+	if f, err := chatFormat("auto", "", dir, "minimax-m3"); err != nil || f.Name() != "minimax" {
+		t.Fatalf("auto format for minimax-m3: %v, %v", f, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -76,7 +80,8 @@ func TestServeMiniMaxM3(t *testing.T) {
 	var r struct {
 		Choices []struct {
 			Message struct {
-				Content *string `json:"content"`
+				Content          *string `json:"content"`
+				ReasoningContent string  `json:"reasoning_content"`
 			} `json:"message"`
 		} `json:"choices"`
 		Usage struct {
@@ -112,9 +117,14 @@ func TestServeMiniMaxM3(t *testing.T) {
 	if len(toks) > 0 && toks[len(toks)-1] == s.eng.EOS() {
 		toks = toks[:len(toks)-1]
 	}
-	want := s.tok.Decode(toks, true)
-	if r.Choices[0].Message.Content == nil || *r.Choices[0].Message.Content != want {
-		t.Fatalf("reply %v, the engine's %q", r.Choices[0].Message.Content, want)
+	want, _ := chat.ParseMiniMax(s.tok.Decode(toks, true), true, nil)
+	got := r.Choices[0].Message
+	content := ""
+	if got.Content != nil {
+		content = *got.Content
 	}
-	t.Logf("%d prompt tokens, reply %q", len(ids), want)
+	if got.ReasoningContent != want.Reasoning || content != want.Content {
+		t.Fatalf("reply reasoning %q content %q, the engine's %#v", got.ReasoningContent, content, want)
+	}
+	t.Logf("%d prompt tokens, reply reasoning %q content %q", len(ids), got.ReasoningContent, content)
 }
