@@ -180,7 +180,8 @@ func TestBindErrors(t *testing.T) {
 		}
 		out = append(out, x)
 	}
-	out = append(out, safetensors.WriteTensor{Name: "model.layers.0.self_attn.indexer.q_proj.weight", DType: safetensors.F32, Shape: []int{1}, Data: make([]byte, 4)})
+	out = append(out, safetensors.WriteTensor{Name: "model.layers.0.self_attn.indexer.q_proj.weight", DType: safetensors.F32, Shape: []int{1}, Data: make([]byte, 4)},
+		safetensors.WriteTensor{Name: "model.mtp.0.proj.weight", DType: safetensors.F32, Shape: []int{1}, Data: make([]byte, 4)}) // ignored, as transformers does
 	dir := t.TempDir()
 	cfg, _ := os.ReadFile(filepath.Join(src, "config.json"))
 	os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644)
@@ -201,6 +202,9 @@ func TestBindErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not say %s:\n%v", want, err)
 		}
+	}
+	if strings.Contains(err.Error(), "mtp") || !strings.Contains(err.Error(), "5 problems") {
+		t.Errorf("want exactly the 5 problems, the MTP tensor ignored:\n%v", err)
 	}
 }
 

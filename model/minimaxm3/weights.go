@@ -153,13 +153,10 @@ func Bind(cfg *Config, ck *safetensors.Checkpoint) (*Weights, error) {
 // the reference does not read either: the Hub checkpoint's other towers
 // and its multi-token-prediction layers.
 func (b *binder) ignored(name string) bool {
-	if b.naming != Hub {
-		return false
+	if strings.HasPrefix(name, "mtp.") || strings.Contains(name, ".mtp.") || strings.HasPrefix(name, b.pre+"mtp") {
+		return true // transformers drops (^|\.)mtp\. keys on load
 	}
-	if strings.HasPrefix(name, b.pre) {
-		return strings.HasPrefix(name, b.pre+"mtp") || strings.Contains(name, ".mtp.")
-	}
-	return name != b.head
+	return b.naming == Hub && !strings.HasPrefix(name, b.pre) && name != b.head
 }
 
 func (b *binder) errf(format string, args ...any) {
@@ -239,7 +236,11 @@ func (b *binder) layer(l int) LayerWeights {
 	} else {
 		q := p + "mlp."
 		m.Router = b.matrix(q+"gate.weight", E, D)
-		m.Bias = b.vector(q+"gate.e_score_correction_bias", E)
+		bias := q + "gate.e_score_correction_bias"
+		if !b.has(bias) && b.has(q+"e_score_correction_bias") {
+			bias = q + "e_score_correction_bias" // transformers versions that keep the bias on the MoE block
+		}
+		m.Bias = b.vector(bias, E)
 		m.Experts = b.stackedExperts(q+"experts.", E, Ie)
 		m.Shared = b.glu(q+"shared_experts.", c.SharedInter)
 	}
