@@ -157,6 +157,37 @@ func TestBindHub(t *testing.T) {
 	if d := golden.MaxAbsDiff(logits[0], logits[1]); d != 0 {
 		t.Fatalf("Hub naming: logits differ by %g", d)
 	}
+
+	// transformers' save of the conditional-generation class: the text
+	// model under model.language_model.*, save_pretrained's module names,
+	// the vision tower beside it.
+	vl := t.TempDir()
+	if err := os.WriteFile(filepath.Join(vl, "config.json"), hubConfig(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ts []safetensors.WriteTensor
+	for _, x := range readAll(t, src) {
+		if x.Name != "lm_head.weight" {
+			x.Name = "model.language_model." + strings.TrimPrefix(x.Name, "model.")
+		}
+		ts = append(ts, x)
+	}
+	ts = append(ts, safetensors.WriteTensor{Name: "model.vision_tower.patch_embed.weight", DType: safetensors.F32, Shape: []int{1}, Data: make([]byte, 4)})
+	if err := safetensors.WriteFile(filepath.Join(vl, "model.safetensors"), ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(vl, cpu.New(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	got, err := golden.Feed(ctx, m, ids, []int{len(ids)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := golden.MaxAbsDiff(logits[0], got); d != 0 {
+		t.Fatalf("model.language_model.* naming: logits differ by %g", d)
+	}
 }
 
 // TestBindErrors: a broken checkpoint is refused with every problem named

@@ -92,9 +92,10 @@ type binder struct {
 	errs   []error
 }
 
-// DetectNaming says which naming ck uses: the Hub's when a tensor of the
-// text model is nested under language_model. or any tensor uses the
-// Hub's module names.
+// DetectNaming says which naming ck uses: the Hub's when a tensor is
+// nested under language_model. or uses the Hub's module names
+// (block_sparse_moe, self_attn.index_*). Either naming's text model may be
+// nested under a multimodal wrapper's prefix (Bind finds it).
 func DetectNaming(ck *safetensors.Checkpoint) Naming {
 	for _, n := range ck.Names() {
 		if strings.HasPrefix(n, "language_model.") || strings.Contains(n, ".block_sparse_moe.") || strings.Contains(n, ".self_attn.index_") {
@@ -111,13 +112,16 @@ func DetectNaming(ck *safetensors.Checkpoint) Naming {
 // tower, projector and multi-token-prediction tensors are not read.
 func Bind(cfg *Config, ck *safetensors.Checkpoint) (*Weights, error) {
 	b := &binder{cfg: cfg, ck: ck, naming: DetectNaming(ck), pre: "model.", head: "lm_head.weight", used: map[string]bool{}}
-	if b.naming == Hub {
-		if _, ok := ck.Tensor("language_model.model.embed_tokens.weight"); ok {
-			b.pre = "language_model.model."
+	// The text model may sit under the multimodal wrapper's prefix: the
+	// original checkpoint's language_model.model.*, or transformers'
+	// model.language_model.* for the conditional-generation class.
+	for _, pre := range []string{"language_model.model.", "model.language_model."} {
+		if b.has(pre + "embed_tokens.weight") {
+			b.pre = pre
 		}
-		if _, ok := ck.Tensor("language_model.lm_head.weight"); ok {
-			b.head = "language_model.lm_head.weight"
-		}
+	}
+	if b.has("language_model.lm_head.weight") {
+		b.head = "language_model.lm_head.weight"
 	}
 	D, V := cfg.Hidden, cfg.VocabSize
 	w := &Weights{
@@ -156,7 +160,8 @@ func (b *binder) ignored(name string) bool {
 	if strings.HasPrefix(name, "mtp.") || strings.Contains(name, ".mtp.") || strings.HasPrefix(name, b.pre+"mtp") {
 		return true // transformers drops (^|\.)mtp\. keys on load
 	}
-	return b.naming == Hub && !strings.HasPrefix(name, b.pre) && name != b.head
+	// The multimodal checkpoints' vision tower and projector.
+	return (b.naming == Hub || b.pre != "model.") && !strings.HasPrefix(name, b.pre) && name != b.head
 }
 
 func (b *binder) errf(format string, args ...any) {
