@@ -16,7 +16,8 @@ import (
 // FromConfigFile sizes the model of a config.json of any family the
 // planner reads, chosen by its model_type (or its text_config's):
 // DeepSeek-V4 (also when model_type is absent), DeepSeek-V3.2, GLM-5,
-// Gemma 4, Qwen3.5, HY4 and Kimi Linear, with the cache kinds stored as dt.
+// Gemma 4, Qwen3.5, HY4, Kimi Linear and MiniMax-M3, with the cache kinds
+// stored as dt.
 func FromConfigFile(path string, dt cache.DType) (Model, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -49,6 +50,8 @@ func FromConfigFile(path string, dt cache.DType) (Model, error) {
 		return FromHY4Config(path, dt)
 	case t == "kimi_linear":
 		return FromKimiLinearConfig(path, dt)
+	case strings.HasPrefix(t, "minimax_m3"):
+		return FromMiniMaxM3Config(path, dt)
 	}
 	return FromDeepSeekV4Config(path, dt)
 }

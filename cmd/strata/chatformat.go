@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/strata-inference/strata/model/kimilinear"
+	"github.com/strata-inference/strata/model/minimaxm3"
 	"github.com/strata-inference/strata/model/qwen35"
 	"github.com/strata-inference/strata/server"
 	"github.com/strata-inference/strata/tokenizer/chat"
@@ -17,6 +18,9 @@ func jinjaFormat(arch string, t *chat.Template) server.ChatFormat {
 	}
 	if arch == kimilinear.Arch.Name {
 		return server.Kimi(t)
+	}
+	if arch == minimaxm3.Arch.Name {
+		return server.MiniMax(t)
 	}
 	return server.Jinja(t)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/strata-inference/strata/model/glm5"
 	"github.com/strata-inference/strata/model/hy4"
 	"github.com/strata-inference/strata/model/kimilinear"
+	"github.com/strata-inference/strata/model/minimaxm3"
 	"github.com/strata-inference/strata/model/qwen35"
 )
 
@@ -20,7 +21,7 @@ import (
 // config.json.
 func registry() *model.Registry {
 	return model.NewRegistry(deepseekv4.Arch, deepseekv32.Arch, glm5.Arch, gemma4.Arch, qwen35.Arch,
-		hy4.Arch, kimilinear.Arch)
+		hy4.Arch, kimilinear.Arch, minimaxm3.Arch)
 }
 
 // loadModel loads the checkpoint in dir with its architecture, saying

@@ -58,7 +58,7 @@ func runPlan(ctx context.Context, args []string, stdout io.Writer) error {
 	attended := fs.Bool("attended", false, "print the KV entries attended per decode step at each --context length (DeepSeek-V4 models)")
 	plotPath := fs.String("plot", "", "write a PNG `file` plotting memory per request against context length (1K to 1M) for the chosen models")
 	fs.Var(&models, "model", "preset `name`s, repeatable or comma-separated: "+strings.Join(plan.PresetNames(), ", ")+" (case, spaces, '-', '.' ignored); default: all presets unless --config is given")
-	fs.Var(&configs, "config", "`path` of a DeepSeek-V4, DeepSeek-V3.2, GLM-5, Gemma 4 or Qwen3.5 config.json (Hub or transformers spelling, chosen by model_type), repeatable")
+	fs.Var(&configs, "config", "`path` of a config.json of any supported family (DeepSeek-V4, DeepSeek-V3.2, GLM-5, Gemma 4, Qwen3.5, HY4, Kimi Linear, MiniMax-M3; Hub or transformers spelling, chosen by model_type), repeatable")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: strata plan [flags]
 

@@ -13,6 +13,7 @@ import (
 	"github.com/strata-inference/strata/model/deepseekv4"
 	"github.com/strata-inference/strata/model/gemma4"
 	"github.com/strata-inference/strata/model/hy4"
+	"github.com/strata-inference/strata/model/minimaxm3"
 	"github.com/strata-inference/strata/safetensors"
 )
 
@@ -66,6 +67,11 @@ flags:
 	}
 	if probe.ModelType == "hy_v4" {
 		write = hy4.WriteSynthetic
+	}
+	if strings.HasPrefix(probe.ModelType, "minimax_m3") {
+		write = func(dir string, cfg []byte, seed uint64) error {
+			return minimaxm3.WriteSynthetic(dir, cfg, safetensors.BF16, seed)
+		}
 	}
 	if err := write(tmp, b, *seed); err != nil {
 		os.RemoveAll(tmp)
