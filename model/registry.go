@@ -29,6 +29,9 @@ type Architecture struct {
 	// ("model_type", and the "architectures" list) that select it.
 	ModelTypes, Architectures []string
 	Load                      func(dir string, be compute.Backend, o Options) (Model, error)
+	// Describe, when set, summarizes the config.json at path for
+	// `strata inspect` (Summary) without loading the weights.
+	Describe func(path string) (*Summary, error)
 }
 
 // Registry maps a checkpoint's config to the architecture that loads it.

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/strata-inference/strata/cache"
-	"github.com/strata-inference/strata/model/deepseekv4"
 	"github.com/strata-inference/strata/plan"
 	"github.com/strata-inference/strata/safetensors"
 )
@@ -19,7 +17,7 @@ import (
 func runInspect(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: strata inspect DIR\n\nSummarizes the DeepSeek-V4 checkpoint in DIR: architecture, the kind of every\nlayer, parameters and bytes by stored dtype, and cache bytes per token and per\nrequest. It also binds the weights and reports every problem it finds.\n")
+		fmt.Fprintf(fs.Output(), "usage: strata inspect DIR\n\nSummarizes the checkpoint in DIR, of any architecture this build runs (%s):\nits family, the shape of its layers, parameters and bytes by stored dtype, and\ncache bytes per token and per request. It also binds the weights and reports\nevery problem it finds.\n", strings.Join(registry().Architectures(), ", "))
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -29,7 +27,14 @@ func runInspect(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("want one checkpoint folder")
 	}
 	dir := fs.Arg(0)
-	cfg, err := deepseekv4.LoadConfig(filepath.Join(dir, "config.json"))
+	arch, err := registry().Lookup(dir)
+	if err != nil {
+		return err
+	}
+	if arch.Describe == nil {
+		return fmt.Errorf("inspect: the %s architecture has no summary", arch.Name)
+	}
+	sum, err := arch.Describe(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return err
 	}
@@ -41,44 +46,13 @@ func runInspect(ctx context.Context, args []string, stdout io.Writer) error {
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	defer w.Flush()
 
-	fmt.Fprintf(w, "%s: DeepSeek-V4\n", dir)
-	fmt.Fprintf(w, "  hidden\t%d, %d hc streams (Sinkhorn %d iterations)\n", cfg.Hidden, cfg.HCMult, cfg.SinkhornIters)
-	fmt.Fprintf(w, "  attention\t%d heads of %d (last %d RoPE), one shared kv head, q rank %d, output %d groups of rank %d\n",
-		cfg.Heads, cfg.HeadDim, cfg.RopeDim, cfg.QLoraRank, cfg.OGroups, cfg.OLoraRank)
-	fmt.Fprintf(w, "  window\t%d tokens; indexer %d heads of %d, top %d\n", cfg.Window, cfg.IndexHeads, cfg.IndexHeadDim, cfg.IndexTopK)
-	fmt.Fprintf(w, "  moe\t%d of %d experts of %d (+1 shared), %s scoring, scale %g, SwiGLU limit %g\n",
-		cfg.ExpertsPerTok, cfg.Experts, cfg.MoEInter, cfg.Scoring, cfg.RoutedScale, cfg.SwigluLimit)
-	rope := fmt.Sprintf("main theta %g; compressed theta %g", cfg.RopeTheta, cfg.CompressRopeTheta)
-	if y := cfg.Yarn; y != nil {
-		rope += fmt.Sprintf(" with YaRN x%g over %g (beta %g/%g)", y.Factor, y.OriginalMax, y.BetaFast, y.BetaSlow)
-	}
-	fmt.Fprintf(w, "  rope\t%s\n", rope)
-	fmt.Fprintf(w, "  vocab\t%d (bos %d, eos %d), max context %d\n", cfg.VocabSize, cfg.BOS, cfg.EOS, cfg.MaxPosition)
-	quant := "none (unquantized weights)"
-	if cfg.FP8Block != nil {
-		quant = fmt.Sprintf("FP8 e4m3, UE8M0 scales per %dx%d block", cfg.FP8Block[0], cfg.FP8Block[1])
-		if cfg.ExpertDType != "" {
-			quant += "; experts " + cfg.ExpertDType
+	fmt.Fprintf(w, "%s: %s\n", dir, sum.Family)
+	for _, f := range sum.Fields {
+		indent := "  "
+		if f.Sub {
+			indent = "    "
 		}
-	}
-	fmt.Fprintf(w, "  quantization\t%s\n", quant)
-	fmt.Fprintf(w, "  layers\t%d, %s\n", len(cfg.Layers), layerSummary(cfg))
-	for i, l := range cfg.Layers {
-		route := "learned routing"
-		if l.Hash {
-			route = "hash routing"
-		}
-		kind := "window only"
-		switch l.Attn {
-		case deepseekv4.CSA:
-			kind = fmt.Sprintf("CSA, rate %d, indexer", l.Rate)
-		case deepseekv4.HCA:
-			kind = fmt.Sprintf("HCA, rate %d", l.Rate)
-		}
-		fmt.Fprintf(w, "    %d\t%s, %s\n", i, kind, route)
-	}
-	if len(cfg.MTP) > 0 {
-		fmt.Fprintf(w, "  mtp\t%d layer(s), window only\n", len(cfg.MTP))
+		fmt.Fprintf(w, "%s%s\t%s\n", indent, f.Key, f.Value)
 	}
 
 	// Parameters and bytes by stored dtype. Packed FP4 (I8/U8 with a .scale
@@ -124,8 +98,11 @@ func runInspect(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(w, "    %s\t%s params, %s\n", k, humanCount(by[k].params), plan.HumanBytes(by[k].bytes))
 	}
 
-	for _, dt := range []cache.DType{cache.F32, cache.FP8} {
-		specs := cfg.CacheSpecs(dt)
+	for _, c := range sum.Caches {
+		specs, err := sum.CacheSpecs(c.DType)
+		if err != nil {
+			return err
+		}
 		var perTok float64
 		var fixed int64
 		for _, s := range specs {
@@ -134,45 +111,18 @@ func runInspect(ctx context.Context, args []string, stdout io.Writer) error {
 				fixed += s.Bytes(0)
 			}
 		}
-		what := "as strata's CPU engine stores it"
-		if dt == cache.FP8 {
-			what = "in the released FP8 layout"
-		}
-		fmt.Fprintf(w, "  cache (%s)\t%.1f bytes per token, %s fixed per request, %s\n", dt, perTok, plan.HumanBytes(fixed), what)
+		fmt.Fprintf(w, "  cache (%s)\t%.1f bytes per token, %s fixed per request, %s\n", c.DType, perTok, plan.HumanBytes(fixed), c.Note)
 	}
-	if _, err := deepseekv4.Bind(cfg, ck); err != nil {
+	if sum.Bind == nil {
+		fmt.Fprintf(w, "  weights\tnot checked (%s cannot bind them apart from loading)\n", sum.Family)
+		return nil
+	}
+	if err := sum.Bind(ck); err != nil {
 		fmt.Fprintf(w, "  weights\tPROBLEMS: %v\n", err)
 		return errFailed
 	}
 	fmt.Fprintf(w, "  weights\tall %d tensors bound\n", len(names))
 	return nil
-}
-
-func layerSummary(cfg *deepseekv4.Config) string {
-	counts := map[string]int{}
-	var order []string
-	hash := 0
-	for _, l := range cfg.Layers {
-		k := "window-only"
-		switch l.Attn {
-		case deepseekv4.CSA:
-			k = fmt.Sprintf("CSA rate %d", l.Rate)
-		case deepseekv4.HCA:
-			k = fmt.Sprintf("HCA rate %d", l.Rate)
-		}
-		if counts[k] == 0 {
-			order = append(order, k)
-		}
-		counts[k]++
-		if l.Hash {
-			hash++
-		}
-	}
-	var parts []string
-	for _, k := range order {
-		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
-	}
-	return fmt.Sprintf("%s; %d hash-routed", strings.Join(parts, ", "), hash)
 }
 
 func humanCount(n int64) string {
