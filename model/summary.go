@@ -1,6 +1,9 @@
 package model
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/safetensors"
 )
@@ -58,3 +61,30 @@ func (s *Summary) SubField(key, value string) {
 
 // CPUCache is the note of the float32 cache layout.
 const CPUCache = "as strata's CPU engine stores it"
+
+// CountKinds is "3 dense; 5 MoE": how many layers of each kind, in the
+// order the kinds first appear.
+func CountKinds(kinds []string) string {
+	counts := map[string]int{}
+	var order []string
+	for _, k := range kinds {
+		if counts[k] == 0 {
+			order = append(order, k)
+		}
+		counts[k]++
+	}
+	parts := make([]string, len(order))
+	for i, k := range order {
+		parts[i] = fmt.Sprintf("%d %s", counts[k], k)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// LayerKinds appends the layers field ("8, 6 X; 2 Y") and one detail line per
+// layer to s.
+func (s *Summary) LayerKinds(kinds []string) {
+	s.Field("layers", fmt.Sprintf("%d, %s", len(kinds), CountKinds(kinds)))
+	for i, k := range kinds {
+		s.SubField(fmt.Sprint(i), k)
+	}
+}

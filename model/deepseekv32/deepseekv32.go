@@ -34,6 +34,7 @@ var Arch = model.Architecture{
 	Load: func(dir string, be compute.Backend, o model.Options) (model.Model, error) {
 		return dsa.Load(dir, be, o, &Family)
 	},
+	Describe: func(path string) (*model.Summary, error) { return dsa.Describe(path, &Family, "DeepSeek-V3.2") },
 }
 
 // Load loads the DeepSeek-V3.2 checkpoint in dir.

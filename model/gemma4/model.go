@@ -52,6 +52,7 @@ var Arch = model.Architecture{
 	Load: func(dir string, be compute.Backend, o model.Options) (model.Model, error) {
 		return LoadWith(dir, be, o)
 	},
+	Describe: Describe,
 }
 
 // Load reads dir/config.json and the checkpoint in dir (model.safetensors,

@@ -36,6 +36,7 @@ var Arch = model.Architecture{
 	Load: func(dir string, be compute.Backend, o model.Options) (model.Model, error) {
 		return dsa.Load(dir, be, o, &Family)
 	},
+	Describe: func(path string) (*model.Summary, error) { return dsa.Describe(path, &Family, "GLM-5") },
 }
 
 // Load loads the GLM-5 checkpoint in dir.

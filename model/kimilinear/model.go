@@ -32,6 +32,7 @@ var Arch = model.Architecture{
 	Load: func(dir string, be compute.Backend, o model.Options) (model.Model, error) {
 		return Load(dir, be, o)
 	},
+	Describe: Describe,
 }
 
 // ops are the backend ops beyond compute.Backend the forward pass needs:

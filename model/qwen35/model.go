@@ -31,6 +31,7 @@ var Arch = model.Architecture{
 	Load: func(dir string, be compute.Backend, o model.Options) (model.Model, error) {
 		return LoadWith(dir, be, Options{Options: o})
 	},
+	Describe: Describe,
 }
 
 // Options are what a caller may ask of a loaded Qwen3.5 model.
