@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 
+	"github.com/strata-inference/strata/grammar"
 	"github.com/strata-inference/strata/tokenizer/chat"
 )
 
@@ -63,3 +64,20 @@ func (p gemma4Parser) Finish() (string, string, []chat.ToolCall, error) {
 	r, c, res, err := p.p.Finish()
 	return r, c, res.ToolCalls, err
 }
+
+// A constrained Gemma 4 reply (structured.go) starts with the thought
+// channel, free up to its close "<channel|>" (a special token the
+// grammar's vocabulary then holds): required when the prompt left the
+// channel open, optional (the reply may open it) in thinking mode
+// otherwise. The answer after it is content.
+func (f gemma4Format) replyPrefix(opt ChatOptions) grammar.Expr {
+	switch {
+	case f.inThought[opt.Thinking]:
+		return chat.Gemma4Reasoning(false)
+	case opt.Thinking:
+		return grammar.Optional(chat.Gemma4Reasoning(true))
+	}
+	return nil
+}
+
+func (gemma4Format) grammarMarkers() []string { return chat.Gemma4GrammarMarkers() }

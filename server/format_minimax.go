@@ -3,6 +3,7 @@ package server
 import (
 	"strings"
 
+	"github.com/strata-inference/strata/grammar"
 	"github.com/strata-inference/strata/tokenizer/chat"
 )
 
@@ -49,4 +50,14 @@ func (p miniMaxParser) Add(text string) (string, string) { return p.p.Add(text) 
 func (p miniMaxParser) Finish() (string, string, []chat.ToolCall, error) {
 	r, c, res, err := p.p.Finish()
 	return r, c, res.ToolCalls, err
+}
+
+// A constrained MiniMax reply (structured.go) starts, when the prompt
+// opened <think> (MiniMax's templates do, thinking or not), with the
+// reasoning, free up to "</think>"; the answer after it is content.
+func (f miniMaxFormat) replyPrefix(opt ChatOptions) grammar.Expr {
+	if f.opens[opt.Thinking] {
+		return chat.MiniMaxReasoning()
+	}
+	return nil
 }

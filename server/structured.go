@@ -24,8 +24,10 @@ import (
 // for their token masks once.
 //
 // The JSON is compact (no insignificant whitespace), as OpenAI's
-// structured outputs are. In thinking mode the reasoning is free up to
-// "</think>"; the constraint applies to the answer after it. A forced tool
+// structured outputs are. Where a chat format's replies begin with
+// reasoning (thinking mode; MiniMax's template always opens <think>) the
+// reasoning is free up to its end marker ("</think>", Gemma 4's special
+// "<channel|>"); the constraint applies to the answer after it. A forced tool
 // call is the chat format's tool-call markup (DSML for DeepSeek-V4, the
 // template's XML for Qwen3.5) whose arguments follow the tool's parameter
 // schema. Constrained requests are generated where they are submitted,
@@ -202,13 +204,32 @@ func decodeToolChoice(raw json.RawMessage, tools []chat.Tool, parallel *bool, ou
 	return nil, invalidf("tool_choice.function.name", "invalid_value", "tool_choice names function %q, which is not in tools.", c.Function.Name)
 }
 
+// prefixGrammarFormat is a chat format whose replies may begin with
+// something before the answer (the reasoning, up to its end marker), which
+// its reply parser reads apart from the content: a constrained reply is
+// that prefix, free, then the constrained answer. A format whose parser
+// reads reasoning and that has no prefix grammar would read a constrained
+// answer as reasoning.
+type prefixGrammarFormat interface {
+	// replyPrefix is the grammar of what comes before the answer (the
+	// reasoning in thinking mode); nil when nothing does.
+	replyPrefix(opt ChatOptions) grammar.Expr
+}
+
+// grammarMarkerFormat is a SpecialMarkup chat format whose reply grammars
+// write markers its tokenizer holds as special tokens (Gemma 4's
+// "<channel|>", which closes the thought channel): the grammars'
+// vocabulary holds those special tokens, which a grammar otherwise never
+// allows.
+type grammarMarkerFormat interface {
+	grammarMarkers() []string
+}
+
 // toolGrammarFormat is a chat format that can constrain a reply: what
 // precedes the answer, free content, and a block of tool calls, each as
 // the format's reply parser reads it.
 type toolGrammarFormat interface {
-	// replyPrefix is the grammar of what comes before the answer (the
-	// reasoning in thinking mode); nil when nothing does.
-	replyPrefix(opt ChatOptions) grammar.Expr
+	prefixGrammarFormat
 	// replyContent is the grammar of free content, which a block of tool
 	// calls may follow.
 	replyContent() grammar.Expr
@@ -249,6 +270,16 @@ func (s *Server) grammarVocab() *grammar.Vocabulary {
 		for id := range min(len(texts), s.tok.VocabSize()) {
 			if !s.tok.IsSpecial(int32(id)) {
 				texts[id], _ = s.tok.TokenBytes(int32(id))
+			}
+		}
+		// The special tokens the format's grammars write, as their text
+		// (chat replies in a SpecialMarkup format keep special tokens).
+		sm, special := s.format.(SpecialMarkup)
+		if mf, ok := s.format.(grammarMarkerFormat); ok && special && sm.MarkupIsSpecial() {
+			for _, m := range mf.grammarMarkers() {
+				if id, ok := s.tok.TokenID(m); ok && int(id) < len(texts) && s.tok.IsSpecial(id) {
+					texts[id] = m
+				}
 			}
 		}
 		c.vocab = grammar.NewVocabulary(texts)
@@ -404,8 +435,8 @@ func (s *Server) replyGrammar(st *structured, tools []chat.Tool, opt ChatOptions
 		}
 		body = grammar.Seq(tg.replyContent(), grammar.Optional(c))
 	}
-	if canCall {
-		if p := tg.replyPrefix(opt); p != nil {
+	if pf, ok := s.format.(prefixGrammarFormat); ok && isChat {
+		if p := pf.replyPrefix(opt); p != nil {
 			body = grammar.Seq(p, body)
 		}
 	}
@@ -440,4 +471,8 @@ var (
 	_ toolGrammarFormat = deepSeekV32{}
 	_ toolGrammarFormat = glmFormat{}
 	_ toolGrammarFormat = qwen35Format{}
+
+	_ prefixGrammarFormat = gemma4Format{}
+	_ grammarMarkerFormat = gemma4Format{}
+	_ prefixGrammarFormat = miniMaxFormat{}
 )
