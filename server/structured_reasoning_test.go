@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/strata-inference/strata/grammar"
+	"github.com/strata-inference/strata/model"
+	"github.com/strata-inference/strata/tokenizer"
 	"github.com/strata-inference/strata/tokenizer/chat"
 )
 
@@ -120,4 +123,126 @@ func TestStructuredReasoningFormats(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestGemma4StructuredThinkingEndToEnd: on the synthetic Gemma 4 (its
+// tokenizer, where <|channel> and <channel|> are special tokens, and its
+// template), a model that thinks in the thought channel and then answers
+// in JSON is served under response_format, text.format and
+// output_config.format, with thinking and without: the constraint lets
+// every token of the reply through (the special channel markers
+// included), the reasoning comes back as reasoning and the content
+// validates against the schema.
+func TestGemma4StructuredThinkingEndToEnd(t *testing.T) {
+	const schema = `{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}},"required":["city","days"],"additionalProperties":false}`
+	const answer = `{"city":"Paris","days":2}`
+	const thought = "The user wants the weather as JSON."
+	v := schemaValidator(t, schema)
+	h, _ := gemma4Harness(t, func(_ string, tk *tokenizer.Tokenizer) model.Model {
+		think := tk.Encode("<|turn>model\n", true)
+		plain := tk.Encode("<|turn>model\n<|channel>thought\n<channel|>", true)
+		thinking := tk.Encode("<|channel>thought\n"+thought+"<channel|>"+answer+"<turn|>", true)
+		direct := tk.Encode(answer+"<turn|>", true)
+		return &scriptedModel{vocab: tk.VocabSize(), script: func(hist []int32) int32 {
+			for i := len(hist) - len(plain); i >= 0; i-- {
+				if slices.Equal(hist[i:i+len(plain)], plain) {
+					return replyScript(plain, direct, 1)(hist)
+				}
+				if slices.Equal(hist[i:i+len(think)], think) {
+					break
+				}
+			}
+			return replyScript(think, thinking, 1)(hist)
+		}}
+	})
+	var sc any
+	if err := json.Unmarshal([]byte(schema), &sc); err != nil {
+		t.Fatal(err)
+	}
+	user := []map[string]any{{"role": "user", "content": "Weather in Paris as JSON?"}}
+	for _, thinkingOn := range []bool{false, true} {
+		wantReasoning := ""
+		if thinkingOn {
+			wantReasoning = thought
+		}
+		// Chat completions: response_format.
+		req := map[string]any{"model": "strata-test", "messages": user, "max_tokens": 64,
+			"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "w", "schema": sc}},
+			"chat_template_kwargs": map[string]any{"enable_thinking": thinkingOn}}
+		status, body := h.post("/v1/chat/completions", req)
+		var cr chatReply
+		if status != 200 || json.Unmarshal(body, &cr) != nil || len(cr.Choices) != 1 || cr.Choices[0].Message.Content == nil {
+			t.Fatalf("chat, thinking %v: status %d %s", thinkingOn, status, body)
+		}
+		if c := cr.Choices[0]; c.FinishReason != "stop" || c.Message.ReasoningContent != wantReasoning {
+			t.Errorf("chat, thinking %v: %s", thinkingOn, body)
+		}
+		mustValidate(t, v, "chat content", *cr.Choices[0].Message.Content)
+
+		// Responses: text.format.
+		rreq := map[string]any{"model": "strata-test", "input": "Weather in Paris as JSON?", "max_output_tokens": 64,
+			"text": map[string]any{"format": map[string]any{"type": "json_schema", "name": "w", "schema": sc}}}
+		if thinkingOn {
+			rreq["reasoning"] = map[string]any{"effort": "medium"}
+		}
+		status, body = h.post("/v1/responses", rreq)
+		var rr struct {
+			Status string `json:"status"`
+			Output []struct {
+				Type    string `json:"type"`
+				Content []struct {
+					Type, Text string
+				} `json:"content"`
+				Summary []struct{ Text string } `json:"summary"`
+			} `json:"output"`
+		}
+		if status != 200 || json.Unmarshal(body, &rr) != nil || rr.Status != "completed" {
+			t.Fatalf("responses, thinking %v: status %d %s", thinkingOn, status, body)
+		}
+		var text, reasoning string
+		for _, it := range rr.Output {
+			for _, c := range it.Content {
+				switch c.Type {
+				case "output_text":
+					text += c.Text
+				case "reasoning_text":
+					reasoning += c.Text
+				}
+			}
+			for _, s := range it.Summary {
+				reasoning += s.Text
+			}
+		}
+		if reasoning != wantReasoning {
+			t.Errorf("responses, thinking %v: reasoning %q in %s", thinkingOn, reasoning, body)
+		}
+		mustValidate(t, v, "responses output_text", text)
+
+		// Messages: output_config.format.
+		mreq := map[string]any{"model": "strata-test", "messages": user, "max_tokens": 2048,
+			"output_config": map[string]any{"format": map[string]any{"type": "json_schema", "schema": sc}}}
+		if thinkingOn {
+			mreq["thinking"] = map[string]any{"type": "enabled", "budget_tokens": 1024}
+		}
+		status, body = h.post("/v1/messages", mreq)
+		var mr struct {
+			StopReason string `json:"stop_reason"`
+			Content    []struct {
+				Type, Text, Thinking string
+			} `json:"content"`
+		}
+		if status != 200 || json.Unmarshal(body, &mr) != nil || mr.StopReason != "end_turn" {
+			t.Fatalf("messages, thinking %v: status %d %s", thinkingOn, status, body)
+		}
+		text, reasoning = "", ""
+		for _, b := range mr.Content {
+			text += b.Text
+			reasoning += b.Thinking
+		}
+		if reasoning != wantReasoning {
+			t.Errorf("messages, thinking %v: thinking %q in %s", thinkingOn, reasoning, body)
+		}
+		mustValidate(t, v, "messages text", text)
+	}
+	h.waitIdle()
 }
