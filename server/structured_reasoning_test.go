@@ -167,7 +167,7 @@ func TestGemma4StructuredThinkingEndToEnd(t *testing.T) {
 		}
 		// Chat completions: response_format.
 		req := map[string]any{"model": "strata-test", "messages": user, "max_tokens": 64,
-			"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "w", "schema": sc}},
+			"response_format":      map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "w", "schema": sc}},
 			"chat_template_kwargs": map[string]any{"enable_thinking": thinkingOn}}
 		status, body := h.post("/v1/chat/completions", req)
 		var cr chatReply
