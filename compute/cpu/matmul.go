@@ -20,6 +20,9 @@ type workspace struct {
 	ropeCos, ropeSin []float32
 	ropePos          int32
 	ropeValid        bool
+
+	att attnWork // SparseAttention
+	idx idxWork  // IndexerSelect
 }
 
 // MatMul computes y[t] = W · x[t] for t in [0, T): x is [T, W.Cols] and y is
