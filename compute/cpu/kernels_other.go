@@ -46,3 +46,7 @@ func (vecAsm) accRow1(y *float32, w *float32, row unsafe.Pointer, n int) {
 func (vecAsm) idxDots(acc *[4]lanes, keys *[4]unsafe.Pointer, qt []float32, qs int, c []float32, dim, blocks int) {
 	panic("cpu: no vector kernels on " + runtime.GOARCH)
 }
+
+func (vecAsm) dotRows(y []float32, w *compute.Matrix, r0, r1 int, x []float32) int {
+	panic("cpu: no vector kernels on " + runtime.GOARCH)
+}

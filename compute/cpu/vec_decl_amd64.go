@@ -116,3 +116,18 @@ func idxDots4x4Y(acc *[4]lanes, keys *[4]unsafe.Pointer, qt *float32, qs int, c 
 
 //go:noescape
 func idxDots4x1Y(acc *[4]lanes, keys *[4]unsafe.Pointer, qt *float32, qs int, c *float32, dim int)
+
+// Row loops of the one-token kernels: quads groups of four rows, each
+// group's sums reduced in the routine (by sumLanesGo's tree) and stored.
+
+//go:noescape
+func dotFP4RowsZ(y *float32, w *byte, ws int, s *byte, ss int, x *float32, groups int, quads int, tab *fp4Tables)
+
+//go:noescape
+func dotFP4RowsY(y *float32, w *byte, ws int, s *byte, ss int, x *float32, groups int, quads int, tab *fp4Tables)
+
+//go:noescape
+func dotFP8RowsZ(y *float32, w *byte, ws int, s *byte, x *float32, n, bc, quads int)
+
+//go:noescape
+func dotFP8RowsY(y *float32, w *byte, ws int, s *byte, x *float32, n, bc, quads int)
