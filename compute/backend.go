@@ -163,6 +163,7 @@ const (
 	SlotBF16                     // bf16 values (round to nearest even)
 	SlotFP8KV                    // quant.EncodeFP8KV: e4m3 with a power-of-two scale per 64 channels, the last Rope channels bf16
 	SlotFP8Key                   // quant.EncodeFP8Key: e4m3 with one float32 scale
+	SlotFP8MLA                   // quant.EncodeFP8MLA: e4m3 with a power-of-two float32 scale per 128 channels, the last Rope channels bf16 (FlashMLA's 656-byte layout)
 )
 
 func (f SlotFormat) String() string {
@@ -175,6 +176,8 @@ func (f SlotFormat) String() string {
 		return "fp8-kv"
 	case SlotFP8Key:
 		return "fp8-key"
+	case SlotFP8MLA:
+		return "fp8-mla"
 	}
 	return fmt.Sprintf("SlotFormat(%d)", int(f))
 }

@@ -126,10 +126,11 @@ var ErrOverloaded = errors.New("engine: queue full")
 // Engine runs requests on one model. Its methods are safe for concurrent use;
 // one goroutine calls Run (or Step).
 type Engine struct {
-	m    model.Model
-	pool *cache.Pool
-	cfg  Config
-	log  *slog.Logger
+	m     model.Model
+	pool  *cache.Pool   // pools[0]
+	pools []*cache.Pool // one per rank (ranks.go)
+	cfg   Config
+	log   *slog.Logger
 
 	mu       sync.Mutex
 	waiting  []*seq // by arrival; preempted sequences return here
@@ -184,11 +185,11 @@ func New(m model.Model, cfg Config) (*Engine, error) {
 			return nil, err
 		}
 	}
-	pool, err := cache.NewPool(m.Backend(), cfg.PageBytes, cfg.Pages)
+	pools, err := newPools(m, cfg.PageBytes, cfg.Pages)
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{m: m, pool: pool, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), maxQueue: 1 << 16}
+	e := &Engine{m: m, pool: pools[0], pools: pools, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), maxQueue: 1 << 16}
 	if d, ok := m.(model.Drafter); ok && len(d.DraftSpecs()) > 0 {
 		e.drafter = d
 	}
@@ -216,7 +217,7 @@ func (e *Engine) SetMaxQueue(n int) {
 // EOS is the token that ends a request unless it ignores EOS (negative: none).
 func (e *Engine) EOS() int32 { return e.cfg.EOS }
 
-// Pool is the engine's cache pool.
+// Pool is the engine's cache pool (rank 0's for a RankedModel: see Pools).
 func (e *Engine) Pool() *cache.Pool { return e.pool }
 
 // Model is the engine's model.
@@ -385,13 +386,12 @@ func (e *Engine) Stats() Stats {
 	st := e.stats
 	st.Waiting, st.Running = len(e.waiting), len(e.running)
 	if e.prefix != nil {
-		st.PrefixSnapshots, st.PrefixPages = len(e.prefix.snaps), e.prefix.pages(e.liveSeqs())
+		st.PrefixSnapshots, st.PrefixPages = len(e.prefix.snaps), e.prefixPages(e.liveSeqs())
 	}
 	st.StepSeconds, st.TokenSeconds = e.cost.line()
 	st.DraftSeconds = e.cost.draft
 	e.mu.Unlock()
-	st.PagesUsed = e.pool.UsedPages()
-	st.PagesFree, st.PagesTotal = e.pool.FreePages(), e.pool.NumPages()
+	st.PagesUsed, st.PagesFree, st.PagesTotal = e.poolStats()
 	return st
 }
 

@@ -223,7 +223,7 @@ func (e *Engine) Resume(ctx context.Context, r io.Reader) (*Stream, error) {
 	if need := e.PagesFor(len(h.Tokens)); need > e.pool.NumPages() {
 		return nil, fmt.Errorf("%w: a context of %d tokens needs %d cache pages; the pool has %d", ErrHandoff, len(h.Tokens), need, e.pool.NumPages())
 	}
-	cs, err := e.m.NewSeq(e.pool)
+	cs, err := e.m.NewSeq(e.poolFor(nil))
 	if err != nil {
 		return nil, fmt.Errorf("engine: resuming: %w", err)
 	}

@@ -17,10 +17,11 @@ import (
 //
 // Snapshots are taken where reuse is likely: at the last aligned position of
 // each prompt; at the deepest aligned position a new request shares with
-// tokens an earlier request has seen (a common system prompt, say); and, as
-// a request decodes, at each aligned position it passes (only the latest is
-// kept per request, so a finished request leaves one at its end for the next
-// turn of a conversation).
+// tokens an earlier request has seen (a common system prompt, say); as a
+// request decodes, at aligned positions every decodeSnapEvery tokens; and
+// at a finished request's end when it is aligned (only the latest decode
+// or end snapshot is kept per request, so a finished request leaves one at
+// or near its end for the next turn of a conversation).
 type prefixCache struct {
 	align int
 	seed  maphash.Seed
@@ -34,6 +35,19 @@ type snapshot struct {
 	tokens []int32 // the prefix, len a multiple of align
 	seq    *cache.Seq
 	owner  *seq // the request whose latest decode snapshot this is; nil once it ends
+}
+
+// minDecodeSnap is the fewest decoded tokens between a request's decode
+// snapshots. A snapshot forks the request's state, sharing its append
+// pages, so the next token's write copies the last, partly filled page of
+// every kind; a model whose state is restorable at every position (align
+// 1) would pay that at every token.
+const minDecodeSnap = 64
+
+// decodeSnapEvery is the interval of decode snapshots: the smallest
+// multiple of align that is at least minDecodeSnap.
+func (p *prefixCache) decodeSnapEvery() int {
+	return (minDecodeSnap + p.align - 1) / p.align * p.align
 }
 
 // maxSeen bounds the block-hash memory; past it the set starts over.

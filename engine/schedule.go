@@ -32,10 +32,10 @@ func (e *Engine) scheduleFIFO() []planned {
 			k = e.draftLen(s, budget-n, e.cfg.MaxBatchTokens-budget, len(plan))
 		}
 		for s.cs.Reserve(s.cs.Len()+n+k) != nil {
-			if e.prefix != nil && e.prefix.evict(nil) {
+			if e.evictFor(s.cs.Pool(), nil) {
 				continue
 			}
-			victim := e.running[len(e.running)-1]
+			victim := e.victimFor(s, nil)
 			e.preempt(victim)
 			if victim == s {
 				break
@@ -91,20 +91,13 @@ func (e *Engine) scheduleFair() []planned {
 	// running request that is not planned; false if s itself went.
 	reserve := func(s *seq, n, k int) bool {
 		for s.cs.Reserve(s.cs.Len()+n+k) != nil {
-			if e.prefix != nil && e.prefix.evict(nil) {
+			if e.evictFor(s.cs.Pool(), nil) {
 				continue
 			}
-			victim := -1
-			for i := len(e.running) - 1; i >= 0; i-- {
-				if !planned_(e.running[i]) {
-					victim = i
-					break
-				}
-			}
-			if victim < 0 {
+			v := e.victimFor(s, planned_)
+			if v == nil {
 				return false
 			}
-			v := e.running[victim]
 			e.preempt(v)
 			if v == s {
 				return false

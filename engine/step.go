@@ -128,10 +128,14 @@ func (e *Engine) Step(ctx context.Context) (bool, error) {
 	}
 	for _, p := range plan {
 		if !slices.ContainsFunc(done, func(f finished) bool { return f.s == p.s }) {
-			e.snapshot(p.s)
+			e.snapshot(p.s, false)
 		}
 	}
 	for _, f := range done {
+		// A finished turn's state is the next turn's prefix.
+		if f.last.Finish == FinishStop || f.last.Finish == FinishLength {
+			e.snapshot(f.s, true)
+		}
 		e.remove(f.s)
 		f.s.release()
 		f.s.stream.push(f.last)
@@ -176,7 +180,7 @@ func (e *Engine) execute(ctx context.Context, plan []planned, t *tally) (*model.
 				if st.mtp == nil {
 					// The draft state records from here on (after a prefix
 					// hit or a preemption, from the restored position).
-					if d, err := cache.NewSeq(e.pool, e.drafter.DraftSpecs()); err == nil {
+					if d, err := cache.NewSeq(s.cs.Pool(), e.drafter.DraftSpecs()); err == nil {
 						st.mtp, st.hidFrom = d, start
 						d.Skip(start)
 					}
@@ -386,11 +390,12 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 	if e.prefix != nil {
 		hit = e.prefix.lookup(s.tokens)
 	}
-	for e.PagesFor(len(s.tokens)) > e.pool.FreePages() {
+	pool := e.poolFor(hit)
+	for ; e.PagesFor(len(s.tokens)) > pool.FreePages(); pool = e.poolFor(hit) {
 		switch {
 		case e.prefix == nil:
 			return 0, false
-		case e.prefix.evict(hit):
+		case e.evictFor(pool, hit):
 		case hit != nil: // the pool cannot hold both: give up the hit
 			e.prefix.drop(hit)
 			hit = nil
@@ -403,7 +408,7 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 	if hit != nil {
 		cs, err = hit.seq.Fork()
 	} else {
-		cs, err = e.m.NewSeq(e.pool)
+		cs, err = e.m.NewSeq(pool)
 	}
 	if err != nil {
 		return 0, false
@@ -426,9 +431,10 @@ func (e *Engine) admit(s *seq, budget int) (int, bool) {
 }
 
 // snapshot records s's state in the prefix cache when it sits at an
-// aligned position the cache wants: a planned point, or any aligned
-// position of its output (kept as its latest decode snapshot).
-func (e *Engine) snapshot(s *seq) {
+// aligned position the cache wants: a planned point, or, as it decodes,
+// every decodeSnapEvery tokens (kept as its latest decode snapshot), or
+// its end when it finishes (final).
+func (e *Engine) snapshot(s *seq, final bool) {
 	p := e.prefix
 	if p == nil || s.cs.Len()%p.align != 0 || s.cs.Len() == 0 {
 		return
@@ -438,7 +444,7 @@ func (e *Engine) snapshot(s *seq) {
 		p.add(e.m, e.pool, s.cs, s.tokens, nil)
 		return
 	}
-	if s.cs.Len() <= s.prompt {
+	if s.cs.Len() <= s.prompt || !final && s.cs.Len()%p.decodeSnapEvery() != 0 {
 		return
 	}
 	if old := s.decodeSnap; old != nil && old.owner == s {

@@ -11,9 +11,11 @@ import (
 )
 
 // configs holds Hub-style config.json texts for the released DeepSeek-V4
-// models, written from the released values of spec/deepseek-v4.md §1, and
-// for Qwen3.5-0.8B, written from its Hub config (they carry every field the
-// engine reads; the byte-for-byte Hub files are not needed for sizing).
+// models, written from the released values of spec/deepseek-v4.md §1, for
+// DeepSeek-V3.2, written from its Hub config's values, and for
+// Qwen3.5-0.8B and Gemma 4 12B, written from their Hub configs (they carry
+// every field the engine reads; the byte-for-byte Hub files are not needed
+// for sizing).
 //
 //go:embed configs/*.json
 var configs embed.FS
@@ -50,11 +52,11 @@ const (
 // float32. Each call builds fresh values.
 func Presets() []Model {
 	return []Model{
-		v32(),
+		mustV32(cache.FP8),
 		mustV4(DeepSeekV4Flash, cache.FP8),
 		mustV4(DeepSeekV4Pro, cache.FP8),
 		kimiK3(),
-		gemma4(),
+		mustGemma4(),
 		mustQwen35(),
 	}
 }
@@ -87,6 +89,16 @@ func presetKey(s string) string {
 	}, strings.ToLower(s))
 }
 
+// PresetFor returns a preset sized for cache dtype dt instead of the
+// handbook's: the DeepSeek-V4 presets and DeepSeek-V3.2, whose configs
+// the engine sizes. The other presets have fixed dtype assumptions.
+func PresetFor(name string, dt cache.DType) (Model, error) {
+	if presetKey(name) == presetKey(DeepSeekV32) {
+		return presetV32(dt)
+	}
+	return V4Preset(name, dt)
+}
+
 // V4Preset returns a DeepSeek-V4 preset (DeepSeek-V4-Flash or DeepSeek-V4-Pro)
 // sized for dt instead of the handbook's FP8.
 func V4Preset(name string, dt cache.DType) (Model, error) {
@@ -99,9 +111,11 @@ func V4Preset(name string, dt cache.DType) (Model, error) {
 	return Model{}, fmt.Errorf("plan: %q is not a DeepSeek-V4 preset (want %s or %s)", name, DeepSeekV4Flash, DeepSeekV4Pro)
 }
 
-// PresetConfig returns the embedded config.json text of a DeepSeek-V4 preset.
+// PresetConfig returns the embedded config.json text of a preset built
+// from one (DeepSeek-V4, Qwen3.5, Gemma 4), stored as the name with spaces
+// spelled '-'.
 func PresetConfig(name string) ([]byte, error) {
-	b, err := configs.ReadFile("configs/" + name + ".json")
+	b, err := configs.ReadFile("configs/" + strings.ReplaceAll(name, " ", "-") + ".json")
 	if err != nil {
 		return nil, fmt.Errorf("plan: no embedded config for %q", name)
 	}
@@ -224,22 +238,6 @@ func layers(first, n int) []int {
 	return l
 }
 
-// v32 is DeepSeek-V3.2: 61 MLA layers, FP8 latent of 656 B per token (512
-// e4m3 + 64 bf16 RoPE + 16 scale bytes) and a DSA indexer key of 132 B per
-// token (128 e4m3 + a float32 scale).
-func v32() Model {
-	return Model{
-		Name:        DeepSeekV32,
-		Description: "DeepSeek-V3.2: 61 MLA layers with the DSA lightning indexer",
-		DTypes:      "fp8 MLA latent 656 B, fp8 indexer key 132 B; " + handbookNote,
-		Specs: []cache.Spec{
-			{Name: KindMLA, Layers: layers(0, 61), SlotBytes: 656, TokensPerSlot: 1},
-			{Name: KindIndexer, Layers: layers(0, 61), SlotBytes: 132, TokensPerSlot: 1},
-		},
-		MaxContext: 163_840,
-	}
-}
-
 // kimiK3 is Kimi-K3: 24 MLA layers (576-wide latent, bf16) and 69 KDA layers
 // whose state is 96 heads of 128×128 float32. Layers are numbered MLA first;
 // the real interleaving does not change any size.
@@ -253,21 +251,5 @@ func kimiK3() Model {
 			{Name: KindKDA, Layers: layers(24, 69), SlotBytes: 128 * 128 * 4, FixedSlots: 96},
 		},
 		MaxContext: 1_048_576,
-	}
-}
-
-// gemma4 is Gemma 4 12B: 8 full-attention layers whose K and V share one
-// 512-wide head (bf16), and 40 sliding-window layers of 1024 tokens with 8
-// KV heads of 256 (K and V, bf16). Layers are numbered full-attention first.
-func gemma4() Model {
-	return Model{
-		Name:        Gemma4_12B,
-		Description: "Gemma 4 12B: 8 full-attention layers (K=V, one 512-wide head) + 40 sliding-window layers (1024 tokens, 8 KV heads of 256); layer numbering nominal",
-		DTypes:      "bf16 KV; " + handbookNote,
-		Specs: []cache.Spec{
-			{Name: KindKV, Layers: layers(0, 8), SlotBytes: 512 * 2, TokensPerSlot: 1},
-			{Name: KindWindow, Layers: layers(8, 40), SlotBytes: 8 * 256 * 2 * 2, FixedSlots: 1024},
-		},
-		MaxContext: 262_144,
 	}
 }

@@ -201,7 +201,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	if req.Prefilled {
 		parse.Thinking = false // the reply continues the prefilled text, after any reasoning
 	}
-	g := &messagesGen{s: s, req: req, id: newID("msg_"), prompt: len(promptToks), opt: genOptionsFor(&req.genParams, start)}
+	g := &messagesGen{s: s, req: req, id: newID("msg_"), prompt: len(promptToks), opt: s.chatOptionsFor(&req.genParams, start)}
 	g.reply = newReply(s.format, parse, req.Tools)
 	g.reply.single = req.SingleToolCall
 	if req.Stream {

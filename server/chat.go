@@ -216,7 +216,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 
 	g := chatGen{
 		s: s, req: req, id: newID("chatcmpl-"), created: time.Now().Unix(), promptTokens: len(promptToks),
-		opt: genOptionsFor(&req.genParams, start),
+		opt: s.chatOptionsFor(&req.genParams, start),
 	}
 	g.states = make([]*chatChoiceState, len(choices))
 	for i := range g.states {

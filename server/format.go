@@ -18,6 +18,9 @@ type ChatOptions struct {
 	// without tools): a continued stored response is shown as it was
 	// generated.
 	KeepReasoning bool
+	// Tools are the request's tools, for reply parsers that type tool-call
+	// arguments by their schemas (set by the server, not by requests).
+	Tools []chat.Tool
 }
 
 // ChatFormat turns a conversation into prompt text and the model's reply
@@ -33,6 +36,22 @@ type ChatFormat interface {
 	// NewReplyParser returns a parser for one reply to a prompt Render made
 	// with opt.
 	NewReplyParser(opt ChatOptions) ReplyParser
+}
+
+// SpecialMarkup is a ChatFormat whose markup (tool-call and reasoning
+// delimiters) tokenizers keep as special tokens: chat replies in it are
+// decoded with special tokens kept, whatever skip_special_tokens says, for
+// its parser to read and remove.
+type SpecialMarkup interface {
+	MarkupIsSpecial() bool
+}
+
+// EndMarkers is a ChatFormat whose replies end at markers the tokenizer
+// holds as single tokens (Gemma 4's <turn|>, and <|tool_response>, where
+// the model waits for its tools' results): every reply stops at them as
+// at EOS.
+type EndMarkers interface {
+	ReplyEndMarkers() []string
 }
 
 // ReplyParser reads one reply as it is generated.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -82,6 +83,9 @@ func (s *Server) submit(ctx context.Context, reqs []engine.Request, perPrompt in
 		if s.opt.DecodeURL != "" && r.MaxTokens > 1 && r.Constraint == nil { // a constraint's state does not travel
 			r.Handoff = true // a prefill worker: the decode worker generates after the first token
 		}
+		if !r.IgnoreEOS && len(s.ends) > 0 {
+			r.Stop = append(slices.Clip(r.Stop), s.ends...)
+		}
 		if s.submitHook != nil {
 			s.submitHook(&r)
 		}
@@ -135,6 +139,17 @@ type genOptions struct {
 // genOptionsFor are the options of p's choices.
 func genOptionsFor(p *genParams, start time.Time) genOptions {
 	return genOptions{skipSpecial: p.SkipSpecial, stops: p.Stop, includeStop: p.IncludeStop, start: start}
+}
+
+// chatOptionsFor are the options of p's choices when the chat format reads
+// them: special tokens are kept for a format whose markup they are
+// (SpecialMarkup), its parser removing the markup.
+func (s *Server) chatOptionsFor(p *genParams, start time.Time) genOptions {
+	o := genOptionsFor(p, start)
+	if f, ok := s.format.(SpecialMarkup); ok && f.MarkupIsSpecial() {
+		o.skipSpecial = false
+	}
+	return o
 }
 
 // errGeneration wraps an engine failure (as opposed to the request's

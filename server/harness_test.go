@@ -75,6 +75,8 @@ type harnessConfig struct {
 	// scripted model); eos is then its EOS.
 	model model.Model
 	eos   int32
+	// format renders the chats (default DeepSeekV4()).
+	format ChatFormat
 }
 
 // harness is a live server on a loopback listener (httptest), with its
@@ -139,7 +141,11 @@ func newHarness(t testing.TB, mods ...func(*harnessConfig)) *harness {
 	if opt.MaxContext == 0 {
 		opt.MaxContext = maxPos
 	}
-	srv, err := New(eng, tok, DeepSeekV4(), opt)
+	format := cfg.format
+	if format == nil {
+		format = DeepSeekV4()
+	}
+	srv, err := New(eng, tok, format, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,7 @@ type reply struct {
 }
 
 func newReply(f ChatFormat, opt ChatOptions, tools []chat.Tool) *reply {
+	opt.Tools = tools
 	return &reply{parser: replyParser(f, opt, tools)}
 }
 

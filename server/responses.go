@@ -212,7 +212,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		info.attrs = append(info.attrs, slog.String("user", req.User))
 	}
 	g := &responsesGen{s: s, req: req, id: newID("resp_"), created: time.Now().Unix(), prompt: promptToks, history: history,
-		opt: genOptionsFor(&req.genParams, start), rsID: newID("rs_"), msgID: newID("msg_")}
+		opt: s.chatOptionsFor(&req.genParams, start), rsID: newID("rs_"), msgID: newID("msg_")}
 	g.reply = newReply(s.format, req.Chat, req.Tools)
 	g.reply.single, g.reply.maxCalls, g.reply.keepIDs = !req.Parallel, req.MaxToolCalls, req.Store
 	var final *responseOut

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,11 @@ type Options struct {
 	// (0: the rest of the context). /v1/completions defaults to 16, as
 	// OpenAI's does.
 	DefaultMaxTokens int
+	// EndTokens end every reply as the engine's EOS does, unless the
+	// request ignores EOS: a model's other end-of-turn tokens
+	// (generation_config.json's eos_token_id list beyond the first, such
+	// as Gemma's <turn|>). They are added to each request's stop tokens.
+	EndTokens []int32
 	// MaxChoices bounds the engine requests one HTTP request may start:
 	// n, times the number of prompts for /v1/completions (default 16).
 	MaxChoices int
@@ -86,6 +92,9 @@ type Server struct {
 	client     *http.Client    // to the decode worker
 	structured structuredCache // compiled grammars of structured output (structured.go)
 	eos        int32           // the engine's EOS
+	// ends are the tokens besides EOS that end every reply: Options'
+	// EndTokens and the format's end markers (EndMarkers).
+	ends []int32
 	// aborted ends when Abort is called; every generation's context
 	// follows it, with cause errShuttingDown.
 	aborted context.Context
@@ -140,6 +149,19 @@ func New(eng *engine.Engine, tok *tokenizer.Tokenizer, format ChatFormat, opt Op
 		opt.MaxHandoffs = 4
 	}
 	s.opt.MaxHandoffs = opt.MaxHandoffs
+	s.ends = slices.Clone(opt.EndTokens)
+	if f, ok := format.(EndMarkers); ok {
+		for _, m := range f.ReplyEndMarkers() {
+			ids := tok.Encode(m, true)
+			if len(ids) != 1 {
+				s.log.Warn("the tokenizer does not hold the chat format's end marker as one token; replies do not stop at it", "marker", m, "tokens", len(ids))
+				continue
+			}
+			if ids[0] != s.eos && !slices.Contains(s.ends, ids[0]) {
+				s.ends = append(s.ends, ids[0])
+			}
+		}
+	}
 	s.handoffs = make(chan struct{}, opt.MaxHandoffs)
 	s.aborted, s.abort = context.WithCancel(context.Background())
 	s.maxContext = contextFor(eng, opt.MaxContext)

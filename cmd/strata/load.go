@@ -7,14 +7,17 @@ import (
 
 	"github.com/strata-inference/strata/compute"
 	"github.com/strata-inference/strata/model"
+	"github.com/strata-inference/strata/model/deepseekv32"
 	"github.com/strata-inference/strata/model/deepseekv4"
+	"github.com/strata-inference/strata/model/gemma4"
+	"github.com/strata-inference/strata/model/glm5"
 	"github.com/strata-inference/strata/model/qwen35"
 )
 
 // registry is every architecture this binary runs, chosen by a checkpoint's
 // config.json.
 func registry() *model.Registry {
-	return model.NewRegistry(deepseekv4.Arch, qwen35.Arch)
+	return model.NewRegistry(deepseekv4.Arch, deepseekv32.Arch, glm5.Arch, gemma4.Arch, qwen35.Arch)
 }
 
 // loadModel loads the checkpoint in dir with its architecture, saying

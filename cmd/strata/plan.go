@@ -51,14 +51,14 @@ func runPlan(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard) // errors are returned once; -h prints to stdout
 	var models listFlag
 	var configs pathFlag
-	dtype := fs.String("cache-dtype", "", "cache `dtype` for --config inputs and the DeepSeek-V4 presets: f32 (what strata's CPU engine stores; the default for --config), bf16, or fp8 (DeepSeek's FP8 layout, the handbook's assumption; the default for the V4 presets). Compressor state is always f32. The other presets have fixed dtypes and reject this flag")
+	dtype := fs.String("cache-dtype", "", "cache `dtype` for --config inputs and the DeepSeek-V4 and V3.2 presets: f32 (what strata's CPU engine stores; the default for --config), bf16, or fp8 (DeepSeek's FP8 layouts, the handbook's assumption; the default for those presets). Compressor state is always f32. The other presets have fixed dtypes and reject this flag")
 	contexts := fs.String("context", "4K,128K,1M", "comma-separated context `lengths` in tokens for the per-request table and --attended (K = 1024, M = 1048576)")
 	budget := fs.String("budget", "", "memory `size` for the concurrency columns: how many requests of each length fit (80GiB, 141GB, 512MiB; GB = 10^9 bytes, GiB and bare G = 2^30)")
 	pageBytes := fs.Int("page-bytes", plan.DefaultPageBytes, "pool page size in `bytes` that page counts and page-based concurrency use")
 	attended := fs.Bool("attended", false, "print the KV entries attended per decode step at each --context length (DeepSeek-V4 models)")
 	plotPath := fs.String("plot", "", "write a PNG `file` plotting memory per request against context length (1K to 1M) for the chosen models")
 	fs.Var(&models, "model", "preset `name`s, repeatable or comma-separated: "+strings.Join(plan.PresetNames(), ", ")+" (case, spaces, '-', '.' ignored); default: all presets unless --config is given")
-	fs.Var(&configs, "config", "`path` of a DeepSeek-V4 config.json (Hub or transformers spelling), repeatable")
+	fs.Var(&configs, "config", "`path` of a DeepSeek-V4, DeepSeek-V3.2, GLM-5, Gemma 4 or Qwen3.5 config.json (Hub or transformers spelling, chosen by model_type), repeatable")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: strata plan [flags]
 
@@ -119,11 +119,8 @@ flags:
 			return fmt.Errorf("--model: %w", err)
 		}
 		if set["cache-dtype"] {
-			if m.V4 == nil {
-				return fmt.Errorf("--cache-dtype: %s has fixed dtype assumptions (%s); --cache-dtype applies to DeepSeek-V4 models only", m.Name, m.DTypes)
-			}
-			if m, err = plan.V4Preset(m.Name, dt); err != nil {
-				return err
+			if m, err = plan.PresetFor(m.Name, dt); err != nil {
+				return fmt.Errorf("--cache-dtype: %s has fixed dtype assumptions (%s); --cache-dtype applies to the DeepSeek-V4 and DeepSeek-V3.2 presets only", m.Name, m.DTypes)
 			}
 			if dt != cache.FP8 {
 				m.Name += " (" + dt.String() + " cache)"
@@ -139,7 +136,7 @@ flags:
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		m, err := plan.FromDeepSeekV4Config(p, cfgDType)
+		m, err := plan.FromConfigFile(p, cfgDType)
 		if err != nil {
 			return fmt.Errorf("--config: %w", err)
 		}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,7 +21,10 @@ import (
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/engine"
 	"github.com/strata-inference/strata/model"
+	"github.com/strata-inference/strata/model/deepseekv32"
 	"github.com/strata-inference/strata/model/deepseekv4"
+	"github.com/strata-inference/strata/model/gemma4"
+	"github.com/strata-inference/strata/model/glm5"
 	"github.com/strata-inference/strata/server"
 	"github.com/strata-inference/strata/tokenizer"
 	"github.com/strata-inference/strata/tokenizer/chat"
@@ -41,7 +47,8 @@ type serveConfig struct {
 	maxChoices       int
 	threads          int
 	device           string
-	chatFormat       string // "auto", "deepseek-v4" or "jinja"
+	gpus, ranks      int    // several ranks (multigpu.go)
+	chatFormat       string // "auto", "deepseek-v4", "deepseek-v3.2", "glm", "gemma4" or "jinja"
 	chatTemplate     string // a Jinja chat template file (implies jinja)
 	apiKey           string
 	publicPaths      string // comma-separated paths served without the API key
@@ -69,15 +76,11 @@ func (s *served) Close() error { return s.model.Close() }
 // loadServed loads the model and tokenizer in cfg.dir and builds the
 // engine and the server.
 func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
-	be, _, err := openBackend(cfg.device, cfg.threads) // lives as long as the process
-	if err != nil {
-		return nil, err
-	}
 	dt, err := cache.ParseDType(cfg.cacheDType)
 	if err != nil {
 		return nil, err
 	}
-	m, err := loadModel(cfg.dir, be, model.Options{CacheDType: dt})
+	m, err := openServedModel(cfg, model.Options{CacheDType: dt}) // multigpu.go: one backend or several ranks
 	if err != nil {
 		return nil, err
 	}
@@ -163,8 +166,13 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 			public = append(public, p)
 		}
 	}
+	ends, err := endTokens(cfg.dir, info.EOS)
+	if err != nil {
+		return nil, err
+	}
 	srv, err := server.New(eng, tok, format, server.Options{
 		ModelName:          name,
+		EndTokens:          ends,
 		MaxBodyBytes:       cfg.maxBody,
 		MaxContext:         maxContext,
 		DefaultMaxTokens:   cfg.defaultMaxTokens,
@@ -193,15 +201,15 @@ func loadServed(cfg serveConfig, log *slog.Logger) (*served, error) {
 	return &served{model: m, eng: eng, srv: srv, tok: tok, name: name}, nil
 }
 
-// chatFormat picks how chats become prompts: DeepSeek-V4's encoding, or a
-// Jinja chat template: the file template when given, else the one the model
-// ships (chat_template.jinja, else tokenizer_config.json's chat_template);
-// "auto" is the architecture's own (DeepSeek-V4's encoding for DeepSeek-V4,
-// the template otherwise). The replies to a Jinja template are read by the
-// architecture's parser where it has one (jinjaFormat).
+// chatFormat picks how chats become prompts: a family's own encoding
+// (DeepSeek-V4's, DeepSeek-V3.2's) or a Jinja chat template: the file
+// template when given, else the one the model ships (chat_template.jinja,
+// else tokenizer_config.json's chat_template). "auto" picks by the model's
+// architecture. The replies to a Jinja template are read by the
+// architecture's parser where it has one (jinjaFormat); "glm" forces GLM's.
 func chatFormat(name, template, dir, arch string) (server.ChatFormat, error) {
 	if template != "" {
-		if name != "" && name != "auto" && name != "jinja" {
+		if name != "" && name != "auto" && name != "jinja" && name != "glm" {
 			return nil, fmt.Errorf("-chat-template is a Jinja template; it does not go with -chat-format %s", name)
 		}
 		src, err := os.ReadFile(template)
@@ -212,36 +220,105 @@ func chatFormat(name, template, dir, arch string) (server.ChatFormat, error) {
 		if err != nil {
 			return nil, fmt.Errorf("-chat-template %s: %w", template, err)
 		}
+		if name == "glm" {
+			return server.GLM(t), nil
+		}
 		return jinjaFormat(arch, t), nil
 	}
 	if name == "auto" || name == "" {
-		name = "jinja"
-		if arch == deepseekv4.Arch.Name {
+		switch arch {
+		case deepseekv4.Arch.Name:
 			name = "deepseek-v4"
+		case deepseekv32.Arch.Name:
+			name = "deepseek-v3.2"
+		case glm5.Arch.Name:
+			name = "glm"
+		case gemma4.Arch.Name:
+			name = "gemma4"
+		default:
+			name = "jinja"
 		}
 	}
 	switch name {
 	case "deepseek-v4":
 		return server.DeepSeekV4(), nil
-	case "jinja":
-		if src, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
-			t, err := chat.NewTemplate(string(src))
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "chat_template.jinja"), err)
-			}
-			return jinjaFormat(arch, t), nil
-		}
-		data, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	case "gemma4":
+		t, err := loadTemplate(name, dir)
 		if err != nil {
-			return nil, fmt.Errorf("-chat-format jinja: %s has no chat_template.jinja and no tokenizer_config.json", dir)
+			return nil, err
 		}
-		t, err := chat.NewTemplateFromConfig(data)
+		return server.Gemma4(t)
+	case "deepseek-v3.2":
+		return server.DeepSeekV32(), nil
+	case "jinja", "glm":
+		t, err := loadTemplate(name, dir)
 		if err != nil {
-			return nil, fmt.Errorf("-chat-format jinja: %s: %w", dir, err)
+			return nil, err
+		}
+		if name == "glm" {
+			return server.GLM(t), nil
 		}
 		return jinjaFormat(arch, t), nil
 	}
-	return nil, fmt.Errorf("-chat-format %q: want auto, deepseek-v4 or jinja", name)
+	return nil, fmt.Errorf("-chat-format %q: want auto, deepseek-v4, deepseek-v3.2, glm, gemma4 or jinja", name)
+}
+
+// loadTemplate compiles the chat template of the model folder dir for
+// -chat-format name.
+func loadTemplate(name, dir string) (*chat.Template, error) {
+	if src, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
+		t, err := chat.NewTemplate(string(src))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "chat_template.jinja"), err)
+		}
+		return t, nil
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("-chat-format %s: %s has no chat_template.jinja and no tokenizer_config.json", name, dir)
+	}
+	t, err := chat.NewTemplateFromConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("-chat-format %s: %s: %w", name, dir, err)
+	}
+	return t, nil
+}
+
+// endTokens are the end-of-turn tokens of dir/generation_config.json's
+// eos_token_id (a number or a list) other than eos, the model's own; none
+// when the file is absent.
+func endTokens(dir string, eos int32) ([]int32, error) {
+	path := filepath.Join(dir, "generation_config.json")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var g struct {
+		EOS json.RawMessage `json:"eos_token_id"`
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var ids []int32
+	if len(g.EOS) == 0 || string(g.EOS) == "null" {
+		return nil, nil
+	}
+	var one int32
+	if err := json.Unmarshal(g.EOS, &one); err == nil {
+		ids = []int32{one}
+	} else if err := json.Unmarshal(g.EOS, &ids); err != nil {
+		return nil, fmt.Errorf("%s: eos_token_id %.40s is not a token id or a list of them", path, g.EOS)
+	}
+	var out []int32
+	for _, id := range ids {
+		if id != eos && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 // addServeFlags registers the flags that size the engine and the server.
@@ -268,13 +345,14 @@ func addServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.IntVar(&cfg.maxChoices, "max-choices", 16, "most choices (n, times prompts for /v1/completions) in one request")
 	fs.IntVar(&cfg.threads, "threads", 0, "compute goroutines (0: one per CPU)")
 	addDeviceFlag(fs, &cfg.device)
+	addParallelFlags(fs, cfg)
 	fs.StringVar(&cfg.role, "role", "both", "both: serve requests whole; prefill: run prompts and first tokens here and hand requests to -decode-url; decode: also accept requests handed off by prefill workers (POST /internal/handoff)")
 	fs.StringVar(&cfg.decodeURL, "decode-url", "", "with -role prefill: the decode worker's base URL, e.g. http://127.0.0.1:8001")
 	fs.StringVar(&cfg.speculation, "speculation", "off", "speculative decoding: off, mtp (the checkpoint's MTP layer) or ngram (prompt lookup)")
 	fs.IntVar(&cfg.maxDraft, "max-draft", 4, "with -speculation: most tokens drafted per step (the engine adapts below it)")
 	fs.BoolVar(&cfg.noPrefixCache, "no-prefix-cache", false, "turn off prefix caching")
 	fs.IntVar(&cfg.maxHandoffs, "max-handoffs", 4, "with -role decode: the most request states read at once (more wait with 503)")
-	fs.StringVar(&cfg.chatFormat, "chat-format", "auto", "how chats become prompts: deepseek-v4 (DeepSeek-V4's own encoding, with reasoning and DSML tool calls), jinja (the tokenizer's chat template; Qwen3.5's replies read for reasoning and tool calls), or auto (the model's architecture decides)")
+	fs.StringVar(&cfg.chatFormat, "chat-format", "auto", "how chats become prompts: auto (by the model's architecture), deepseek-v4 or deepseek-v3.2 (the family's own encoding, with reasoning and DSML tool calls), glm (the model's chat template with GLM's reasoning and tool-call parsing), gemma4 (Gemma 4's chat template, with its thought channel and tool calls read back) or jinja (the tokenizer's chat template; the architecture's replies read for reasoning and tool calls where it has a parser)")
 	fs.StringVar(&cfg.chatTemplate, "chat-template", "", "a Jinja chat template `file` to render chats with (instead of the model's; implies -chat-format jinja)")
 	cfg.cacheMemory = 1 << 30
 	cfg.maxBody = 8 << 20

@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/strata-inference/strata/model/deepseekv4"
+	"github.com/strata-inference/strata/model/gemma4"
+	"github.com/strata-inference/strata/safetensors"
 )
 
 // runSynth writes a random-weight checkpoint of a config in the released
@@ -16,16 +20,17 @@ import (
 // has.
 func runSynth(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
-	config := fs.String("config", "", "Hub-style config.json of the model to write (DeepSeek-V4)")
+	config := fs.String("config", "", "config.json of the model to write (DeepSeek-V4 Hub style, or Gemma 4 in either spelling)")
 	out := fs.String("out", "", "folder to write (created; must not exist)")
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: strata synth -config config.json -out DIR [-seed N]
 
-Writes a DeepSeek-V4 checkpoint with random weights in the released format
-(FP8 e4m3 with 128x128 UE8M0 scales, FP4 e2m1 experts with per-32 UE8M0
-scales, bf16 embeddings, head and compressors; sharded safetensors with an
-index) and the config, into a new folder.
+Writes a checkpoint with random weights and the config into a new folder,
+sharded safetensors with an index: DeepSeek-V4 in the released format (FP8
+e4m3 with 128x128 UE8M0 scales, FP4 e2m1 experts with per-32 UE8M0 scales,
+bf16 embeddings, head and compressors); Gemma 4 (chosen by its model_type) in
+bf16, in the naming its config's spelling loads.
 
 flags:
 `)
@@ -48,7 +53,16 @@ flags:
 	t0 := time.Now()
 	tmp := *out + ".partial"
 	os.RemoveAll(tmp)
-	if err := deepseekv4.WriteSynthetic(tmp, b, *seed); err != nil {
+	write := deepseekv4.WriteSynthetic
+	var probe struct {
+		ModelType string `json:"model_type"`
+	}
+	if json.Unmarshal(b, &probe) == nil && strings.HasPrefix(probe.ModelType, "gemma4") {
+		write = func(dir string, cfg []byte, seed uint64) error {
+			return gemma4.WriteSynthetic(dir, cfg, safetensors.BF16, seed)
+		}
+	}
+	if err := write(tmp, b, *seed); err != nil {
 		os.RemoveAll(tmp)
 		return err
 	}

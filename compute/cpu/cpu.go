@@ -67,6 +67,9 @@ type state struct {
 	amx  amxJob
 	att  attnJob
 	idx  idxJob
+	rng  rangeJob
+
+	attn attnBufs // attendGroup's gathered keys and values (SharedKVAttention)
 
 	amxPanels []uint16 // the activations of the AMX matmul in progress
 }

@@ -59,6 +59,8 @@ func (p slots) read(k, n int, buf []float32) []float32 {
 		quant.DecodeFP8KV(buf[:n], p.bytes(k), p.rope)
 	case compute.SlotFP8Key:
 		quant.DecodeFP8Key(buf[:n], p.bytes(k))
+	case compute.SlotFP8MLA:
+		quant.DecodeFP8MLA(buf[:n], p.bytes(k), p.rope)
 	default:
 		panic(fmt.Sprintf("cpu: cache slot format %v", p.format))
 	}
@@ -80,6 +82,8 @@ func encode(dst []byte, v []float32, f compute.SlotFormat, rope int) {
 		quant.EncodeFP8KV(dst, v, rope)
 	case compute.SlotFP8Key:
 		quant.EncodeFP8Key(dst, v)
+	case compute.SlotFP8MLA:
+		quant.EncodeFP8MLA(dst, v, rope)
 	default:
 		panic(fmt.Sprintf("cpu: cache slot format %v", f))
 	}
@@ -94,6 +98,8 @@ func slotBytes(width, rope int, f compute.SlotFormat) int {
 		return quant.FP8KVBytes(width, rope)
 	case compute.SlotFP8Key:
 		return quant.FP8KeyBytes(width)
+	case compute.SlotFP8MLA:
+		return quant.FP8MLABytes(width, rope)
 	}
 	return 4 * width
 }
@@ -133,6 +139,8 @@ func (b *Backend) RoundTrip(dst, src compute.Tensor, f compute.SlotFormat, rope 
 			quant.DecodeFP8KV(d[r*w:(r+1)*w], buf, rope)
 		case compute.SlotFP8Key:
 			quant.DecodeFP8Key(d[r*w:(r+1)*w], buf)
+		case compute.SlotFP8MLA:
+			quant.DecodeFP8MLA(d[r*w:(r+1)*w], buf, rope)
 		}
 	}
 }

@@ -106,8 +106,24 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 		b.args().Ptr(b.ptr(a.Sel)).Ptr(b.ptr(a.N)).Ptr(pos).Int(a.Rate).Int(K))
 }
 
-// SparseAttention implements compute.Attention: one block per token and
-// head.
+// Attention split over the keys (attn_* in model.cu): ATT_KC keys a
+// chunk, ATT_HG heads a block.
+const (
+	attnChunk = 32
+	attnHeads = 4
+	// attnSplitBlocks: a launch of fewer blocks than this (tokens × head
+	// groups) splits each token's chunks over blocks and combines them;
+	// more loop over the chunks in one block. Either way gives the same
+	// bits.
+	attnSplitBlocks = 264
+	// attnScratch bounds the logits and partial sums of one launch; a
+	// larger batch runs in slices of tokens (the same bits again).
+	attnScratch = 128 << 20
+)
+
+// SparseAttention implements compute.Attention: the logits of every key
+// chunk, then the values (split over blocks at small T, flash-decoding,
+// with a combine), in token slices that bound the scratch.
 func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 	H, d := a.Heads, a.Dim
 	T := a.Q.Rows
@@ -128,15 +144,49 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 			maxKeys += capacity(a.Compressed)
 		}
 	}
-	shared := 16*maxKeys + 4*d
-	if shared > b.optin {
-		panic(fmt.Sprintf("cuda: SparseAttention over %d keys of %d needs %d bytes of shared memory", maxKeys, d, shared))
+	shared := 4*(attnChunk+attnHeads)*d + 12*attnChunk
+	if shared > b.optin || d > 4*opThreads {
+		panic(fmt.Sprintf("cuda: SparseAttention of heads of %d needs %d bytes of shared memory", d, shared))
 	}
-	ar := b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.KV))
-	b.spanArgs(ar, sp).Ptr(b.ptr(sp.Pos)).Struct(b.paged(a.Window)...).Int(a.WindowSize).
-		Struct(b.paged(a.Compressed)...).Int(hasComp).Int(max(a.Rate, 1)).Ptr(b.ptr(a.Sel)).Ptr(b.ptr(a.N)).Int(selK).
-		Ptr(b.ptr(a.Sink)).Int(H).Int(d).F32(a.Scale).Int(maxKeys)
-	b.launch("attention", Dim3{X: T, Y: H}, Dim3{X: opThreads}, shared, ar)
+	S := blocks(maxKeys, attnChunk)
+	HGs := blocks(H, attnHeads)
+	split := T*HGs < attnSplitBlocks
+	perTok := int64(4 * H * maxKeys)
+	if split {
+		perTok += int64(4*H*S*d + 4*H*S + 4*H)
+	}
+	Tn := int(max(1, min(int64(T), attnScratch/perTok)))
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	lg := b.Scratch(compute.F32, Tn, H*maxKeys)
+	var po, pl, pm compute.Tensor
+	if split {
+		po, pl, pm = b.Scratch(compute.F32, Tn*H*S, d), b.Scratch(compute.F32, Tn*H, S), b.Scratch(compute.F32, Tn, H)
+	}
+	win, comp := b.paged(a.Window), b.paged(a.Compressed)
+	pos, sel, cnt, sink := b.ptr(sp.Pos), b.ptr(a.Sel), b.ptr(a.N), b.ptr(a.Sink)
+	rate := max(a.Rate, 1)
+	for t0 := 0; t0 < T; t0 += Tn {
+		n := min(Tn, T-t0)
+		ar := b.args().Ptr(b.ptr(lg)).Int(t0).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.KV))
+		b.spanArgs(ar, sp).Ptr(pos).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(rate).
+			Ptr(sel).Ptr(cnt).Int(selK).Int(H).Int(d).F32(a.Scale).Int(maxKeys)
+		b.launch("attn_logits", Dim3{X: n, Y: HGs, Z: S}, Dim3{X: opThreads}, shared, ar)
+		z, sp1 := 1, 0
+		if split {
+			z, sp1 = S, 1
+		}
+		ar = b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(po)).Ptr(b.ptr(pl)).Ptr(b.ptr(pm)).Int(sp1).Ptr(b.ptr(lg)).Int(t0).Ptr(b.ptr(a.KV))
+		b.spanArgs(ar, sp).Ptr(pos).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(rate).
+			Ptr(sel).Ptr(cnt).Int(selK).Ptr(sink).Int(H).Int(d).Int(maxKeys)
+		b.launch("attn_values", Dim3{X: n, Y: HGs, Z: z}, Dim3{X: opThreads}, 4*attnChunk*d+12*attnChunk, ar)
+		if split {
+			ar = b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(po)).Ptr(b.ptr(pl)).Ptr(b.ptr(pm)).Int(S).Int(t0)
+			b.spanArgs(ar, sp).Ptr(pos).Int(a.WindowSize).Int(hasComp).Int(rate).Ptr(sel).Ptr(cnt).Ptr(sink).
+				Int(H).Int(d).Int(maxKeys)
+			b.launch("attn_combine", Dim3{X: n, Y: H}, Dim3{X: opThreads}, 0, ar)
+		}
+	}
 }
 
 // StoreRing implements compute.Attention.

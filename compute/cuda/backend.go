@@ -47,8 +47,10 @@ type Backend struct {
 	allocs  map[*buffer]struct{} // Alloc and Vector memory, freed at Close
 	mats    []*Matrix
 	moeTabs map[*compute.Matrix]*moeTables
-	optin   int // dynamic shared memory a block may use
-	closed  bool
+	// groupTabs are GroupedMatMul's tables, by the group's first matrix.
+	groupTabs map[*compute.Matrix]groupTab
+	optin     int // dynamic shared memory a block may use
+	closed    bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile
@@ -105,7 +107,8 @@ func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) 
 // open (several Backends may share a device, one goroutine each).
 func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true,
-		gc: graphCache{limit: 16}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{}}
+		gc: graphCache{limit: 16}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
+		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)
 	// The opt-in covers static and dynamic shared memory together: leave
 	// the kernels' static buffers (a few hundred bytes) their room.
@@ -114,7 +117,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		for _, name := range []string{"attention", "indexer_scores", "compress_emit", "round_trip", "moe_sort"} {
+		for _, name := range []string{"attn_logits", "attn_values", "indexer_scores", "compress_emit", "round_trip", "moe_sort"} {
 			if f := b.k.fns[name]; f != 0 {
 				if err := t.SetMaxDynamicShared(f, b.optin); err != nil {
 					return fmt.Errorf("cuda: %s: %w", name, err)
@@ -327,6 +330,11 @@ func (b *Backend) Close() error {
 		}
 		for _, mt := range b.moeTabs {
 			errs = append(errs, t.Free(mt.tab))
+		}
+		for _, gt := range b.groupTabs {
+			if gt.tab != 0 {
+				errs = append(errs, t.Free(gt.tab))
+			}
 		}
 		for _, e := range b.events {
 			errs = append(errs, t.DestroyEvent(e))

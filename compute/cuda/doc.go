@@ -42,7 +42,17 @@
 //     exact products in float32 (F32 and F16 weights are rounded to
 //     bfloat16 too). The tensor-core kernel is batch-invariant on its own,
 //     but a token's result changes when T crosses the threshold between the
-//     two kernels.
+//     two kernels. Products whose weights are bf16-exact (BF16, FP8, FP4)
+//     split the activations x = hi + lo (both bf16) and add the two
+//     tensor-core products in float32 (error ~2^-17 of x); the routed
+//     experts do the same above FastGEMVMaxT tokens when their experts
+//     average 32 pairs or more (moe_gemm, tiles of up to 128 pairs of one
+//     expert), else the float32 grouped kernels.
+//
+// Attention, the hyper-connection mix and the grouped products are split
+// over blocks by shape alone (attention: chunks of 32 keys, a token's
+// chunk sums added in chunk order whether one block or many computed
+// them), so that in Strict mode every kernel is batch-invariant.
 //
 // RMSNorm, RoPE, Softmax, TopK and Gather compute as the CPU backend does
 // (float32, with float64 where the CPU uses it), up to the order of their

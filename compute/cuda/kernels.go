@@ -29,7 +29,9 @@ type Kernels struct {
 	mods  []module
 	gemv  [5][3][2]Func // [dtype][token group 1, 2, 4][scalar, vector]
 	gemv2 [5][3][4]Func // [dtype][token group][split 1, 2, 4, 8]
-	gemm  [5]Func
+	// gemv2g are gemv2's grouped entries (GroupedMatMul).
+	gemv2g [5][3][4]Func
+	gemm   [5]Func
 	// tensorCores: the device has bfloat16 mma.sync (sm_80 and later).
 	tensorCores bool
 	// unavailable says why kernels are missing (Open's keepGoing).
@@ -47,13 +49,26 @@ type Kernels struct {
 var modelKernels = []string{
 	"embed_f32", "embed_bf16", "embed_f16", "embed_fp8", "embed_fp4",
 	"add_repeated", "copy_cols", "scale_f32", "rope_heads",
-	"hc_pre_finish", "hc_post", "hc_head_finish",
+	"hc_pre_finish", "hc_post", "hc_head_finish", "hc_mix_partial", "hc_mix_reduce", "hc_pre_split",
 	"compress_bias", "compress_emit", "compress_ring",
-	"indexer_scores", "indexer_fix", "attention",
+	"indexer_scores", "indexer_fix", "attn_logits", "attn_values", "attn_combine",
 	"store_ring", "load_ring", "round_trip",
 	"moe_route", "moe_sort", "swiglu_act", "moe_combine", "split_bf16",
 	"moe_gemv_f32", "moe_gemv_bf16", "moe_gemv_f16", "moe_gemv_fp8", "moe_gemv_fp4",
 	"moe_gemv_f32_s", "moe_gemv_bf16_s", "moe_gemv_f16_s", "moe_gemv_fp8_s", "moe_gemv_fp4_s",
+}
+
+func init() {
+	for _, kind := range []string{"moe_gateup", "moe_down"} {
+		for _, dn := range dtypeNames {
+			for _, pt := range []int{1, 2, 4, 8} {
+				modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p%d", kind, dn, pt))
+			}
+		}
+	}
+	for _, dn := range dtypeNames {
+		modelKernels = append(modelKernels, "moe_gemm_"+dn)
+	}
 }
 
 var dtypeNames = [5]string{"f32", "bf16", "f16", "fp8", "fp4"}
@@ -100,6 +115,7 @@ func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernel
 		for g, tt := range []int{1, 2, 4} {
 			for si, sp := range []int{1, 2, 4, 8} {
 				fn(&k.gemv2[d][g][si], fmt.Sprintf("gemv2_%s_t%d_s%d", dn, tt, sp))
+				fn(&k.gemv2g[d][g][si], fmt.Sprintf("gemv2_%s_t%d_s%d_g", dn, tt, sp))
 			}
 		}
 		fn(&k.gemm[d], "gemm_"+dn)
@@ -195,6 +211,27 @@ func (k *Kernels) matMulGEMVVersion(t *Thread, s Stream, y, x Ptr, T int, w *Mat
 		v = 1
 	}
 	return k.launch(t, k.gemv[w.DType][g][v], Dim3{X: (w.Rows + gemvRows - 1) / gemvRows}, Dim3{X: 256}, s, a)
+}
+
+// groupedGEMV queues y[t][g·R:(g+1)·R] = W_g·x[t][g·K:(g+1)·K] for the G
+// matrices of tab ([G][data, scale] device pointers), all of w's shape and
+// format (w.vec() must hold): gemv2.cu's grouped entries, each group
+// reduced as MatMul reduces w.
+func (k *Kernels) groupedGEMV(t *Thread, s Stream, y, x Ptr, T int, w *Matrix, G int, tab Ptr) error {
+	if err := checkMatMul(T, w); err != nil || T == 0 {
+		return err
+	}
+	g := 2
+	switch T {
+	case 1:
+		g = 0
+	case 2:
+		g = 1
+	}
+	a := t.Args().Ptr(y).Int(G * w.Rows).Ptr(x).Int(G * w.Cols).Ptr(tab).Int(w.Rows).Int(w.Cols).Int(T).
+		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols())
+	si, rowsPerBlock := gemv2Split(w.Rows, int(w.rowBytes()/16))
+	return k.launch(t, k.gemv2g[w.DType][g][si], Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock, Y: G}, Dim3{X: 256}, s, a)
 }
 
 // gemvRows is the rows of W per block of the GEMV kernels (GEMV_ROWS).

@@ -74,6 +74,66 @@ func (b *Backend) moeGemv(m *Matrix, y1, y3, x Ptr, xDiv int, order, idx, chunks
 			Int(m.Rows).Int(m.Cols).Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()))
 }
 
+// moeTCPairsPerExpert is the average pairs an expert must get before Fast
+// mode runs the experts on the tensor cores (moe_gemm).
+const moeTCPairsPerExpert = 32
+
+// moeTile is the most pairs a tile of the grouped kernels holds for P
+// pairs over E experts: about the expected pairs an expert gets (1, 2, 4
+// or 8), so that a block decodes each weight row once for all of them
+// without idling on empty slots. It changes no result (each pair's sums
+// are its own).
+func moeTile(P, E int) int {
+	switch {
+	case P <= E:
+		return 1
+	case P <= 2*E:
+		return 2
+	case P <= 4*E:
+		return 4
+	}
+	return 8
+}
+
+// moeGrouped records one of the grouped expert kernels (moe.cu): kind
+// moe_gateup (W1 and W3 from tab1 and tab3, SwiGLU fused, 16 rows a
+// block) or moe_down (W2 from tab1, 32 rows a block), for every tile.
+func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
+	name := fmt.Sprintf("%s_%s_p%d", kind, dtypeNames[m.DType], pt)
+	rowsPerBlock := 16
+	if kind == "moe_down" {
+		rowsPerBlock = 32
+	}
+	b.launch(name, Dim3{X: blocks(m.Rows, rowsPerBlock), Y: tiles}, Dim3{X: 256}, 0,
+		b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
+			Int(m.Rows).Int(m.Cols).Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()).F32(limit))
+}
+
+// moeGEMM records y[q] = W_e·x[q / xDiv] for every tile's pairs on the
+// tensor cores (gemm.cu's moe_gemm), x split into hi + lo (both bf16, the
+// two products added in float32): error ~2^-17 of x, as the dense fast
+// products.
+func (b *Backend) moeGEMM(m *Matrix, y Ptr, x compute.Tensor, xDiv int, order, idx, chunks compute.Tensor, tiles int, tab Ptr) {
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	n := x.Len()
+	hi, lo := b.Scratch(compute.F32, x.Rows, x.Cols), b.Scratch(compute.F32, x.Rows, x.Cols)
+	b.launch("split_bf16", Dim3{X: blocks(n, opThreads)}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(hi)).Ptr(b.ptr(lo)).Ptr(b.ptr(x)).Int(n))
+	wvec, xvec := 0, 0
+	if m.vec() {
+		wvec = 1
+	}
+	if m.Cols%4 == 0 {
+		xvec = 1
+	}
+	for accum, part := range []compute.Tensor{hi, lo} {
+		b.launch("moe_gemm_"+dtypeNames[m.DType], Dim3{X: blocks(m.Rows, 128), Y: tiles}, Dim3{X: 256}, 0,
+			b.args().Ptr(y).Ptr(b.ptr(part)).Int(xDiv).Ptr(b.ptr(order)).Ptr(b.ptr(idx)).Ptr(b.ptr(chunks)).Ptr(tab).Int(accum).
+				Int(m.Rows).Int(m.Cols).Int(x.Rows).Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()).Int(wvec).Int(xvec))
+	}
+}
+
 // swiglu records g = silu(min(g, L))·clamp(u, ±L) over n values.
 func (b *Backend) swiglu(g, u Ptr, n int, limit float32) {
 	if n == 0 {
@@ -84,7 +144,11 @@ func (b *Backend) swiglu(g, u Ptr, n int, limit float32) {
 
 // MoE implements compute.Experts: the router's product (float32 always,
 // the choice must not flip), routing one warp a token, the pairs sorted by
-// expert, each pair's gate and up products, SwiGLU, down product, then the
+// expert into tiles of one expert, the grouped expert products (gate and
+// up with SwiGLU fused, then down: moe_gateup and moe_down, float32, one
+// launch each for all the tiles; in Fast mode above FastGEMVMaxT tokens
+// and moeTCPairsPerExpert pairs an expert the tensor cores, moe_gemm with
+// split-bf16 activations), then the
 // weighted sum per token in the CPU's order plus the shared expert.
 func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	T, D := x.Rows, x.Cols
@@ -110,25 +174,53 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	b.launch("moe_route", Dim3{X: T}, Dim3{X: 32}, 0,
 		b.args().Ptr(b.ptr(idx)).Ptr(b.ptr(wt)).Ptr(b.ptr(scores)).Ptr(b.ptr(a.Bias)).Ptr(b.ptr(a.Tid2Eid)).
 			Ptr(b.ptr(tokens)).Int(E).Int(K).Int(int(a.Scoring)).F32(a.RoutedScale))
-	// Tiles of at most 8 (MOE_TILE) pairs of one expert: at most P/8 + E
-	// of them, and at most P.
+	// Tiles of at most pt pairs of one expert: at most P/pt + E of them,
+	// and at most P.
+	grouped := mt.w1.vec() && mt.w2.vec()
+	// The tensor cores take tiles of 128 pairs: only worth it when experts
+	// get many pairs each (prefill). Run 3 used them above FastGEMVMaxT
+	// tokens and decoded batch 64 in 115 ms (2 pairs an expert); the bound
+	// of 32 pairs an expert on average is set from that, not measured.
+	tc := b.mode == Fast && T > FastGEMVMaxT && P >= moeTCPairsPerExpert*E && b.k.tensorCores &&
+		bf16Exact(mt.w1.DType) && bf16Exact(mt.w2.DType)
+	pt := moeTile(P, E)
+	switch {
+	case tc:
+		pt = 128 // moe_gemm's tile of pairs
+	case !grouped:
+		pt = 8 // MOE_TILE, moe_gemv's
+	}
 	order := b.Scratch(compute.I32, 1, P)
-	tiles := min(P, P/8+E)
+	tiles := min(P, P/pt+E)
 	chunks := b.Scratch(compute.I32, tiles, 2)
 	b.launch("moe_sort", Dim3{X: 1}, Dim3{X: 1024}, 8*E,
-		b.args().Ptr(b.ptr(order)).Ptr(b.ptr(chunks)).Ptr(b.ptr(idx)).Int(P).Int(E).Int(tiles))
+		b.args().Ptr(b.ptr(order)).Ptr(b.ptr(chunks)).Ptr(b.ptr(idx)).Int(P).Int(E).Int(tiles).Int(pt))
 
 	I := mt.w1.Rows
 	if mt.w1.Cols != D || mt.w2.Rows != D || mt.w2.Cols != I || mt.w3.Rows != I {
 		panic(fmt.Sprintf("cuda: MoE experts W1 %d×%d, W2 %d×%d for width %d", mt.w1.Rows, mt.w1.Cols, mt.w2.Rows, mt.w2.Cols, D))
 	}
-	g, u := b.Scratch(compute.F32, P, I), b.Scratch(compute.F32, P, I)
+	g := b.Scratch(compute.F32, P, I)
 	tab := mt.tab
 	tab1, tab2, tab3 := tab, tab.Add(int64(16*E)), tab.Add(int64(32*E))
-	b.moeGemv(mt.w1, b.ptr(g), b.ptr(u), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3)
-	b.swiglu(b.ptr(g), b.ptr(u), P*I, a.Limit)
 	ye := b.Scratch(compute.F32, P, D)
-	b.moeGemv(mt.w2, b.ptr(ye), 0, b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0)
+	if tc {
+		// Fast, many tokens: the tensor cores, each product split as
+		// x = hi + lo (both bf16) like the dense fast products.
+		u := b.Scratch(compute.F32, P, I)
+		b.moeGEMM(mt.w1, b.ptr(g), x, K, order, idx, chunks, tiles, tab1)
+		b.moeGEMM(mt.w3, b.ptr(u), x, K, order, idx, chunks, tiles, tab3)
+		b.swiglu(b.ptr(g), b.ptr(u), P*I, a.Limit)
+		b.moeGEMM(mt.w2, b.ptr(ye), g, 1, order, idx, chunks, tiles, tab2)
+	} else if grouped {
+		b.moeGrouped("moe_gateup", mt.w1, pt, b.ptr(g), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3, a.Limit)
+		b.moeGrouped("moe_down", mt.w2, pt, b.ptr(ye), b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0, a.Limit)
+	} else {
+		u := b.Scratch(compute.F32, P, I)
+		b.moeGemv(mt.w1, b.ptr(g), b.ptr(u), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3)
+		b.swiglu(b.ptr(g), b.ptr(u), P*I, a.Limit)
+		b.moeGemv(mt.w2, b.ptr(ye), 0, b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0)
+	}
 
 	var shared Ptr
 	if s := a.Shared; s.W1 != nil {

@@ -79,8 +79,11 @@ func (b *Backend) copyCols(dst Ptr, ldd int, src Ptr, lds int, rows, cols int) {
 		b.args().Ptr(dst).Int(ldd).Ptr(src).Int(lds).Int(cols))
 }
 
-// GroupedMatMul implements compute.Linear: each group's inputs are copied
-// out, multiplied, and copied into place, as on the CPU.
+// GroupedMatMul implements compute.Linear: in one launch of gemv2.cu's
+// grouped entries (strided inputs and outputs, each group reduced as
+// MatMul reduces it) where the float32 kernel runs and the matrices share
+// a shape and format that allows 16-byte loads; else each group's inputs
+// are copied out, multiplied, and copied into place, as on the CPU.
 func (b *Backend) GroupedMatMul(y, x compute.Tensor, ws []*compute.Matrix) {
 	G, T := len(ws), x.Rows
 	R, n := ws[0].Rows, ws[0].Cols
@@ -88,6 +91,10 @@ func (b *Backend) GroupedMatMul(y, x compute.Tensor, ws []*compute.Matrix) {
 	checkShape("GroupedMatMul y", y, T, G*R)
 	if G == 1 {
 		b.MatMul(y, x, ws[0])
+		return
+	}
+	if tab, w0, ok := b.groupTable(ws); ok && (b.mode == Strict || T <= FastGEMVMaxT || !bf16Exact(w0.DType) || !b.k.tensorCores) {
+		b.fail(b.k.groupedGEMV(b.rt, 0, b.ptr(y), b.ptr(x), T, w0, G, tab))
 		return
 	}
 	mark := b.ScratchMark()
@@ -99,6 +106,48 @@ func (b *Backend) GroupedMatMul(y, x compute.Tensor, ws []*compute.Matrix) {
 		b.MatMul(yg, xg, w)
 		b.copyCols(py.Add(int64(4*g*R)), G*R, b.ptr(yg), R, T, R)
 	}
+}
+
+// groupTable returns (building once) the device table of the matrices'
+// [data, scale] pointers and the first one's device copy, if they share a
+// shape and format that gemv2 reads with 16-byte loads.
+func (b *Backend) groupTable(ws []*compute.Matrix) (Ptr, *Matrix, bool) {
+	if gt, ok := b.groupTabs[ws[0]]; ok {
+		return gt.tab, gt.w0, gt.tab != 0
+	}
+	w0 := b.mustMat(ws[0])
+	host := make([]uint64, 2*len(ws))
+	ok := w0.vec()
+	for g, w := range ws {
+		m := b.mustMat(w)
+		if m.DType != w0.DType || m.Rows != w0.Rows || m.Cols != w0.Cols || m.BlockRows != w0.BlockRows || m.BlockCols != w0.BlockCols {
+			ok = false
+		}
+		host[2*g], host[2*g+1] = uint64(m.Data), uint64(m.Scale)
+	}
+	gt := groupTab{w0: w0}
+	if ok {
+		err := b.do(func(t *Thread) error {
+			p, err := t.Alloc(int64(8 * len(host)))
+			if err != nil {
+				return err
+			}
+			gt.tab = p
+			return t.CopyToDevice(p, Bytes(host), t.Stream())
+		})
+		if err != nil {
+			panic(fmt.Sprintf("cuda: grouped matrix table: %v", err))
+		}
+	}
+	b.groupTabs[ws[0]] = gt
+	return gt.tab, w0, gt.tab != 0
+}
+
+// groupTab is a GroupedMatMul's device table (0 when the float32 grouped
+// kernel does not take its matrices).
+type groupTab struct {
+	tab Ptr
+	w0  *Matrix
 }
 
 // RMSNorm implements compute.Linear.
@@ -185,6 +234,12 @@ func (b *Backend) HCPre(x, post, comb, h compute.Tensor, w *compute.HC, p comput
 	}
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
+	if part, S, ok := b.hcMix(h, w.Fn, nMix, hc*D); ok {
+		b.launch("hc_pre_split", Dim3{X: T}, Dim3{X: opThreads}, 0,
+			b.args().Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).Ptr(b.ptr(h)).Ptr(part).Int(S).Int(hc*D).F32(p.NormEps).
+				Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters))
+		return
+	}
 	flat := b.Scratch(compute.F32, T, hc*D)
 	b.RMSNorm(flat, h, compute.Tensor{}, p.NormEps)
 	mix := b.Scratch(compute.F32, T, nMix)
@@ -192,6 +247,26 @@ func (b *Backend) HCPre(x, post, comb, h compute.Tensor, w *compute.HC, p comput
 	b.launch("hc_pre_finish", Dim3{X: T}, Dim3{X: opThreads}, 0,
 		b.args().Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).Ptr(b.ptr(h)).Ptr(b.ptr(mix)).
 			Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters))
+}
+
+// hcMixSeg is the segment of the streams one block of hc_mix_partial sums.
+const hcMixSeg = 1024
+
+// hcMix records hc_mix_partial for a float32 fn of nMix rows (at most
+// HC_MIX_MAX) over rows of n: the partial sums (scratch of the caller's
+// mark) and their segment count; ok is false for other fns (the caller
+// then normalizes and multiplies as the CPU does).
+func (b *Backend) hcMix(h compute.Tensor, fn *compute.Matrix, nMix, n int) (part Ptr, S int, ok bool) {
+	m := b.mustMat(fn)
+	if m.DType != compute.F32 || m.Rows != nMix || m.Cols != n || nMix > (2+hcMax)*hcMax {
+		return 0, 0, false
+	}
+	T := h.Rows
+	S = blocks(n, hcMixSeg)
+	pt := b.Scratch(compute.F32, T*S, nMix+1)
+	b.launch("hc_mix_partial", Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(pt)).Ptr(b.ptr(h)).Ptr(m.Data).Int(nMix).Int(n).Int(hcMixSeg))
+	return b.ptr(pt), S, true
 }
 
 // HCPost implements compute.Mixing.
@@ -222,10 +297,15 @@ func (b *Backend) HCHead(x, h compute.Tensor, w *compute.HC, p compute.HCParams)
 	}
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
-	flat := b.Scratch(compute.F32, R, hc*D)
-	b.RMSNorm(flat, h, compute.Tensor{}, p.NormEps)
 	mix := b.Scratch(compute.F32, R, hc)
-	b.matMul(mix, flat, w.Fn, Strict)
+	if part, S, ok := b.hcMix(h, w.Fn, hc, hc*D); ok {
+		b.launch("hc_mix_reduce", Dim3{X: R}, Dim3{X: 32}, 0,
+			b.args().Ptr(b.ptr(mix)).Ptr(part).Int(S).Int(hc).Int(hc*D).F32(p.NormEps))
+	} else {
+		flat := b.Scratch(compute.F32, R, hc*D)
+		b.RMSNorm(flat, h, compute.Tensor{}, p.NormEps)
+		b.matMul(mix, flat, w.Fn, Strict)
+	}
 	b.launch("hc_head_finish", Dim3{X: R, Y: blocks(D, opThreads)}, Dim3{X: opThreads}, 0,
 		b.args().Ptr(b.ptr(x)).Ptr(b.ptr(h)).Ptr(b.ptr(mix)).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).
 			Int(hc).Int(D).F32(p.Eps))

@@ -134,7 +134,11 @@ func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRe
 	be.HCPre(x, post, comb, h, &L.hcFFN, m.hcp)
 	be.RMSNorm(x, x, L.ffnNorm, eps)
 	y = be.Scratch(compute.F32, T, D)
-	be.MoE(y, x, st.tokens, &L.moe)
+	if m.ep != nil {
+		m.ep.moe(y, x, st.tokens, &L.moe)
+	} else {
+		be.MoE(y, x, st.tokens, &L.moe)
+	}
 	be.HCPost(h, y, post, comb, m.hcp)
 }
 

@@ -43,6 +43,9 @@ type Model struct {
 	// argument structs, reused pass to pass.
 	fwd, mtp passBufs
 	args     opArgs
+	// ep is set on the ranks of a Parallel model: the MoE layers run
+	// expert-parallel through it (nil: on this backend alone).
+	ep *epRank
 }
 
 // Arch is DeepSeek-V4 for a model.Registry.

@@ -95,8 +95,32 @@ func byteLevel() (m [256]rune) {
 // above, DeepSeek-V4's chat markers as added tokens at ids 0-5, 320 ids in
 // all, add_bos_token true and no chat template.
 func SyntheticTokenizer() (tokenizerJSON, configJSON []byte, err error) {
+	var added []AddedToken
+	for _, a := range syntheticAdded {
+		added = append(added, AddedToken{Content: a.content, Special: a.special})
+	}
+	return TokenizerWith(added, map[string]any{
+		"add_bos_token":   true,
+		"bos_token":       syntheticAdded[0].content,
+		"eos_token":       syntheticAdded[1].content,
+		"tokenizer_class": "PreTrainedTokenizerFast",
+	})
+}
+
+// AddedToken is one added token of a synthetic tokenizer: special tokens
+// are dropped when decoding with special tokens skipped.
+type AddedToken struct {
+	Content string
+	Special bool
+}
+
+// TokenizerWith returns the tokenizer.json of a byte-level BPE tokenizer
+// over all 256 bytes with the synthetic merges, the added tokens first
+// (ids 0, 1, ...), the bytes and the merges after them (len(added) + 314
+// ids in all), and tokenizer_config.json holding config.
+func TokenizerWith(added []AddedToken, config map[string]any) (tokenizerJSON, configJSON []byte, err error) {
 	vocab := map[string]int{}
-	next := len(syntheticAdded)
+	next := len(added)
 	for _, r := range byteLevel() {
 		vocab[string(r)] = next
 		next++
@@ -107,7 +131,7 @@ func SyntheticTokenizer() (tokenizerJSON, configJSON []byte, err error) {
 		next++
 		merges = append(merges, m[0]+" "+m[1])
 	}
-	type added struct {
+	type addedJSON struct {
 		ID         int    `json:"id"`
 		Content    string `json:"content"`
 		SingleWord bool   `json:"single_word"`
@@ -116,9 +140,9 @@ func SyntheticTokenizer() (tokenizerJSON, configJSON []byte, err error) {
 		Normalized bool   `json:"normalized"`
 		Special    bool   `json:"special"`
 	}
-	var addedTokens []added
-	for i, a := range syntheticAdded {
-		addedTokens = append(addedTokens, added{ID: i, Content: a.content, Special: a.special})
+	var addedTokens []addedJSON
+	for i, a := range added {
+		addedTokens = append(addedTokens, addedJSON{ID: i, Content: a.Content, Special: a.Special})
 	}
 	byteLevelPre := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}
 	tok := map[string]any{
@@ -139,13 +163,7 @@ func SyntheticTokenizer() (tokenizerJSON, configJSON []byte, err error) {
 	if tokenizerJSON, err = json.MarshalIndent(tok, "", " "); err != nil {
 		return nil, nil, err
 	}
-	cfg := map[string]any{
-		"add_bos_token":   true,
-		"bos_token":       syntheticAdded[0].content,
-		"eos_token":       syntheticAdded[1].content,
-		"tokenizer_class": "PreTrainedTokenizerFast",
-	}
-	if configJSON, err = json.MarshalIndent(cfg, "", " "); err != nil {
+	if configJSON, err = json.MarshalIndent(config, "", " "); err != nil {
 		return nil, nil, err
 	}
 	return tokenizerJSON, configJSON, nil
@@ -217,4 +235,17 @@ func ModelDir(tmp string) (dir string, shipped bool, err error) {
 		return "", false, err
 	}
 	return tmp, false, nil
+}
+
+// byteLevelTokenizer is TokenizerWith over a list of (content, special)
+// pairs.
+func byteLevelTokenizer(list []struct {
+	content string
+	special bool
+}, config map[string]any) (tokenizerJSON, configJSON []byte, err error) {
+	added := make([]AddedToken, len(list))
+	for i, a := range list {
+		added[i] = AddedToken{Content: a.content, Special: a.special}
+	}
+	return TokenizerWith(added, config)
 }

@@ -26,6 +26,18 @@ func DeepSeekV4Reasoning() grammar.Expr { return grammar.TextUntil(tokThinkEnd) 
 // from such a block validates against the schema. A raw text value cannot
 // contain the parameter's end tag; JSON values are not checked for it.
 func DeepSeekV4ToolCalls(tools []Tool, maxCalls int, opt grammar.Options) (grammar.Expr, error) {
+	return dsmlToolCallsGrammar(v4Calls, tools, maxCalls, opt)
+}
+
+// DeepSeekV32ToolCalls is DeepSeekV4ToolCalls for DeepSeek-V3.2: the same
+// invokes in a "<｜DSML｜function_calls>" block, as EncodeDeepSeekV32
+// writes one and ParseDeepSeekV32 reads it back.
+func DeepSeekV32ToolCalls(tools []Tool, maxCalls int, opt grammar.Options) (grammar.Expr, error) {
+	return dsmlToolCallsGrammar(v32Calls, tools, maxCalls, opt)
+}
+
+// dsmlToolCallsGrammar is the grammar of a tool-call block named calls.
+func dsmlToolCallsGrammar(calls callsBlock, tools []Tool, maxCalls int, opt grammar.Options) (grammar.Expr, error) {
 	if len(tools) == 0 {
 		return nil, fmt.Errorf("chat: no tools to call")
 	}
@@ -43,9 +55,9 @@ func DeepSeekV4ToolCalls(tools []Tool, maxCalls int, opt grammar.Options) (gramm
 		more = grammar.Repeat(grammar.Seq(grammar.Literal("\n"), invoke), 0, maxCalls-1)
 	}
 	return grammar.Seq(
-		grammar.Literal("\n\n"+dsmlToolCalls+"\n"),
+		grammar.Literal("\n\n"+calls.open()+"\n"),
 		invoke, more,
-		grammar.Literal("\n"+dsmlToolCallsEnd),
+		grammar.Literal("\n"+calls.close()),
 	), nil
 }
 

@@ -52,6 +52,23 @@ type Parsed struct {
 // returned Parsed holds, as a fallback, everything after the reasoning as
 // Content and no tool calls.
 func ParseDeepSeekV4(completion string, thinking bool) (Parsed, error) {
+	return parseDSMLReply(completion, thinking, v4Calls)
+}
+
+// callsBlock names a DSML tool-call block: DeepSeek-V4's "tool_calls" or
+// DeepSeek-V3.2's "function_calls"; the elements inside are the same.
+type callsBlock string
+
+const (
+	v4Calls  callsBlock = "tool_calls"
+	v32Calls callsBlock = "function_calls"
+)
+
+func (c callsBlock) open() string  { return "<" + dsml + string(c) + ">" }
+func (c callsBlock) close() string { return "</" + dsml + string(c) + ">" }
+
+// parseDSMLReply is ParseDeepSeekV4 for a tool-call block named calls.
+func parseDSMLReply(completion string, thinking bool, calls callsBlock) (Parsed, error) {
 	text := completion
 	if i := strings.Index(text, tokEOS); i >= 0 {
 		text = text[:i]
@@ -59,14 +76,14 @@ func ParseDeepSeekV4(completion string, thinking bool) (Parsed, error) {
 	var p Parsed
 	if thinking {
 		i := strings.Index(text, tokThinkEnd)
-		if j := strings.Index(text, dsmlToolCalls); j >= 0 && (i < 0 || j < i) {
+		if j := strings.Index(text, calls.open()); j >= 0 && (i < 0 || j < i) {
 			p.Reasoning = strings.TrimSuffix(text[:j], "\n\n")
-			calls, err := parseDSMLToolCalls(text[j:])
+			tc, err := parseDSMLToolCalls(text[j:], calls)
 			if err != nil {
 				p.Content = text[len(p.Reasoning):]
 				return p, err
 			}
-			p.ToolCalls = calls
+			p.ToolCalls = tc
 			return p, nil
 		}
 		if i < 0 {
@@ -80,30 +97,30 @@ func ParseDeepSeekV4(completion string, thinking bool) (Parsed, error) {
 		p.Content = text
 		return p, nil
 	}
-	calls, err := parseDSMLToolCalls(text[i:])
+	tc, err := parseDSMLToolCalls(text[i:], calls)
 	if err != nil {
 		p.Content = text
 		return p, err
 	}
 	p.Content = strings.TrimSuffix(text[:i], "\n\n")
-	p.ToolCalls = calls
+	p.ToolCalls = tc
 	return p, nil
 }
 
-// parseDSMLToolCalls reads a complete tool-call block.
-func parseDSMLToolCalls(block string) ([]ToolCall, error) {
+// parseDSMLToolCalls reads a complete tool-call block named c.
+func parseDSMLToolCalls(block string, c callsBlock) ([]ToolCall, error) {
 	r := dsmlReader{s: block}
-	if !r.take(dsmlToolCalls) {
-		return nil, r.fail("want " + dsmlToolCalls)
+	if !r.take(c.open()) {
+		return nil, r.fail("want " + c.open())
 	}
 	var calls []ToolCall
 	for {
 		r.skipSpace()
-		if r.take(dsmlToolCallsEnd) {
+		if r.take(c.close()) {
 			break
 		}
 		if !r.take(dsmlInvoke) {
-			return nil, r.fail("want " + dsmlInvoke + "…\"> or " + dsmlToolCallsEnd)
+			return nil, r.fail("want " + dsmlInvoke + "…\"> or " + c.close())
 		}
 		name, ok := r.until("\">")
 		if !ok {
@@ -117,7 +134,7 @@ func parseDSMLToolCalls(block string) ([]ToolCall, error) {
 	}
 	r.skipSpace()
 	if r.s != "" {
-		return nil, r.fail("text after " + dsmlToolCallsEnd)
+		return nil, r.fail("text after " + c.close())
 	}
 	return calls, nil
 }
@@ -233,6 +250,7 @@ func isJSON(s string) bool {
 // completion, and Finish returns that same Parsed and error. A StreamParser
 // is not safe for concurrent use.
 type StreamParser struct {
+	calls  callsBlock // the tool-call block's name
 	phase  streamPhase
 	ended  bool            // an EOS token was seen; later input is ignored
 	buf    string          // text of the current phase not yet returned
@@ -253,8 +271,10 @@ const (
 
 // NewStreamParser returns a parser for one completion; thinking is as for
 // ParseDeepSeekV4.
-func NewStreamParser(thinking bool) *StreamParser {
-	p := &StreamParser{phase: phaseContent}
+func NewStreamParser(thinking bool) *StreamParser { return newStreamParser(thinking, v4Calls) }
+
+func newStreamParser(thinking bool, calls callsBlock) *StreamParser {
+	p := &StreamParser{calls: calls, phase: phaseContent}
 	if thinking {
 		p.phase = phaseReasoning
 	}
@@ -277,7 +297,7 @@ func (p *StreamParser) Add(text string) (reasoningDelta, contentDelta string) {
 	p.buf += text
 	if p.phase == phaseReasoning {
 		i, eos := firstMarker(p.buf, tokThinkEnd)
-		if j := strings.Index(p.buf, dsmlToolCalls); j >= 0 && (i < 0 || j < i) {
+		if j := strings.Index(p.buf, p.calls.open()); j >= 0 && (i < 0 || j < i) {
 			// A tool call without </think>: the reasoning ends at the block.
 			reasoningDelta = p.startBlock(j)
 			p.result.Reasoning += reasoningDelta
@@ -285,7 +305,7 @@ func (p *StreamParser) Add(text string) (reasoningDelta, contentDelta string) {
 		}
 		switch {
 		case i < 0:
-			reasoningDelta = p.emit(safeEnd(p.buf, tokThinkEnd, tokEOS, dsmlToolCalls, "\n\n"+dsmlToolCalls))
+			reasoningDelta = p.emit(safeEnd(p.buf, tokThinkEnd, tokEOS, p.calls.open(), "\n\n"+p.calls.open()))
 		case eos:
 			reasoningDelta = p.emit(i)
 			p.buf, p.ended = "", true
@@ -341,7 +361,7 @@ func (p *StreamParser) Finish() (reasoningDelta, contentDelta string, result Par
 		p.result.Content += contentDelta
 	case phaseToolCalls:
 		block := p.block.String()
-		p.result.ToolCalls, p.err = parseDSMLToolCalls(block)
+		p.result.ToolCalls, p.err = parseDSMLToolCalls(block, p.calls)
 		if p.err != nil {
 			contentDelta = p.gap + block
 			p.result.Content += contentDelta

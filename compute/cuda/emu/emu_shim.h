@@ -15,6 +15,7 @@
 #define __launch_bounds__(...)
 #define __shared__ static
 #define __restrict__ __restrict
+#define __align__(n) __attribute__((aligned(n)))
 #define __CUDACC_RTC__ 1
 
 struct dim3 { unsigned int x, y, z; };

@@ -27,6 +27,49 @@
 #define GEMM_TC 1
 #endif
 
+#ifdef STRATA_EMU
+// The emulator's m16n8k16 (row.col, bf16 in, f32 accumulate): every lane
+// gathers the fragments of A and B through shuffles (the PTX fragment
+// layouts: lane l holds A rows l/4 and l/4+8, columns 2(l%4)+{0,1,8,9};
+// B columns l/4, rows 2(l%4)+{0,1,8,9}; C rows l/4, l/4+8, columns
+// 2(l%4)+{0,1}) and adds the exact products in k order.
+__device__ __forceinline__ float emu_bf16_at(u32 w, int half) { return __uint_as_float((half ? w >> 16 : w & 0xFFFFu) << 16); }
+__device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) {
+  const int lane = threadIdx.x & 31;
+  float A[16][16], B[16][8];
+  for (int l = 0; l < 32; ++l) {
+    const int g = l >> 2, t = l & 3;
+    u32 ar[4], br[2];
+    for (int i = 0; i < 4; ++i) ar[i] = __shfl_sync(0xFFFFFFFFu, a[i], l);
+    for (int i = 0; i < 2; ++i) br[i] = __shfl_sync(0xFFFFFFFFu, b[i], l);
+    for (int h = 0; h < 2; ++h) {
+      A[g][2 * t + h] = emu_bf16_at(ar[0], h);
+      A[g + 8][2 * t + h] = emu_bf16_at(ar[1], h);
+      A[g][2 * t + 8 + h] = emu_bf16_at(ar[2], h);
+      A[g + 8][2 * t + 8 + h] = emu_bf16_at(ar[3], h);
+      B[2 * t + h][g] = emu_bf16_at(br[0], h);
+      B[2 * t + 8 + h][g] = emu_bf16_at(br[1], h);
+    }
+  }
+  const int g = lane >> 2, t = lane & 3;
+  for (int e = 0; e < 4; ++e) {
+    const int r = g + (e >> 1) * 8, c = 2 * t + (e & 1);
+    float acc = d[e];
+    for (int k = 0; k < 16; ++k) acc = __fadd_rn(acc, __fmul_rn(A[r][k], B[k][c]));
+    d[e] = acc;
+  }
+}
+
+// The emulator's ldmatrix .x4: matrix j's row i comes from the address of
+// lane 8j + i; lane l receives word l%4 of row l/4 of each matrix.
+__device__ __forceinline__ void ldmatrix_x4(u32* r, const u16* p) {
+  const int lane = threadIdx.x & 31;
+  for (int j = 0; j < 4; ++j) {
+    const u16* row = (const u16*)__shfl_sync(0xFFFFFFFFu, (unsigned long long)p, 8 * j + (lane >> 2));
+    r[j] = ((const u32*)row)[lane & 3];
+  }
+}
+#else
 __device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) {
 #ifdef GEMM_TC
   asm volatile(
@@ -50,6 +93,7 @@ __device__ __forceinline__ void ldmatrix_x4(u32* r, const u16* p) {
   __trap();
 #endif
 }
+#endif
 
 __device__ __forceinline__ u32 pack2(u32 lo, u32 hi) { return (lo & 0xFFFFu) | (hi << 16); }
 
@@ -118,7 +162,7 @@ __device__ __forceinline__ void load_w(u32* o, const u8* __restrict__ w, const u
 
 // load_x loads x[tok][k .. k+16) rounded to bfloat16 pairs, zero outside.
 __device__ __forceinline__ void load_x(u32* o, const float* __restrict__ x, int tok, int k, int N, int K, bool vec) {
-  if (tok < N && k + 16 <= K && vec) {
+  if (tok >= 0 && tok < N && k + 16 <= K && vec) {
     const float4* p = (const float4*)(x + (long long)tok * K + k);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -134,7 +178,7 @@ __device__ __forceinline__ void load_x(u32* o, const float* __restrict__ x, int 
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int kk = k + 2 * j + e;
-      h[e] = (tok < N && kk < K) ? bf16_rn(__ldg(x + (long long)tok * K + kk)) : 0u;
+      h[e] = (tok >= 0 && tok < N && kk < K) ? bf16_rn(__ldg(x + (long long)tok * K + kk)) : 0u;
     }
     o[j] = pack2(h[0], h[1]);
   }
@@ -146,16 +190,37 @@ __device__ __forceinline__ void store8(u16* dst, const u32* v) {
   p[1] = make_uint4(v[4], v[5], v[6], v[7]);
 }
 
+// Grouped (moe_gemm): the block's 128 "tokens" are the pairs of tile
+// blockIdx.y of moe_sort's list (at most 128 pairs of one expert e), pair
+// q reading row q / xDiv of x; W is expert e's matrix from tab; the
+// outputs go to row q of y (added to it when accum). G is null otherwise.
+struct GemmGroup {
+  const int *order, *idx, *chunks;
+  const u64* tab;
+  int xDiv, accum;
+};
+
 template <int FMT>
 __device__ __forceinline__ void gemm_body(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,
                                           const u8* __restrict__ sc, int M, int K, int N, int blockRows,
-                                          int blockCols, int scaleCols, int wvec, int xvec) {
+                                          int blockCols, int scaleCols, int wvec, int xvec, const GemmGroup* G = 0) {
   __shared__ __align__(16) u16 As[2][GM * GS];
   __shared__ __align__(16) u16 Bs[2][GN * GS];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int m0 = blockIdx.x * GM, n0 = blockIdx.y * GN;
+  const int m0 = blockIdx.x * GM, n0 = G ? 0 : blockIdx.y * GN;  // grouped: y is the tile
   const int wm = (warp & 1) * 64, wn = (warp >> 1) * 32;
   const int lr = tid >> 1, lk = (tid & 1) * 16;
+  int xr = n0 + lr;  // the row of x this thread loads
+  int q0 = 0, qn = 0;
+  if (G) {
+    q0 = G->chunks[2 * blockIdx.y];
+    qn = G->chunks[2 * blockIdx.y + 1];
+    if (qn == 0) return;
+    const int e = G->idx[G->order[q0]];
+    w = (const u8*)G->tab[2 * e];
+    sc = (const u8*)G->tab[2 * e + 1];
+    xr = lr < qn ? G->order[q0 + lr] / G->xDiv : -1;
+  }
 
   float acc[4][4][4];
 #pragma unroll
@@ -168,7 +233,7 @@ __device__ __forceinline__ void gemm_body(float* __restrict__ y, const float* __
   u32 ra[8], rb[8];
   const int nk = (K + GK - 1) / GK;
   load_w<FMT>(ra, w, sc, m0 + lr, lk, M, K, blockRows, blockCols, scaleCols, wvec != 0);
-  load_x(rb, x, n0 + lr, lk, N, K, xvec != 0);
+  load_x(rb, x, xr, lk, N, K, xvec != 0);
   store8(&As[0][lr * GS + lk], ra);
   store8(&Bs[0][lr * GS + lk], rb);
   __syncthreads();
@@ -177,7 +242,7 @@ __device__ __forceinline__ void gemm_body(float* __restrict__ y, const float* __
     const int cur = kt & 1;
     if (kt + 1 < nk) {
       load_w<FMT>(ra, w, sc, m0 + lr, (kt + 1) * GK + lk, M, K, blockRows, blockCols, scaleCols, wvec != 0);
-      load_x(rb, x, n0 + lr, (kt + 1) * GK + lk, N, K, xvec != 0);
+      load_x(rb, x, xr, (kt + 1) * GK + lk, N, K, xvec != 0);
     }
 #pragma unroll
     for (int ks = 0; ks < GK; ks += 16) {
@@ -215,7 +280,14 @@ __device__ __forceinline__ void gemm_body(float* __restrict__ y, const float* __
       for (int e = 0; e < 4; ++e) {
         const int row = m0 + wm + mt * 16 + g + (e >> 1) * 8;
         const int tok = n0 + wn + nt * 8 + c2 + (e & 1);
-        if (row < M && tok < N) y[(long long)tok * M + row] = acc[mt][nt][e];
+        if (G) {
+          if (row < M && tok < qn) {
+            float* o = y + (long long)G->order[q0 + tok] * M + row;
+            *o = G->accum ? __fadd_rn(*o, acc[mt][nt][e]) : acc[mt][nt][e];
+          }
+        } else if (row < M && tok < N) {
+          y[(long long)tok * M + row] = acc[mt][nt][e];
+        }
       }
 }
 
@@ -226,6 +298,22 @@ __device__ __forceinline__ void gemm_body(float* __restrict__ y, const float* __
            int xvec) {                                                                                          \
     gemm_body<FMT>(y, x, w, sc, M, K, N, blockRows, blockCols, scaleCols, wvec, xvec);                         \
   }
+
+// moe_gemm_<fmt>: y[q] (+)= W_e·x[q / xDiv] for the pairs of every tile
+// (grid (ceil(M/128), tiles)), the numerics of gemm_<fmt>.
+#define MOE_GEMM_ENTRY(NAME, FMT)                                                                               \
+  extern "C" __global__ void __launch_bounds__(256)                                                           \
+      NAME(float* __restrict__ y, const float* __restrict__ x, int xDiv, const int* order, const int* idx,       \
+           const int* chunks, const u64* tab, int accum, int M, int K, int N, int blockRows, int blockCols,     \
+           int scaleCols, int wvec, int xvec) {                                                                 \
+    const GemmGroup g = {order, idx, chunks, tab, xDiv, accum};                                                 \
+    gemm_body<FMT>(y, x, 0, 0, M, K, N, blockRows, blockCols, scaleCols, wvec, xvec, &g);                      \
+  }
+MOE_GEMM_ENTRY(moe_gemm_f32, FMT_F32)
+MOE_GEMM_ENTRY(moe_gemm_bf16, FMT_BF16)
+MOE_GEMM_ENTRY(moe_gemm_f16, FMT_F16)
+MOE_GEMM_ENTRY(moe_gemm_fp8, FMT_FP8)
+MOE_GEMM_ENTRY(moe_gemm_fp4, FMT_FP4)
 
 GEMM_ENTRY(gemm_f32, FMT_F32)
 GEMM_ENTRY(gemm_bf16, FMT_BF16)

@@ -10,14 +10,19 @@
 // are added by a butterfly, and the SPLIT warps' in part order. The order
 // depends on K, the format and SPLIT, which the host chooses from the
 // matrix's shape alone: batch-invariant.
+//
+// The _g entries are the grouped product of compute.Linear's
+// GroupedMatMul: block row y takes group g = blockIdx.y, matrix tab[g]
+// (data, scale), input columns [g·K, (g+1)·K) of rows ldx apart and output
+// columns [g·rows, (g+1)·rows) of rows ldy apart (no copies).
 
 #define GEMV2_ROWS 2
 #define GEMV2_UNROLL 4
 
 template <int FMT, int TT, int SPLIT>
-__device__ __forceinline__ void gemv2_body(float* __restrict__ y, const float* __restrict__ x,
-                                           const u8* __restrict__ w, const u8* __restrict__ sc, int rows, int K,
-                                           int T, int blockRows, int blockCols, int scaleCols) {
+__device__ __forceinline__ void gemv2_body(float* __restrict__ y, long long ldy, const float* __restrict__ x,
+                                           long long ldx, const u8* __restrict__ w, const u8* __restrict__ sc,
+                                           int rows, int K, int T, int blockRows, int blockCols, int scaleCols) {
   typedef gemv_fmt<FMT> F;
   const int R = GEMV2_ROWS, U = GEMV2_UNROLL, G = 8 / SPLIT;
   __shared__ float red[8][GEMV2_ROWS * TT];
@@ -37,7 +42,7 @@ __device__ __forceinline__ void gemv2_body(float* __restrict__ y, const float* _
     const float* xt[TT];
 #pragma unroll
     for (int tt = 0; tt < TT; ++tt) {
-      xt[tt] = x + (long long)min(t0 + tt, T - 1) * K;
+      xt[tt] = x + (long long)min(t0 + tt, T - 1) * ldx;
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i][tt] = 0.0f;
     }
@@ -97,7 +102,7 @@ __device__ __forceinline__ void gemv2_body(float* __restrict__ y, const float* _
       for (int i = 0; i < R; ++i)
 #pragma unroll
         for (int tt = 0; tt < TT; ++tt)
-          if (lane == i * TT + tt && r0 + i < rows && t0 + tt < T) y[(long long)(t0 + tt) * rows + r0 + i] = acc[i][tt];
+          if (lane == i * TT + tt && r0 + i < rows && t0 + tt < T) y[(long long)(t0 + tt) * ldy + r0 + i] = acc[i][tt];
     } else {
       if (lane == 0) {
 #pragma unroll
@@ -111,7 +116,7 @@ __device__ __forceinline__ void gemv2_body(float* __restrict__ y, const float* _
         float v = red[warp][lane];
 #pragma unroll
         for (int j = 1; j < SPLIT; ++j) v = __fadd_rn(v, red[warp + j][lane]);
-        if (r0 + i < rows && t0 + tt < T) y[(long long)(t0 + tt) * rows + r0 + i] = v;
+        if (r0 + i < rows && t0 + tt < T) y[(long long)(t0 + tt) * ldy + r0 + i] = v;
       }
       __syncthreads();
     }
@@ -122,7 +127,14 @@ __device__ __forceinline__ void gemv2_body(float* __restrict__ y, const float* _
   extern "C" __global__ void __launch_bounds__(256)                                                        \
       NAME(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,                    \
            const u8* __restrict__ sc, int rows, int K, int T, int blockRows, int blockCols, int scaleCols) { \
-    gemv2_body<FMT, TT, SPLIT>(y, x, w, sc, rows, K, T, blockRows, blockCols, scaleCols);                  \
+    gemv2_body<FMT, TT, SPLIT>(y, rows, x, K, w, sc, rows, K, T, blockRows, blockCols, scaleCols);         \
+  }                                                                                                         \
+  extern "C" __global__ void __launch_bounds__(256)                                                        \
+      NAME##_g(float* __restrict__ y, int ldy, const float* __restrict__ x, int ldx, const u64* __restrict__ tab, \
+               int rows, int K, int T, int blockRows, int blockCols, int scaleCols) {                       \
+    const int g = blockIdx.y;                                                                               \
+    gemv2_body<FMT, TT, SPLIT>(y + (long long)g * rows, ldy, x + (long long)g * K, ldx, (const u8*)tab[2 * g], \
+                               (const u8*)tab[2 * g + 1], rows, K, T, blockRows, blockCols, scaleCols);      \
   }
 #define GEMV2_SPLITS(F, FMT, TT)                \
   GEMV2_ENTRY(gemv2_##F##_t##TT##_s1, FMT, TT, 1) \

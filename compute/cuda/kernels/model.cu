@@ -143,6 +143,138 @@ extern "C" __global__ void __launch_bounds__(MT)
   }
 }
 
+// ---- hyper-connection mix split over the width ----
+//
+// hc_mix_partial: for a float32 fn (nMix rows of n = hc·D), each block
+// (t, s) sums over the segment [s·seg, (s+1)·seg) of token t's streams
+// the nMix products fn[r][k]·h[k] and the squares h[k]² (each thread its
+// elements k = k0 + tid + MT·m in order, then the butterfly, then the
+// warps in order) into part[t][s][0..nMix]. The RMS norm's factor r is
+// applied after the sum: mix[r] = r·Σ fn[r][k]·h[k] (the CPU multiplies
+// fn by the normalized h; the two differ by rounding only). The order
+// depends on the shapes alone: batch-invariant. Grid (T, ceil(n/seg)).
+
+#define HC_MIX_MAX ((2 + HC_MAX) * HC_MAX)
+
+extern "C" __global__ void __launch_bounds__(MT)
+    hc_mix_partial(float* part, const float* h, const float* fn, int nMix, int n, int seg) {
+  __shared__ float red[MT / 32][HC_MIX_MAX + 1];
+  const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int k0 = s * seg, k1 = min(n, k0 + seg);
+  const float* ht = h + (long long)t * n;
+  float ss = 0.0f;
+  for (int k = k0 + tid; k < k1; k += MT) ss = __fmaf_rn(ht[k], ht[k], ss);
+  ss = warp_sum(ss);
+  if (lane == 0) red[warp][nMix] = ss;
+  for (int r = 0; r < nMix; ++r) {
+    const float* f = fn + (long long)r * n;
+    float acc = 0.0f;
+    for (int k = k0 + tid; k < k1; k += MT) acc = __fmaf_rn(__ldg(f + k), ht[k], acc);
+    acc = warp_sum(acc);
+    if (lane == 0) red[warp][r] = acc;
+  }
+  __syncthreads();
+  for (int r = tid; r <= nMix; r += MT) {
+    float v = red[0][r];
+    for (int w = 1; w < MT / 32; ++w) v = __fadd_rn(v, red[w][r]);
+    part[((long long)t * S + s) * (nMix + 1) + r] = v;
+  }
+}
+
+// hc_mix_sum returns, on lanes that hold them, token t's mix values r =
+// lane, lane + 32, ... (< nMix) into mix (shared), the S segments in
+// order, times the norm's factor; every lane of the warp calls it.
+__device__ __forceinline__ void hc_mix_sum(float* mix, const float* part, int t, int S, int nMix, int n, float normEps) {
+  const int lane = threadIdx.x & 31;
+  const float* pt = part + (long long)t * S * (nMix + 1);
+  float ss = 0.0f;
+  for (int s = 0; s < S; ++s) ss = __fadd_rn(ss, pt[(long long)s * (nMix + 1) + nMix]);
+  const float rr = (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(ss, (float)n), normEps)));
+  for (int r = lane; r < nMix; r += 32) {
+    float v = 0.0f;
+    for (int s = 0; s < S; ++s) v = __fadd_rn(v, pt[(long long)s * (nMix + 1) + r]);
+    mix[r] = __fmul_rn(v, rr);
+  }
+  __syncwarp();
+}
+
+// hc_mix_reduce writes mix[t][r] from the partials. Grid T, one warp.
+extern "C" __global__ void __launch_bounds__(32)
+    hc_mix_reduce(float* mix, const float* part, int S, int nMix, int n, float normEps) {
+  __shared__ float m[HC_MIX_MAX];
+  const int t = blockIdx.x;
+  hc_mix_sum(m, part, t, S, nMix, n, normEps);
+  for (int r = threadIdx.x; r < nMix; r += 32) mix[(long long)t * nMix + r] = m[r];
+}
+
+// hc_pre_split is hc_pre_finish from hc_mix_partial's sums, with the
+// small algebra on warp 0 (lane e owns the Sinkhorn entries e, e + 32,
+// ...; each sum is taken in the CPU's order, by every lane that needs it).
+// One block a token.
+extern "C" __global__ void __launch_bounds__(MT)
+    hc_pre_split(float* x, float* post, float* comb, const float* h, const float* part, int S, int n, float normEps,
+                 const float* base, const float* scale, int hc, int D, float eps, int iters) {
+  __shared__ float mix[HC_MIX_MAX];
+  __shared__ float pre[HC_MAX];
+  __shared__ float c[HC_MAX * HC_MAX];
+  const int t = blockIdx.x, nMix = (2 + hc) * hc, hh = hc * hc;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    hc_mix_sum(mix, part, t, S, nMix, n, normEps);
+    for (int j = lane; j < hc; j += 32) {
+      pre[j] = __fadd_rn(sigmoid_f(__fadd_rn(__fmul_rn(mix[j], scale[0]), base[j])), eps);
+      post[t * hc + j] = __fmul_rn(2.0f, sigmoid_f(__fadd_rn(__fmul_rn(mix[hc + j], scale[1]), base[hc + j])));
+    }
+    for (int e = lane; e < hh; e += 32) c[e] = __fadd_rn(__fmul_rn(mix[2 * hc + e], scale[2]), base[2 * hc + e]);
+    __syncwarp();
+    float nv[HC_MAX * HC_MAX / 32];
+    // Row softmax, then + eps.
+#pragma unroll
+    for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m) {
+      const int e = lane + 32 * m;
+      if (e >= hh) break;
+      const float* row = c + (e / hc) * hc;
+      float mx = __int_as_float(0xFF800000);
+      for (int k = 0; k < hc; ++k) mx = gomax(mx, row[k]);
+      float sum = 0.0f;
+      for (int k = 0; k < hc; ++k) sum = __fadd_rn(sum, exp_f(__fsub_rn(row[k], mx)));
+      nv[m] = __fadd_rn(__fdiv_rn(exp_f(__fsub_rn(c[e], mx)), sum), eps);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m)
+      if (lane + 32 * m < hh) c[lane + 32 * m] = nv[m];
+    __syncwarp();
+    for (int it = 0; it < 2 * iters - 1; ++it) {
+      const bool cols = (it & 1) == 0;  // cols, then (rows, cols) iters-1 times
+#pragma unroll
+      for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m) {
+        const int e = lane + 32 * m;
+        if (e >= hh) break;
+        const int j = e / hc, k = e - j * hc;
+        float sum = 0.0f;
+        if (cols)
+          for (int i = 0; i < hc; ++i) sum = __fadd_rn(sum, c[i * hc + k]);
+        else
+          for (int i = 0; i < hc; ++i) sum = __fadd_rn(sum, c[j * hc + i]);
+        nv[m] = __fdiv_rn(c[e], __fadd_rn(sum, eps));
+      }
+      __syncwarp();
+#pragma unroll
+      for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m)
+        if (lane + 32 * m < hh) c[lane + 32 * m] = nv[m];
+      __syncwarp();
+    }
+    for (int e = lane; e < hh; e += 32) comb[(long long)t * hh + e] = c[e];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    float acc = 0.0f;
+    for (int j = 0; j < hc; ++j) acc = __fadd_rn(acc, __fmul_rn(pre[j], h[((long long)t * hc + j) * D + i]));
+    x[(long long)t * D + i] = acc;
+  }
+}
+
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
 // ceil(D/MT)).
 extern "C" __global__ void __launch_bounds__(MT)
@@ -452,6 +584,242 @@ extern "C" __global__ void __launch_bounds__(MT)
     float acc = 0.0f;
     for (int j = 0; j < nk; ++j) acc = __fadd_rn(acc, __fmul_rn(lg[j], key_value(kp[j], kind[j], win, comp, dim, i)));
     o[i] = acc;
+  }
+}
+
+// ---- sparse attention split over the keys (flash-decoding) ----
+//
+// The same function as attention, in three kernels that split each
+// token's keys into chunks of ATT_KC (key j is in chunk j / ATT_KC,
+// whatever the launch), so that small batches fill the GPU:
+//   attn_logits: the logits of one chunk for ATT_HG heads (the same dot
+//     products, in the same order, as attention's);
+//   attn_values: per head the maximum M over all the token's logits and
+//     the sink, then per chunk s the sums l_s = Σ_j exp(l_j - M) and o_s =
+//     Σ_j exp(l_j - M)·v_j (keys in order); with split, one block a chunk
+//     writes them for attn_combine; without, one block adds the chunks in
+//     order itself;
+//   attn_combine: out = (Σ_s o_s) / (exp(sink - M) + Σ_s l_s), the chunks
+//     in order.
+// Both ways add the same chunk sums in the same order, so a token's
+// output depends on its own keys alone (not on the split, the batch or
+// the keys' capacity): batch-invariant.
+
+#define ATT_KC 32
+#define ATT_HG 4
+#define ATT_MAXV 4  // dims per thread in attn_values: dim <= 4·MT
+
+struct AttnTok {
+  Span sp;
+  int kw0, nw, nk;
+  bool bad;
+};
+
+__device__ __forceinline__ AttnTok attn_tok(const int* tab, int nspans, const int* pos, int t, int winSize,
+                                            int hasComp, int rate, const int* sel, const int* cnt, int maxKeys) {
+  AttnTok a;
+  a.sp = span_of(tab, nspans, t);
+  const int p = pos[t];
+  a.kw0 = max(0, p - winSize + 1);
+  a.nw = p - a.kw0 + 1;
+  int nc = 0;
+  if (hasComp) nc = sel ? cnt[t] : (p + 1) / rate;
+  a.nk = a.nw + nc;
+  a.bad = a.sp.index < 0 || a.nk > maxKeys;
+  return a;
+}
+
+// attn_key_ptr returns key j of token t (and its kind, as attention's).
+__device__ __forceinline__ const u8* attn_key_ptr(const AttnTok& a, int t, int j, const float* KV, int dim,
+                                                  const Paged& win, int winSize, const Paged& comp, const int* sel,
+                                                  int selK, int* kind) {
+  if (j < a.nw) {
+    const int kpos = a.kw0 + j;
+    if (kpos >= a.sp.pos0) {
+      *kind = 0;
+      return (const u8*)(KV + (long long)(a.sp.start + kpos - a.sp.pos0) * dim);
+    }
+    *kind = 1;
+    return slot_ptr(win, a.sp.index, kpos % winSize);
+  }
+  const int c = j - a.nw;
+  *kind = 2;
+  return slot_ptr(comp, a.sp.index, sel ? sel[(long long)t * selK + c] : c);
+}
+
+// attn_load_keys decodes keys [j0, j0 + kn) of token t into ks (kn rows of
+// dim floats); every thread of the block calls it.
+__device__ __forceinline__ void attn_load_keys(float* ks, const u8** kp, int* kind, const AttnTok& a, int t, int j0,
+                                               int kn, const float* KV, int dim, const Paged& win, int winSize,
+                                               const Paged& comp, const int* sel, int selK) {
+  for (int j = threadIdx.x; j < kn; j += blockDim.x) kp[j] = attn_key_ptr(a, t, j0 + j, KV, dim, win, winSize, comp, sel, selK, &kind[j]);
+  __syncthreads();
+  for (int e = threadIdx.x; e < kn * dim; e += blockDim.x) {
+    const int j = e / dim, i = e - j * dim;
+    ks[e] = key_value(kp[j], kind[j], win, comp, dim, i);
+  }
+  __syncthreads();
+}
+
+// attn_logits: lg[t - t0][h][j] for the keys j of chunk blockIdx.z and
+// heads [blockIdx.y·ATT_HG, +ATT_HG). Grid (tokens, ceil(heads/ATT_HG),
+// ceil(maxKeys/ATT_KC)); dynamic shared memory: (ATT_KC + ATT_HG)·dim
+// floats + ATT_KC·12 bytes.
+extern "C" __global__ void __launch_bounds__(MT)
+    attn_logits(float* lg, int t0, const float* Q, const float* KV, const int* tab, int nspans, const int* pos,
+                Paged win, int winSize, Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK,
+                int heads, int dim, float scale, int maxKeys) {
+  DYN_SHARED(float, sm);
+  float* ks = sm;
+  float* qs = ks + ATT_KC * dim;
+  const u8** kp = (const u8**)(qs + ATT_HG * dim);
+  int* kind = (int*)(kp + ATT_KC);
+  const int tl = blockIdx.x, t = t0 + tl, h0 = blockIdx.y * ATT_HG, j0 = blockIdx.z * ATT_KC;
+  const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
+  if (a.bad || j0 >= a.nk) return;
+  const int kn = min(ATT_KC, a.nk - j0), hn = min(ATT_HG, heads - h0);
+  for (int i = threadIdx.x; i < hn * dim; i += blockDim.x) qs[i] = Q[((long long)t * heads + h0) * dim + i];
+  attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int j = warp; j < kn; j += (int)(blockDim.x >> 5)) {
+    const float* k = ks + j * dim;
+    for (int h = 0; h < hn; ++h) {
+      float acc = 0.0f;
+      for (int i = lane; i < dim; i += 32) acc = __fmaf_rn(qs[h * dim + i], k[i], acc);
+      acc = warp_sum(acc);
+      if (lane == 0) lg[((long long)tl * heads + h0 + h) * maxKeys + j0 + j] = __fmul_rn(acc, scale);
+    }
+  }
+}
+
+// attn_values: see above. Grid (tokens, ceil(heads/ATT_HG), split ?
+// ceil(maxKeys/ATT_KC) : 1); dynamic shared memory: ATT_KC·dim floats +
+// ATT_KC·12 bytes. With split it writes po[t-t0][h][s][dim], pl[t-t0][h][s]
+// and pm[t-t0][h] (S = gridDim.z chunks a row); without, out.
+extern "C" __global__ void __launch_bounds__(MT)
+    attn_values(float* out, float* po, float* pl, float* pm, int split, const float* lg, int t0, const float* KV,
+                const int* tab, int nspans, const int* pos, Paged win, int winSize, Paged comp, int hasComp, int rate,
+                const int* sel, const int* cnt, int selK, const float* sink, int heads, int dim, int maxKeys) {
+  __shared__ float sM[ATT_HG], sE[ATT_HG][ATT_KC], sL[ATT_HG];
+  DYN_SHARED(float, sm);
+  float* ks = sm;
+  const u8** kp = (const u8**)(ks + ATT_KC * dim);
+  int* kind = (int*)(kp + ATT_KC);
+  const int tl = blockIdx.x, t = t0 + tl, h0 = blockIdx.y * ATT_HG;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
+  const int hn = min(ATT_HG, heads - h0);
+  if (a.bad) {
+    if (!split)
+      for (int i = tid; i < hn * dim; i += blockDim.x) out[((long long)t * heads + h0) * dim + i] = __uint_as_float(QNAN_BITS);
+    return;
+  }
+  const int nchunks = (a.nk + ATT_KC - 1) / ATT_KC;
+  int s0 = 0, s1 = nchunks;
+  if (split) {
+    s0 = blockIdx.z;
+    s1 = s0 + 1;
+    if (s0 >= nchunks) return;
+  }
+  const float* lrow = lg + (long long)tl * heads * maxKeys;
+  if (warp < hn) {
+    const int h = h0 + warp;
+    float mx = sink[h];
+    for (int j = lane; j < a.nk; j += 32) mx = fmaxf(mx, lrow[(long long)h * maxKeys + j]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+    if (lane == 0) sM[warp] = mx;
+  }
+  float acc[ATT_HG][ATT_MAXV], den[ATT_HG];
+#pragma unroll
+  for (int h = 0; h < ATT_HG; ++h) {
+    den[h] = 0.0f;
+#pragma unroll
+    for (int v = 0; v < ATT_MAXV; ++v) acc[h][v] = 0.0f;
+  }
+  for (int s = s0; s < s1; ++s) {
+    const int j0 = s * ATT_KC, kn = min(ATT_KC, a.nk - j0);
+    attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK);
+    if (warp < hn) {
+      const int h = h0 + warp;
+      if (lane < kn) sE[warp][lane] = exp_f(__fsub_rn(lrow[(long long)h * maxKeys + j0 + lane], sM[warp]));
+      __syncwarp();
+      if (lane == 0) {
+        float l = 0.0f;
+        for (int j = 0; j < kn; ++j) l = __fadd_rn(l, sE[warp][j]);
+        sL[warp] = l;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int v = 0; v < ATT_MAXV; ++v) {
+      const int i = tid + v * MT;
+      if (i >= dim) break;
+      float o[ATT_HG];
+#pragma unroll
+      for (int h = 0; h < ATT_HG; ++h) o[h] = 0.0f;
+      for (int j = 0; j < kn; ++j) {
+        const float kv = ks[j * dim + i];
+#pragma unroll
+        for (int h = 0; h < ATT_HG; ++h) o[h] = __fmaf_rn(sE[h][j], kv, o[h]);
+      }
+#pragma unroll
+      for (int h = 0; h < ATT_HG; ++h) {
+        if (h >= hn) break;
+        if (split) po[(((long long)tl * heads + h0 + h) * gridDim.z + s) * dim + i] = o[h];
+        else acc[h][v] = __fadd_rn(acc[h][v], o[h]);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < ATT_HG; ++h) {
+      if (h >= hn) break;
+      if (split) {
+        if (tid == 0) pl[((long long)tl * heads + h0 + h) * gridDim.z + s] = sL[h];
+      } else {
+        den[h] = __fadd_rn(den[h], sL[h]);
+      }
+    }
+    __syncthreads();
+  }
+  if (split) {
+    if (s0 == 0 && tid < hn) pm[(long long)tl * heads + h0 + tid] = sM[tid];
+    return;
+  }
+#pragma unroll
+  for (int h = 0; h < ATT_HG; ++h) {
+    if (h >= hn) break;
+    const float d = __fadd_rn(exp_f(__fsub_rn(sink[h0 + h], sM[h])), den[h]);
+#pragma unroll
+    for (int v = 0; v < ATT_MAXV; ++v) {
+      const int i = tid + v * MT;
+      if (i >= dim) break;
+      out[((long long)t * heads + h0 + h) * dim + i] = __fdiv_rn(acc[h][v], d);
+    }
+  }
+}
+
+// attn_combine: out of the split attn_values' chunk sums. Grid (tokens,
+// heads); S chunks a row of the partials.
+extern "C" __global__ void __launch_bounds__(MT)
+    attn_combine(float* out, const float* po, const float* pl, const float* pm, int S, int t0, const int* tab,
+                 int nspans, const int* pos, int winSize, int hasComp, int rate, const int* sel, const int* cnt,
+                 const float* sink, int heads, int dim, int maxKeys) {
+  const int tl = blockIdx.x, t = t0 + tl, h = blockIdx.y;
+  const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
+  float* o = out + ((long long)t * heads + h) * dim;
+  if (a.bad) {
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = __uint_as_float(QNAN_BITS);
+    return;
+  }
+  const int nchunks = (a.nk + ATT_KC - 1) / ATT_KC;
+  const long long row = (long long)tl * heads + h;
+  float den = 0.0f;
+  for (int s = 0; s < nchunks; ++s) den = __fadd_rn(den, pl[row * S + s]);
+  const float d = __fadd_rn(exp_f(__fsub_rn(sink[h], pm[row])), den);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    float acc = 0.0f;
+    for (int s = 0; s < nchunks; ++s) acc = __fadd_rn(acc, po[(row * S + s) * dim + i]);
+    o[i] = __fdiv_rn(acc, d);
   }
 }
 

@@ -86,11 +86,23 @@ extern "C" __global__ void __launch_bounds__(32)
   }
 }
 
+__device__ __forceinline__ float gomin(float a, float b) {
+  if (a != a || b != b) return __uint_as_float(QNAN_BITS);
+  return a < b ? a : b;
+}
+
+// swiglu_f is silu(min(g, L)) · clamp(u, -L, L), as swiglu_act.
+__device__ __forceinline__ float swiglu_f(float g, float u, float L) {
+  const float gv = gomin(g, L);
+  const float uv = gomin(gomax(u, -L), L);
+  return __fmul_rn(__fmul_rn(gv, sigmoid_f(gv)), uv);
+}
+
 // moe_sort writes into order the P pair ids grouped by expert (by a
 // counting sort; the order within an expert is unspecified and does not
 // change any result). One block; dynamic shared memory: 2·E ints.
 extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, int* chunks, const int* idx, int P, int E,
-                                                              int maxChunks) {
+                                                              int maxChunks, int tile) {
   DYN_SHARED(int, cnt);
   int* cur = cnt + E;
   for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
@@ -105,14 +117,15 @@ extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, int* chu
     }
   }
   __syncthreads();
-  // The tiles of the products: runs of at most MOE_TILE pairs of one
-  // expert, as (first sorted position, count); count 0 ends the list.
+  // The tiles of the products: runs of at most tile (<= MOE_TILE) pairs
+  // of one expert, as (first sorted position, count); count 0 ends the
+  // list.
   if (threadIdx.x == 0) {
     int n = 0;
     for (int e = 0; e < E; ++e)
-      for (int off = 0; off < cnt[e] && n < maxChunks; off += MOE_TILE, ++n) {
+      for (int off = 0; off < cnt[e] && n < maxChunks; off += tile, ++n) {
         chunks[2 * n] = cur[e] + off;
-        chunks[2 * n + 1] = min(MOE_TILE, cnt[e] - off);
+        chunks[2 * n + 1] = min(tile, cnt[e] - off);
       }
     for (; n < maxChunks; ++n) chunks[2 * n] = 0, chunks[2 * n + 1] = 0;
   }
@@ -228,18 +241,12 @@ MOE_GEMV_ENTRY(f16, FMT_F16)
 MOE_GEMV_ENTRY(fp8, FMT_FP8)
 MOE_GEMV_ENTRY(fp4, FMT_FP4)
 
-__device__ __forceinline__ float gomin(float a, float b) {
-  if (a != a || b != b) return __uint_as_float(QNAN_BITS);
-  return a < b ? a : b;
-}
 
 // swiglu_act: g = silu(min(g, L)) · clamp(u, -L, L), for n values.
 extern "C" __global__ void __launch_bounds__(256) swiglu_act(float* g, const float* u, int n, float L) {
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const float gv = gomin(g[i], L);
-  const float uv = gomin(gomax(u[i], -L), L);
-  g[i] = __fmul_rn(__fmul_rn(gv, sigmoid_f(gv)), uv);
+  g[i] = swiglu_f(g[i], u[i], L);
 }
 
 // moe_combine: y[t] = Σ_k wt[t][k]·ye[t·K+k] over the token's choices in
@@ -267,3 +274,151 @@ extern "C" __global__ void __launch_bounds__(256)
   if (shared) acc = __fadd_rn(acc, shared[(long long)t * D + i]);
   y[(long long)t * D + i] = acc;
 }
+
+// ---- grouped expert products (rows that allow 16-byte loads) ----
+//
+// moe_grouped computes the products of every tile of moe_sort's list in
+// one launch: block (x, y) takes rows [x·8·R, (x+1)·8·R) of tile y's
+// expert (8 warps of R rows) for the tile's pairs (at most PT, one
+// expert). With NM = 2 a warp takes the same R rows of W1 and W3 and
+// writes h[q][r] = swiglu(W1[r]·x, W3[r]·x) (SwiGLU with limit L, fused);
+// with NM = 1 it writes y[q][r] = W2[r]·x. Each lane keeps U 16-byte
+// chunks of each of its NM·R rows in flight.
+//
+// Order: every output is the sum over its row's 16-byte chunks c = lane,
+// lane + 32, ... of (the chunk's products in column order)·(its scale),
+// then the butterfly over the lanes: it depends on the row's width and the
+// format only (the same order as moe_gemv), never on PT, the tile or the
+// other pairs: batch-invariant.
+template <int FMT, int PT, int NM, int R, int U>
+__device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int xDiv, const int* order, const int* idx,
+                                                 const int* chunks, const u64* tab1, const u64* tab3, int rows,
+                                                 int cols, int blockRows, int blockCols, int scaleCols, float L) {
+  typedef gemv_fmt<FMT> F;
+  __shared__ int sq[PT];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int q0 = chunks[2 * blockIdx.y], qn = chunks[2 * blockIdx.y + 1];
+  if (qn == 0) return;
+  if (threadIdx.x < PT) sq[threadIdx.x] = order[q0 + min((int)threadIdx.x, qn - 1)];
+  __syncthreads();
+  const int r0 = (blockIdx.x * 8 + warp) * R;
+  if (r0 >= rows) return;
+  const int e = idx[sq[0]];
+  const long long rowBytes =
+      FMT == FMT_F32 ? 4ll * cols : (FMT == FMT_FP8 ? (long long)cols : (FMT == FMT_FP4 ? cols / 2 : 2ll * cols));
+  const int nch = (int)(rowBytes / 16);
+  const u8* wm[NM];
+  const u8* sm[NM];
+  wm[0] = (const u8*)tab1[2 * e];
+  sm[0] = (const u8*)tab1[2 * e + 1];
+  if (NM == 2) {
+    wm[NM - 1] = (const u8*)tab3[2 * e];
+    sm[NM - 1] = (const u8*)tab3[2 * e + 1];
+  }
+  long long rr[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) rr[i] = min(r0 + i, rows - 1);
+  const float* xs[PT];
+#pragma unroll
+  for (int pi = 0; pi < PT; ++pi) xs[pi] = x + (long long)(sq[pi] / xDiv) * cols;
+
+  float acc[NM * R][PT];
+#pragma unroll
+  for (int m = 0; m < NM * R; ++m)
+#pragma unroll
+    for (int pi = 0; pi < PT; ++pi) acc[m][pi] = 0.0f;
+  for (int c0 = lane; c0 < nch; c0 += 32 * U) {
+    uint4 q[U][NM * R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + 32 * u;
+#pragma unroll
+      for (int m = 0; m < NM * R; ++m)
+        q[u][m] = c < nch ? __ldg((const uint4*)(wm[m / R] + rr[m % R] * rowBytes) + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + 32 * u;
+      if (c >= nch) break;
+      float p[NM * R][PT];
+#pragma unroll
+      for (int m = 0; m < NM * R; ++m)
+#pragma unroll
+        for (int pi = 0; pi < PT; ++pi) p[m][pi] = 0.0f;
+#pragma unroll
+      for (int s = 0; s < F::SUBS; ++s) {
+        float wv[NM * R][F::SUB];
+#pragma unroll
+        for (int m = 0; m < NM * R; ++m) decode_sub<FMT>(q[u][m], s, wv[m]);
+        const int col = c * F::PER + s * F::SUB;
+#pragma unroll
+        for (int pi = 0; pi < PT; ++pi) {
+          if (pi < qn) {
+            float xv[F::SUB];
+            const float4* xp = (const float4*)(xs[pi] + col);
+#pragma unroll
+            for (int j = 0; j < F::SUB / 4; ++j) {
+              const float4 f = __ldg(xp + j);
+              xv[4 * j] = f.x; xv[4 * j + 1] = f.y; xv[4 * j + 2] = f.z; xv[4 * j + 3] = f.w;
+            }
+#pragma unroll
+            for (int m = 0; m < NM * R; ++m)
+#pragma unroll
+              for (int k = 0; k < F::SUB; ++k) p[m][pi] = __fmaf_rn(wv[m][k], xv[k], p[m][pi]);
+          }
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < NM * R; ++m) {
+        const float sc = chunk_scale<FMT>(q[u][m], sm[m / R], rr[m % R], c, cols, blockRows, blockCols, scaleCols);
+#pragma unroll
+        for (int pi = 0; pi < PT; ++pi) acc[m][pi] = __fmaf_rn(p[m][pi], sc, acc[m][pi]);
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < NM * R; ++m)
+#pragma unroll
+    for (int pi = 0; pi < PT; ++pi) acc[m][pi] = warp_sum(acc[m][pi]);
+  if (lane == 0) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (r0 + i >= rows) break;
+#pragma unroll
+      for (int pi = 0; pi < PT; ++pi) {
+        if (pi >= qn) break;
+        const float v = NM == 2 ? swiglu_f(acc[i][pi], acc[R + i][pi], L) : acc[i][pi];
+        y[(long long)sq[pi] * rows + r0 + i] = v;
+      }
+    }
+  }
+}
+
+// moe_gateup_<fmt>_p<PT>: h = swiglu(W1·x, W3·x) for the tiles' pairs;
+// grid (ceil(rows/16), tiles). moe_down_<fmt>_p<PT>: y = W2·h; grid
+// (ceil(rows/32), tiles).
+#define MOE_GROUPED_ENTRY(F, FMT, PT, U)                                                                          \
+  extern "C" __global__ void __launch_bounds__(256)                                                             \
+      moe_gateup_##F##_p##PT(float* h, const float* x, int xDiv, const int* order, const int* idx,              \
+                             const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,           \
+                             int blockRows, int blockCols, int scaleCols, float L) {                            \
+    moe_grouped_body<FMT, PT, 2, 2, U>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows,        \
+                                       blockCols, scaleCols, L);                                                 \
+  }                                                                                                              \
+  extern "C" __global__ void __launch_bounds__(256)                                                             \
+      moe_down_##F##_p##PT(float* y, const float* x, int xDiv, const int* order, const int* idx,                \
+                           const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,           \
+                           int blockRows, int blockCols, int scaleCols, float L) {                              \
+    moe_grouped_body<FMT, PT, 1, 4, U>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,      \
+                                       blockCols, scaleCols, L);                                                 \
+  }
+#define MOE_GROUPED_ENTRIES(F, FMT) \
+  MOE_GROUPED_ENTRY(F, FMT, 1, 4)   \
+  MOE_GROUPED_ENTRY(F, FMT, 2, 4)   \
+  MOE_GROUPED_ENTRY(F, FMT, 4, 2)   \
+  MOE_GROUPED_ENTRY(F, FMT, 8, 1)
+MOE_GROUPED_ENTRIES(f32, FMT_F32)
+MOE_GROUPED_ENTRIES(bf16, FMT_BF16)
+MOE_GROUPED_ENTRIES(f16, FMT_F16)
+MOE_GROUPED_ENTRIES(fp8, FMT_FP8)
+MOE_GROUPED_ENTRIES(fp4, FMT_FP4)
