@@ -14,6 +14,9 @@ import (
 type Model interface {
 	// Forward runs one step over b and returns LogitRows(b) rows of
 	// VocabSize logits, in span order, advancing each span's sequence.
+	// The logits may be a buffer of the model's, valid only until its next
+	// Forward or Draft (Drafter.Draft's logits likewise): a caller that
+	// keeps them longer copies them.
 	Forward(ctx context.Context, b *Batch) ([]float32, error)
 	// CacheSpecs are the cache kinds one sequence holds.
 	CacheSpecs() []cache.Spec

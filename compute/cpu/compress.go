@@ -21,7 +21,7 @@ func (b *Backend) Compress(a *compute.CompressArgs, sp compute.Spans) {
 	checkShape("Compress A", a.A, T, cw)
 	checkShape("Compress Z", a.Z, T, cw)
 	av, zv, ape := F32(a.A), F32(a.Z), F32(a.Ape)
-	spans := spansOf(sp)
+	spans := b.s.spanList(sp)
 	for _, s := range spans {
 		for i := range s.n {
 			t, p := s.start+i, s.pos0+i
@@ -89,7 +89,8 @@ func (b *Backend) Compress(a *compute.CompressArgs, sp compute.Spans) {
 				out[i] = num[i] / den[i]
 			}
 			b.RMSNormF32(out, out, norm, 1, width, a.Eps)
-			b.RoPEF32(out, 1, width, []int32{int32(w * rate)}, inv, false)
+			b.s.ropePos[0] = int32(w * rate)
+			b.RoPEF32(out, 1, width, b.s.ropePos[:], inv, false)
 			ents.write(w, out)
 		}
 		for p := max(p0, p0+n-ringSlots); p < p0+n; p++ {

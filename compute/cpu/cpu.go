@@ -49,12 +49,27 @@ type state struct {
 	ws      []workspace // per-worker scratch, ws[i] used only by worker i
 	xbuf    []float32   // the activations of the matmul in progress, padded and in kernel layout
 	scratch scratch     // the step's temporaries (Scratch)
-	attn    attnBufs    // attention's gathered keys
+	gen     int64       // the last call id (nextGen)
+
+	// Host-side buffers of the ops, reused call to call.
+	spanBuf   []span    // the span table (spanList)
+	tokSpan   []int32   // each token's span (SparseAttention)
+	idxToks   []idxTok  // the tokens IndexerSelect scores
+	idxScores []float32 // their scores
+	moe       moeBufs
+	ropePos   [1]int32 // Compress's RoPE position
+	ringBuf   []float32
+	slotBuf   []byte
 
 	// Preallocated jobs, so that calls do not allocate.
 	mm   matmulJob
 	rows rowJob
 	amx  amxJob
+	att  attnJob
+	idx  idxJob
+	rng  rangeJob
+
+	attn attnBufs // attendGroup's gathered keys and values (SharedKVAttention)
 
 	amxPanels []uint16 // the activations of the AMX matmul in progress
 }

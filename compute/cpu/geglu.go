@@ -16,12 +16,12 @@ func geluTanh(x float32) float32 {
 }
 
 // elementwise runs fn over [0, n) in parallel chunks when n is large.
-func elementwise(n int, fn func(lo, hi int)) {
+func (b *Backend) elementwise(n int, fn func(lo, hi int)) {
 	if n < 1<<16 {
 		fn(0, n)
 		return
 	}
-	parallelFor(n, fn)
+	b.s.parallelFor(n, fn)
 }
 
 // GeluMul implements compute.GeGLU.
@@ -29,7 +29,7 @@ func (b *Backend) GeluMul(y, gate, up compute.Tensor) {
 	checkShape("GeluMul gate", gate, y.Rows, y.Cols)
 	checkShape("GeluMul up", up, y.Rows, y.Cols)
 	yv, g, u := F32(y), F32(gate), F32(up)
-	elementwise(len(yv), func(lo, hi int) {
+	b.elementwise(len(yv), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			yv[i] = geluTanh(g[i]) * u[i]
 		}
@@ -39,7 +39,7 @@ func (b *Backend) GeluMul(y, gate, up compute.Tensor) {
 // MulScalar implements compute.GeGLU.
 func (b *Backend) MulScalar(x compute.Tensor, s float32) {
 	xv := F32(x)
-	elementwise(len(xv), func(lo, hi int) {
+	b.elementwise(len(xv), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			xv[i] *= s
 		}
@@ -50,7 +50,7 @@ func (b *Backend) MulScalar(x compute.Tensor, s float32) {
 func (b *Backend) TanhCap(x compute.Tensor, c float32) {
 	xv := F32(x)
 	cc := float64(c)
-	elementwise(len(xv), func(lo, hi int) {
+	b.elementwise(len(xv), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			xv[i] = float32(cc * math.Tanh(float64(xv[i])/cc))
 		}

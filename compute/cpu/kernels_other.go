@@ -4,6 +4,7 @@ package cpu
 
 import (
 	"runtime"
+	"unsafe"
 
 	"github.com/strata-inference/strata/compute"
 )
@@ -33,3 +34,19 @@ func (vecAsm) gemmRows() int { return groupRows }
 func (vecAsm) gemmToks() int { return 1 }
 
 func cpuName() string { return runtime.GOARCH }
+
+func (vecAsm) accRows4(y *float32, w *[4]float32, rows *[4]unsafe.Pointer, n int) {
+	panic("cpu: no vector kernels on " + runtime.GOARCH)
+}
+
+func (vecAsm) accRow1(y *float32, w *float32, row unsafe.Pointer, n int) {
+	panic("cpu: no vector kernels on " + runtime.GOARCH)
+}
+
+func (vecAsm) idxDots(acc *[4]lanes, keys *[4]unsafe.Pointer, qt []float32, qs int, c []float32, dim, blocks int) {
+	panic("cpu: no vector kernels on " + runtime.GOARCH)
+}
+
+func (vecAsm) dotRows(y []float32, w *compute.Matrix, r0, r1 int, x []float32) int {
+	panic("cpu: no vector kernels on " + runtime.GOARCH)
+}

@@ -3,7 +3,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"runtime"
 
 	"github.com/strata-inference/strata/compute"
 )
@@ -53,7 +52,7 @@ func (b *Backend) LatentAttention(a *compute.LatentArgs, sp compute.Spans) {
 	// f32) and shared by its heads. With at least as many tokens as
 	// workers, tokens run in parallel; otherwise (decoding) each token's
 	// heads do.
-	byToken := T >= runtime.GOMAXPROCS(0)
+	byToken := T >= b.s.threads
 	attendToken := func(t int, keys [][]float32, arena []float32) ([][]float32, []float32) {
 		p := int(pos[t])
 		sl := spanSlots(a.KV, span[t])
@@ -95,7 +94,7 @@ func (b *Backend) LatentAttention(a *compute.LatentArgs, sp compute.Spans) {
 		if byToken {
 			heads(0, H)
 		} else {
-			parallelFor(H, heads)
+			b.s.parallelFor(H, heads)
 		}
 		return keys, arena
 	}
@@ -107,7 +106,7 @@ func (b *Backend) LatentAttention(a *compute.LatentArgs, sp compute.Spans) {
 		}
 		return
 	}
-	parallelFor(T, func(lo, hi int) {
+	b.s.parallelFor(T, func(lo, hi int) {
 		var keys [][]float32
 		var arena []float32
 		for t := lo; t < hi; t++ {

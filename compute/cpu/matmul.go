@@ -20,6 +20,9 @@ type workspace struct {
 	ropeCos, ropeSin []float32
 	ropePos          int32
 	ropeValid        bool
+
+	att attnWork // SparseAttention
+	idx idxWork  // IndexerSelect
 }
 
 // MatMul computes y[t] = W · x[t] for t in [0, T): x is [T, W.Cols] and y is
@@ -141,8 +144,18 @@ func (j *matmulJob) run(s *state, worker int) {
 }
 
 // dotRows computes y[r] = W[r] · x for one token, reading each row once,
-// four rows at a time with the prefill kernels' arithmetic (see dot4.go).
+// four rows at a time with the prefill kernels' arithmetic (see dot4.go):
+// the vector families' row loops take the rows they can (vecAsm.dotRows,
+// the same bits as dot4), dot4 the rest.
 func (j *matmulJob) dotRows(ws *workspace, r0, r1 int) {
+	if j.k.vector {
+		r0 = j.k.vec.dotRows(j.y, j.w, r0, r1, j.x)
+	}
+	j.dotRows4(ws, r0, r1)
+}
+
+// dotRows4 is dotRows through dot4 alone, one group of four rows per call.
+func (j *matmulJob) dotRows4(ws *workspace, r0, r1 int) {
 	w, x, y := j.w, j.x, j.y
 	K := w.Cols
 	var rs row4

@@ -28,9 +28,11 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	}
 
 	// Route: per token K experts and their weights.
-	idx := make([]int32, T*K)
-	wt := make([]float32, T*K)
-	biased := make([]float32, E)
+	mb := &b.s.moe
+	mb.idx = growInts(mb.idx, T*K)
+	mb.wt = grow(mb.wt, T*K)
+	mb.biased = grow(mb.biased, E)
+	idx, wt, biased := mb.idx, mb.wt, mb.biased
 	var bias []float32
 	var tid []int32
 	if a.Tid2Eid.Valid() {
@@ -45,12 +47,12 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 			copy(it, tid[int(toks[t])*K:(int(toks[t])+1)*K])
 		} else {
 			if bias == nil {
-				b.TopK(it, s, K)
+				topK(it, s, K)
 			} else {
 				for e := range biased {
 					biased[e] = s[e] + bias[e]
 				}
-				b.TopK(it, biased, K)
+				topK(it, biased, K)
 			}
 		}
 		var sum float32
@@ -63,15 +65,29 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 		}
 	}
 
-	// Group tokens by expert.
-	byExpert := make([][]int32, E) // entries t*K+k
+	// Group the entries t*K+k by expert, in increasing order within each.
+	mb.off = growInts(mb.off, E+1)
+	mb.list = growInts(mb.list, T*K)
+	off, list := mb.off, mb.list
+	clear(off)
+	for _, e := range idx {
+		off[e+1]++
+	}
+	for e := range E {
+		off[e+1] += off[e]
+	}
+	mb.fill = growInts(mb.fill, E)
+	fill := mb.fill
+	copy(fill, off[:E])
 	for i, e := range idx {
-		byExpert[e] = append(byExpert[e], int32(i))
+		list[fill[e]] = int32(i)
+		fill[e]++
 	}
 	clear(yv)
 	xe := b.scratchF32(T * D)
 	ye := b.scratchF32(T * D)
-	for e, list := range byExpert {
+	for e := range E {
+		list := list[off[e]:off[e+1]]
 		if len(list) == 0 {
 			continue
 		}
@@ -149,4 +165,10 @@ func softplus(x float64) float64 {
 		return x
 	}
 	return math.Log1p(math.Exp(x))
+}
+
+// moeBufs are MoE's routing tables, reused call to call.
+type moeBufs struct {
+	idx, off, fill, list []int32
+	wt, biased           []float32
 }

@@ -107,8 +107,9 @@ func slotBytes(width, rope int, f compute.SlotFormat) int {
 // LoadRing implements compute.Attention.
 func (b *Backend) LoadRing(dst compute.Tensor, ring compute.Paged, size int, sp compute.Spans) {
 	dv, w, pos := F32(dst), dst.Cols, I32(sp.Pos)
-	buf := make([]float32, w)
-	for i, s := range spansOf(sp) {
+	b.s.ringBuf = grow(b.s.ringBuf, w)
+	buf := b.s.ringBuf
+	for i, s := range b.s.spanList(sp) {
 		r := spanSlots(ring, i)
 		for t := s.start; t < s.start+s.n; t++ {
 			copy(dv[t*w:(t+1)*w], r.read(int(pos[t])%size, w, buf))
@@ -124,7 +125,11 @@ func (b *Backend) RoundTrip(dst, src compute.Tensor, f compute.SlotFormat, rope 
 		copy(d, s)
 		return
 	}
-	buf := make([]byte, (slotBytes(w, rope, f)+3)/4*4)
+	n := (slotBytes(w, rope, f) + 3) / 4 * 4
+	if cap(b.s.slotBuf) < n {
+		b.s.slotBuf = make([]byte, n)
+	}
+	buf := b.s.slotBuf[:n]
 	for r := range src.Rows {
 		encode(buf, s[r*w:(r+1)*w], f, rope)
 		switch f {
@@ -155,11 +160,26 @@ func spansOf(sp compute.Spans) []span {
 // StoreRing implements compute.Attention.
 func (b *Backend) StoreRing(ring compute.Paged, size int, src compute.Tensor, sp compute.Spans) {
 	sv, w := F32(src), src.Cols
-	for i, s := range spansOf(sp) {
+	for i, s := range b.s.spanList(sp) {
 		r := spanSlots(ring, i)
 		for p := max(s.pos0, s.pos0+s.n-size); p < s.pos0+s.n; p++ {
 			t := s.start + p - s.pos0
 			r.write(p%size, sv[t*w:(t+1)*w])
 		}
 	}
+}
+
+// spanList is spansOf into a buffer of the state, valid until the next
+// call of spanList (no op that holds it calls another that uses it).
+func (s *state) spanList(sp compute.Spans) []span {
+	tab := I32(sp.Tab)
+	n := sp.Tab.Rows
+	if cap(s.spanBuf) < n {
+		s.spanBuf = make([]span, n, max(n, 2*cap(s.spanBuf)))
+	}
+	out := s.spanBuf[:n]
+	for i := range out {
+		out[i] = span{int(tab[3*i]), int(tab[3*i+1]), int(tab[3*i+2])}
+	}
+	return out
 }

@@ -135,3 +135,42 @@ func (s *state) stop() {
 		close(p.helpers[i].wake)
 	}
 }
+
+// rangeJob runs fn over [0, n) in contiguous chunks of chunk indices,
+// claimed by the workers (state.parallelFor).
+type rangeJob struct {
+	n, chunk int
+	fn       func(lo, hi int)
+}
+
+func (j *rangeJob) run(s *state, _ int) {
+	items := (j.n + j.chunk - 1) / j.chunk
+	for {
+		it, ok := s.claim(items)
+		if !ok {
+			return
+		}
+		lo := it * j.chunk
+		j.fn(lo, min(lo+j.chunk, j.n))
+	}
+}
+
+// parallelFor runs fn over [0, n) on the pool, split into contiguous
+// chunks (up to four per worker, so that a worker that comes late finds
+// some left): for ops whose indices are independent of one another, so
+// that no split changes their bits. fn must not use the pool itself (no
+// MatMul or other parallel op inside), and calls do not nest.
+func (s *state) parallelFor(n int, fn func(lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	w := min(s.threads, n)
+	if w <= 1 {
+		fn(0, n)
+		return
+	}
+	j := &s.rng
+	*j = rangeJob{n: n, chunk: (n + 4*w - 1) / (4 * w), fn: fn}
+	s.parallel(j, w)
+	*j = rangeJob{}
+}

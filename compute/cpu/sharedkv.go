@@ -38,7 +38,7 @@ func (b *Backend) RoPESplit(x, pos compute.Tensor, heads int, invFreq compute.Te
 		work(0, rows)
 		return
 	}
-	parallelFor(rows, work)
+	b.s.parallelFor(rows, work)
 }
 
 // splitAngles writes the cosines and sines of position p's angles
@@ -205,7 +205,7 @@ func (b *Backend) SharedKVAttention(a *compute.SharedKVArgs, sp compute.Spans) {
 			if n*W < 1<<15 {
 				fill(0, n)
 			} else {
-				parallelFor(n, fill)
+				b.s.parallelFor(n, fill)
 			}
 		}
 		tabs[si] = tb
@@ -276,7 +276,7 @@ func (b *Backend) SharedKVAttention(a *compute.SharedKVArgs, sp compute.Spans) {
 		}
 	}
 	if len(jobs) > 0 {
-		parallelFor(len(jobs), work)
+		b.s.parallelFor(len(jobs), work)
 	}
 	for _, jb := range jobs {
 		keys, vals := keysOf(jb)
@@ -290,6 +290,15 @@ func (b *Backend) SharedKVAttention(a *compute.SharedKVArgs, sp compute.Spans) {
 		}
 	}
 }
+
+// attnMatMACs is the size (keys × head dim × query heads of a group) from
+// which a token's SharedKVAttention runs through the matmul kernels rather
+// than the scalar loop: below it the gather and the two kernel launches
+// cost more than they save.
+const attnMatMACs = 1 << 16
+
+// attnBufs are attendGroup's buffers, reused token to token.
+type attnBufs struct{ k, kt, l []float32 }
 
 // attendGroup is one token's attention for hg query heads q [hg, d] that
 // share a KV head (channels off..off+d of every key and value row),

@@ -8,7 +8,10 @@ import "fmt"
 // indices in idx itself, so it runs in O(n + m log k) time, m being the number
 // of values that enter the heap (about k·ln(n/k) for values in random order),
 // and allocates nothing.
-func (b *Backend) TopK(idx []int32, x []float32, k int) {
+func (b *Backend) TopK(idx []int32, x []float32, k int) { topK(idx, x, k) }
+
+// topK is TopK.
+func topK(idx []int32, x []float32, k int) {
 	if k > len(x) || len(idx) < k {
 		panic(fmt.Sprintf("cpu: TopK of %d values into %d indices, k = %d", len(x), len(idx), k))
 	}

@@ -396,3 +396,59 @@ func reduce4(acc *[4]lanes) (out [4]float32) {
 	}
 	return out
 }
+
+// dotRows computes y[r] = W[r]·x for the rows [r0, r1) that its row loops
+// take, four at a time, and returns the first row it left (the caller
+// finishes with dot4): the same sums as dot4 and reduce4 compute, with no
+// Go between groups of rows. It takes FP4 matrices, and FP8 ones whose
+// block rows its FP8 routine takes (NaN-free, whole vectors, scales at most
+// maxFastScale).
+func (a vecAsm) dotRows(y []float32, w *compute.Matrix, r0, r1 int, x []float32) int {
+	K := w.Cols
+	_ = x[roundUp(K, 16)-1]
+	switch w.DType {
+	case compute.FP4:
+		quads := (r1 - r0) / 4
+		if quads == 0 {
+			return r0
+		}
+		rb, g := K/2, K/compute.FP4GroupSize
+		_ = y[r0+4*quads-1]
+		_ = w.Data[(r0+4*quads)*rb-1]
+		_ = w.Scale[(r0+4*quads)*g-1]
+		if a.z {
+			dotFP4RowsZ(&y[r0], &w.Data[r0*rb], rb, &w.Scale[r0*g], g, &x[0], g, quads, &fp4Tab)
+		} else {
+			dotFP4RowsY(&y[r0], &w.Data[r0*rb], rb, &w.Scale[r0*g], g, &x[0], g, quads, &fp4Tab)
+		}
+		return r0 + 4*quads
+	case compute.FP8:
+		bc := w.BlockCols
+		if K%16 != 0 || bc%16 != 0 || !w.NaNFree {
+			return r0
+		}
+		sc := (K + bc - 1) / bc
+		for r0 < r1 {
+			br := r0 / w.BlockRows
+			quads := (min(r1, (br+1)*w.BlockRows) - r0) / 4
+			if quads == 0 {
+				return r0
+			}
+			srow := w.Scale[br*sc : (br+1)*sc]
+			for _, v := range srow {
+				if v > maxFastScale {
+					return r0
+				}
+			}
+			_ = y[r0+4*quads-1]
+			_ = w.Data[(r0+4*quads)*K-1]
+			if a.z {
+				dotFP8RowsZ(&y[r0], &w.Data[r0*K], K, &srow[0], &x[0], K, bc, quads)
+			} else {
+				dotFP8RowsY(&y[r0], &w.Data[r0*K], K, &srow[0], &x[0], K, bc, quads)
+			}
+			r0 += 4 * quads
+		}
+	}
+	return r0
+}

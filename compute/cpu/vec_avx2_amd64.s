@@ -501,3 +501,191 @@ nandone:
 	SETNE     ret+16(FP)
 	VZEROUPPER
 	RET
+
+// HSUMY stores at dst the sum of the 16 lanes in lo (lanes 0-7, XMM name
+// xlo) and hi (8-15, xhi) by sumLanesGo's tree; xa, xb are temporaries.
+#define HSUMY(lo, xlo, hi, xhi, xa, xb, dst) \
+	VEXTRACTF128 $1, lo, xa  \
+	VADDPS       xa, xlo, xa \
+	VEXTRACTF128 $1, hi, xb  \
+	VADDPS       xb, xhi, xb \
+	VADDPS       xb, xa, xa  \
+	VPERMILPS    $0x4E, xa, xb \
+	VADDPS       xb, xa, xb  \
+	VPERMILPS    $0x01, xb, xa \
+	VADDSS       xa, xb, xb  \
+	VMOVSS       xb, dst
+
+// func dotFP4RowsY(y *float32, w *byte, ws int, s *byte, ss int, x *float32, groups int, quads int, tab *fp4Tables)
+//
+// dotFP4Y for quads groups of four consecutive rows, as dotFP4RowsZ.
+TEXT ·dotFP4RowsY(SB), NOSPLIT, $0-72
+	MOVQ         y+0(FP), R14
+	MOVQ         x+40(FP), DX
+	MOVQ         groups+48(FP), CX
+	SHLQ         $4, CX
+	MOVQ         tab+64(FP), SI
+	VMOVUPS      (SI), Y15
+	VBROADCASTSS 1088(SI), Y14
+
+fp4rquad:
+	CMPQ   quads+56(FP), $0
+	JLE    fp4rdone
+	MOVQ   w+8(FP), R8
+	MOVQ   ws+16(FP), BX
+	LEAQ   (R8)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	LEAQ   (R10)(BX*1), R11
+	MOVQ   s+24(FP), R12
+	MOVQ   ss+32(FP), BX
+	LEAQ   (R12)(BX*2), R13
+	ADDQ   BX, R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   AX, AX
+
+fp4rloop:
+	CMPQ AX, CX
+	JGE  fp4rsum
+	E2M1ROW(R8, (R12), Y0, Y1)
+	E2M1ROW(R9, (R12)(BX*1), Y2, Y3)
+	E2M1ROW(R10, (R12)(BX*2), Y4, Y5)
+	E2M1ROW(R11, (R13), Y6, Y7)
+	INCQ R12
+	INCQ R13
+	ADDQ $16, AX
+	JMP  fp4rloop
+
+fp4rsum:
+	HSUMY(Y0, X0, Y1, X1, X12, X13, 0(R14))
+	HSUMY(Y2, X2, Y3, X3, X12, X13, 4(R14))
+	HSUMY(Y4, X4, Y5, X5, X12, X13, 8(R14))
+	HSUMY(Y6, X6, Y7, X7, X12, X13, 12(R14))
+	ADDQ $16, R14
+	MOVQ ws+16(FP), AX
+	SHLQ $2, AX
+	ADDQ AX, w+8(FP)
+	MOVQ ss+32(FP), AX
+	SHLQ $2, AX
+	ADDQ AX, s+24(FP)
+	DECQ quads+56(FP)
+	JMP  fp4rquad
+
+fp4rdone:
+	VZEROUPPER
+	RET
+
+// func dotFP8RowsY(y *float32, w *byte, ws int, s *byte, x *float32, n, bc, quads int)
+//
+// dotFP8Y for quads groups of four consecutive rows (at w + r*ws) sharing
+// the block scales at s, each group's four sums reduced as sumLanesGo does
+// and stored at y.
+TEXT ·dotFP8RowsY(SB), NOSPLIT, $0-64
+	MOVQ         y+0(FP), R14
+	MOVQ         x+32(FP), DX
+	MOVQ         n+40(FP), CX
+	MOVQ         bc+48(FP), DI
+	MOVL         $0xBF80BF80, BX
+	VMOVD        BX, X15
+	VPBROADCASTD X15, Y15
+
+fp8rquad:
+	CMPQ quads+56(FP), $0
+	JLE  fp8rdone
+	MOVQ w+8(FP), R8
+	MOVQ ws+16(FP), BX
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+	LEAQ (R10)(BX*1), R11
+	MOVQ s+24(FP), AX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ SI, SI
+
+fp8rblock:
+	CMPQ    SI, CX
+	JGE     fp8rsum
+	MOVQ    SI, R12
+	ADDQ    DI, R12
+	CMPQ    R12, CX
+	CMOVQGT CX, R12
+	MOVBLZX (AX), BX
+	ADDL    $8, BX
+	SHLL    $23, BX
+	VMOVD    BX, X14
+	VPBROADCASTD X14, Y14
+	INCQ    AX
+
+fp8rinner:
+	VPMOVSXBW    (R8)(SI*1), Y8
+	VPSLLW       $7, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VCVTPH2PS    X8, Y9
+	VEXTRACTI128 $1, Y8, X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y14, Y9, Y9
+	VMULPS       Y14, Y10, Y10
+	VFMADD231PS  (DX)(SI*4), Y9, Y0
+	VFMADD231PS  32(DX)(SI*4), Y10, Y1
+	VPMOVSXBW    (R9)(SI*1), Y11
+	VPSLLW       $7, Y11, Y11
+	VPAND        Y15, Y11, Y11
+	VCVTPH2PS    X11, Y12
+	VEXTRACTI128 $1, Y11, X13
+	VCVTPH2PS    X13, Y13
+	VMULPS       Y14, Y12, Y12
+	VMULPS       Y14, Y13, Y13
+	VFMADD231PS  (DX)(SI*4), Y12, Y2
+	VFMADD231PS  32(DX)(SI*4), Y13, Y3
+	VPMOVSXBW    (R10)(SI*1), Y8
+	VPSLLW       $7, Y8, Y8
+	VPAND        Y15, Y8, Y8
+	VCVTPH2PS    X8, Y9
+	VEXTRACTI128 $1, Y8, X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y14, Y9, Y9
+	VMULPS       Y14, Y10, Y10
+	VFMADD231PS  (DX)(SI*4), Y9, Y4
+	VFMADD231PS  32(DX)(SI*4), Y10, Y5
+	VPMOVSXBW    (R11)(SI*1), Y11
+	VPSLLW       $7, Y11, Y11
+	VPAND        Y15, Y11, Y11
+	VCVTPH2PS    X11, Y12
+	VEXTRACTI128 $1, Y11, X13
+	VCVTPH2PS    X13, Y13
+	VMULPS       Y14, Y12, Y12
+	VMULPS       Y14, Y13, Y13
+	VFMADD231PS  (DX)(SI*4), Y12, Y6
+	VFMADD231PS  32(DX)(SI*4), Y13, Y7
+	ADDQ         $16, SI
+	CMPQ         SI, R12
+	JLT          fp8rinner
+	JMP          fp8rblock
+
+fp8rsum:
+	HSUMY(Y0, X0, Y1, X1, X12, X13, 0(R14))
+	HSUMY(Y2, X2, Y3, X3, X12, X13, 4(R14))
+	HSUMY(Y4, X4, Y5, X5, X12, X13, 8(R14))
+	HSUMY(Y6, X6, Y7, X7, X12, X13, 12(R14))
+	ADDQ $16, R14
+	MOVQ ws+16(FP), BX
+	SHLQ $2, BX
+	ADDQ BX, w+8(FP)
+	DECQ quads+56(FP)
+	JMP  fp8rquad
+
+fp8rdone:
+	VZEROUPPER
+	RET

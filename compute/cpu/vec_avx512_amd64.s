@@ -499,3 +499,179 @@ g83done:
 	VMOVUPS Z23, 1472(DI)
 	VZEROUPPER
 	RET
+
+// HSUMZ stores at dst the sum of the 16 lanes of z by sumLanesGo's tree:
+// s[i] = (l[i] + l[i+4]) + (l[i+8] + l[i+12]), then (s[0] + s[2]) +
+// (s[1] + s[3]). t1, t2 are temporaries, x2, x3 the XMM names of t2 and
+// another temporary.
+#define HSUMZ(z, t1, t2, x2, x3, dst) \
+	VSHUFF32X4 $0xB1, z, z, t1 \
+	VADDPS     t1, z, t1       \
+	VSHUFF32X4 $0x4E, t1, t1, t2 \
+	VADDPS     t2, t1, t2      \
+	VPERMILPS  $0x4E, x2, x3   \
+	VADDPS     x3, x2, x3      \
+	VPERMILPS  $0x01, x3, x2   \
+	VADDSS     x2, x3, x3      \
+	VMOVSS     x3, dst
+
+// func dotFP4RowsZ(y *float32, w *byte, ws int, s *byte, ss int, x *float32, groups int, quads int, tab *fp4Tables)
+//
+// dotFP4Z for quads groups of four consecutive rows (rows at w + r*ws,
+// scales at s + r*ss), each group's four sums reduced as sumLanesGo does
+// and stored at y.
+TEXT ·dotFP4RowsZ(SB), NOSPLIT, $0-72
+	MOVQ    y+0(FP), R14
+	MOVQ    x+40(FP), DX
+	MOVQ    groups+48(FP), CX
+	SHLQ    $4, CX
+	MOVQ    tab+64(FP), SI
+	VMOVUPS (SI), Z31
+
+fp4rquad:
+	CMPQ   quads+56(FP), $0
+	JLE    fp4rdone
+	MOVQ   w+8(FP), R8
+	MOVQ   ws+16(FP), BX
+	LEAQ   (R8)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	LEAQ   (R10)(BX*1), R11
+	MOVQ   s+24(FP), R12
+	MOVQ   ss+32(FP), BX
+	LEAQ   (R12)(BX*2), R13
+	ADDQ   BX, R13
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	XORQ   AX, AX
+
+fp4rloop:
+	CMPQ    AX, CX
+	JGE     fp4rsum
+	VMOVUPS (DX)(AX*8), Z28
+	VMOVUPS 64(DX)(AX*8), Z29
+	E2M1ROW((R8)(AX*1), (R12), Z16, Z20, Z24, Z4, Z0)
+	E2M1ROW((R9)(AX*1), (R12)(BX*1), Z17, Z21, Z25, Z5, Z1)
+	E2M1ROW((R10)(AX*1), (R12)(BX*2), Z18, Z22, Z26, Z6, Z2)
+	E2M1ROW((R11)(AX*1), (R13), Z19, Z23, Z27, Z7, Z3)
+	INCQ    R12
+	INCQ    R13
+	ADDQ    $16, AX
+	JMP     fp4rloop
+
+fp4rsum:
+	HSUMZ(Z0, Z4, Z5, X5, X6, 0(R14))
+	HSUMZ(Z1, Z4, Z5, X5, X6, 4(R14))
+	HSUMZ(Z2, Z4, Z5, X5, X6, 8(R14))
+	HSUMZ(Z3, Z4, Z5, X5, X6, 12(R14))
+	ADDQ $16, R14
+	MOVQ ws+16(FP), AX
+	SHLQ $2, AX
+	ADDQ AX, w+8(FP)
+	MOVQ ss+32(FP), AX
+	SHLQ $2, AX
+	ADDQ AX, s+24(FP)
+	DECQ quads+56(FP)
+	JMP  fp4rquad
+
+fp4rdone:
+	VZEROUPPER
+	RET
+
+// func dotFP8RowsZ(y *float32, w *byte, ws int, s *byte, x *float32, n, bc, quads int)
+//
+// dotFP8Z for quads groups of four consecutive rows (at w + r*ws) sharing
+// the block scales at s, each group's four sums reduced as sumLanesGo does
+// and stored at y.
+TEXT ·dotFP8RowsZ(SB), NOSPLIT, $0-64
+	MOVQ         y+0(FP), R14
+	MOVQ         x+32(FP), DX
+	MOVQ         n+40(FP), CX
+	MOVQ         bc+48(FP), DI
+	MOVL         $0xBF80BF80, BX
+	VPBROADCASTD BX, Z15
+
+fp8rquad:
+	CMPQ quads+56(FP), $0
+	JLE  fp8rdone
+	MOVQ w+8(FP), R8
+	MOVQ ws+16(FP), BX
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+	LEAQ (R10)(BX*1), R11
+	MOVQ s+24(FP), AX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	XORQ SI, SI
+
+fp8rblock:
+	CMPQ    SI, CX
+	JGE     fp8rsum
+	MOVQ    SI, R12
+	ADDQ    DI, R12
+	CMPQ    R12, CX
+	CMOVQGT CX, R12
+	FP8MUL((AX), Z14)
+	INCQ    AX
+
+	// 32 columns at a time while the block has them: one 512-bit integer
+	// conversion for two vectors of weights.
+	LEAQ    32(SI), R13
+	CMPQ    R13, R12
+	JGT     fp8rinner
+
+fp8rpair:
+	VMOVUPS     (DX)(SI*4), Z12
+	VMOVUPS     64(DX)(SI*4), Z13
+	E4M3X2((R8)(SI*1), Z4, Y4, Z5, Y5)
+	E4M3X2((R9)(SI*1), Z6, Y6, Z7, Y7)
+	E4M3X2((R10)(SI*1), Z8, Y8, Z9, Y9)
+	E4M3X2((R11)(SI*1), Z10, Y10, Z11, Y11)
+	VFMADD231PS Z12, Z4, Z0
+	VFMADD231PS Z12, Z6, Z1
+	VFMADD231PS Z12, Z8, Z2
+	VFMADD231PS Z12, Z10, Z3
+	VFMADD231PS Z13, Z5, Z0
+	VFMADD231PS Z13, Z7, Z1
+	VFMADD231PS Z13, Z9, Z2
+	VFMADD231PS Z13, Z11, Z3
+	ADDQ        $32, SI
+	LEAQ        32(SI), R13
+	CMPQ        R13, R12
+	JLE         fp8rpair
+	CMPQ        SI, R12
+	JGE         fp8rblock
+
+fp8rinner:
+	VMOVUPS     (DX)(SI*4), Z12
+	E4M3((R8)(SI*1), Y4, Z4, Y15, Z14)
+	E4M3((R9)(SI*1), Y5, Z5, Y15, Z14)
+	E4M3((R10)(SI*1), Y6, Z6, Y15, Z14)
+	E4M3((R11)(SI*1), Y7, Z7, Y15, Z14)
+	VFMADD231PS Z12, Z4, Z0
+	VFMADD231PS Z12, Z5, Z1
+	VFMADD231PS Z12, Z6, Z2
+	VFMADD231PS Z12, Z7, Z3
+	ADDQ        $16, SI
+	CMPQ        SI, R12
+	JLT         fp8rinner
+	JMP         fp8rblock
+
+fp8rsum:
+	HSUMZ(Z0, Z4, Z5, X5, X6, 0(R14))
+	HSUMZ(Z1, Z4, Z5, X5, X6, 4(R14))
+	HSUMZ(Z2, Z4, Z5, X5, X6, 8(R14))
+	HSUMZ(Z3, Z4, Z5, X5, X6, 12(R14))
+	ADDQ $16, R14
+	MOVQ ws+16(FP), BX
+	SHLQ $2, BX
+	ADDQ BX, w+8(FP)
+	DECQ quads+56(FP)
+	JMP  fp8rquad
+
+fp8rdone:
+	VZEROUPPER
+	RET

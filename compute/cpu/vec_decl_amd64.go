@@ -89,3 +89,45 @@ func gemm83Z(acc *[24]lanes, w *float32, ws int, xs *[4]unsafe.Pointer, n int)
 // (peak_amd64.s): n iterations of 24 512-bit, or 12 256-bit, FMAs.
 func peakFMAZ(n int)
 func peakFMAY(n int)
+
+// Attention and indexer routines (attn_amd64.s); see vecAsm.accRows4,
+// vecAsm.accRow1 and vecAsm.idxDots.
+
+//go:noescape
+func accRows4Z(y *float32, w *[4]float32, rows *[4]unsafe.Pointer, n int)
+
+//go:noescape
+func accRow1Z(y *float32, w *float32, row unsafe.Pointer, n int)
+
+//go:noescape
+func accRows4Y(y *float32, w *[4]float32, rows *[4]unsafe.Pointer, n int)
+
+//go:noescape
+func accRow1Y(y *float32, w *float32, row unsafe.Pointer, n int)
+
+//go:noescape
+func idxDots4x4Z(acc *[4]lanes, keys *[4]unsafe.Pointer, qt *float32, qs int, c *float32, dim int)
+
+//go:noescape
+func idxDots4x1Z(acc *[4]lanes, keys *[4]unsafe.Pointer, qt *float32, qs int, c *float32, dim int)
+
+//go:noescape
+func idxDots4x4Y(acc *[4]lanes, keys *[4]unsafe.Pointer, qt *float32, qs int, c *float32, dim int)
+
+//go:noescape
+func idxDots4x1Y(acc *[4]lanes, keys *[4]unsafe.Pointer, qt *float32, qs int, c *float32, dim int)
+
+// Row loops of the one-token kernels: quads groups of four rows, each
+// group's sums reduced in the routine (by sumLanesGo's tree) and stored.
+
+//go:noescape
+func dotFP4RowsZ(y *float32, w *byte, ws int, s *byte, ss int, x *float32, groups int, quads int, tab *fp4Tables)
+
+//go:noescape
+func dotFP4RowsY(y *float32, w *byte, ws int, s *byte, ss int, x *float32, groups int, quads int, tab *fp4Tables)
+
+//go:noescape
+func dotFP8RowsZ(y *float32, w *byte, ws int, s *byte, x *float32, n, bc, quads int)
+
+//go:noescape
+func dotFP8RowsY(y *float32, w *byte, ws int, s *byte, x *float32, n, bc, quads int)

@@ -42,7 +42,8 @@ func (m *Model) attention(A *rAttention, kind LayerSpec, lay *cacheLayout, refs 
 		kvAttn = be.Scratch(compute.F32, T, d)
 		be.RoundTrip(kvAttn, kv, f.format, f.rope)
 	}
-	args := compute.AttentionArgs{
+	args := &m.args.attn
+	*args = compute.AttentionArgs{
 		Q: Q, KV: kvAttn, Window: st.kind(refs.window), WindowSize: cfg.Window,
 		Compressed: st.kind(refs.compressed), Rate: kind.Rate,
 		Sink: A.sink, Heads: H, Dim: d, Scale: float32(1 / math.Sqrt(float64(d))),
@@ -55,7 +56,7 @@ func (m *Model) attention(A *rAttention, kind LayerSpec, lay *cacheLayout, refs 
 	// Attention per token over the window and the compressed entries; then
 	// the window ring keeps each span's last `window` kv vectors.
 	args.Out = be.Scratch(compute.F32, T, H*d)
-	be.SparseAttention(&args, st.spans)
+	be.SparseAttention(args, st.spans)
 	be.StoreRing(st.kind(refs.window), cfg.Window, kv, st.spans)
 
 	// Undo the values' rotation at the query position, then the grouped
@@ -83,7 +84,9 @@ func (m *Model) indexerSelect(Ix *rIndexer, rate int, keys compute.Paged, x, qr 
 	be.MatMul(wt, x, Ix.weightsProj)
 	sel = be.Scratch(compute.I32, T, cfg.IndexTopK)
 	n = be.Scratch(compute.I32, T, 1)
-	be.IndexerSelect(&compute.IndexerArgs{Q: qI, W: wt, Keys: keys, Heads: nI, Dim: dI, Rate: rate, TopK: cfg.IndexTopK, Sel: sel, N: n}, st.spans)
+	args := &m.args.idx
+	*args = compute.IndexerArgs{Q: qI, W: wt, Keys: keys, Heads: nI, Dim: dI, Rate: rate, TopK: cfg.IndexTopK, Sel: sel, N: n}
+	be.IndexerSelect(args, st.spans)
 	return sel, n
 }
 
@@ -103,8 +106,10 @@ func (m *Model) compress(c *rCompressor, width int, overlap bool, rate int, entr
 	z := be.Scratch(compute.F32, st.T, cw)
 	be.MatMul(a, x, c.wkv)
 	be.MatMul(z, x, c.wgate)
-	be.Compress(&compute.CompressArgs{
+	args := &m.args.comp
+	*args = compute.CompressArgs{
 		A: a, Z: z, Ape: c.ape, Norm: c.norm, Width: width, Rate: rate, Overlap: overlap,
 		Entries: entries, Ring: ring, InvFreq: m.rope.compress, Eps: float32(m.Cfg.RMSEps),
-	}, st.spans)
+	}
+	be.Compress(args, st.spans)
 }

@@ -12,7 +12,9 @@ import (
 // sequence at position Seq.Len(), every matmul runs once over all tokens,
 // and each sequence's cache is read and updated in place. It returns the
 // logits the spans ask for, LogitRows(b) rows of VocabSize, in span order,
-// and advances each sequence by its span's length.
+// and advances each sequence by its span's length. The logits are the
+// model's own buffer, valid until the next Forward or Draft: a decode step
+// allocates nothing.
 //
 // Forward reserves the pages the spans need first and fails without touching
 // any cache when the pool is short. If ctx is cancelled mid-step the caches of
@@ -28,7 +30,7 @@ func (m *Model) Forward(ctx context.Context, b *Batch) ([]float32, error) {
 	}
 	be := m.be
 	be.ResetScratch(0)
-	st, err := m.newStep(b, m.layout)
+	st, err := m.newStep(b, m.layout, &m.fwd)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +50,7 @@ func (m *Model) Forward(ctx context.Context, b *Batch) ([]float32, error) {
 	if err := m.recordHidden(b, h); err != nil {
 		return nil, err
 	}
-	logits, err := m.head(&m.w.head, b, st, h)
+	logits, err := m.head(&m.w.head, st, h, &m.fwd)
 	if err != nil {
 		return nil, err
 	}
@@ -62,8 +64,9 @@ func (m *Model) Forward(ctx context.Context, b *Batch) ([]float32, error) {
 // tokens' final streams h in its hidden ring, where the MTP layer reads
 // them.
 func (m *Model) recordHidden(b *Batch, h compute.Tensor) error {
-	var drafts []*cache.Seq
-	var tab []int32
+	pb := &m.fwd
+	drafts, tab := pb.drfts[:0], pb.rtab[:0]
+	defer func() { pb.drfts, pb.rtab = drafts[:0], tab[:0] }()
 	for _, s := range b.Spans {
 		if s.Draft != nil {
 			if m.mtpLayout.hidden.spec < 0 {
@@ -76,7 +79,7 @@ func (m *Model) recordHidden(b *Batch, h compute.Tensor) error {
 	if len(drafts) == 0 {
 		return nil
 	}
-	ring, sp, err := m.ringOf(drafts, tab)
+	ring, sp, err := m.ringOf(drafts, tab, pb)
 	if err != nil {
 		return err
 	}
@@ -85,20 +88,19 @@ func (m *Model) recordHidden(b *Batch, h compute.Tensor) error {
 }
 
 // ringOf is the hidden ring of draft states and a span table for them
-// (rows of start, length and first position), in the backend.
-func (m *Model) ringOf(drafts []*cache.Seq, tab []int32) (compute.Paged, compute.Spans, error) {
+// (rows of start, length and first position), in the backend, through the
+// pass's buffers pb.
+func (m *Model) ringOf(drafts []*cache.Seq, tab []int32, pb *passBufs) (compute.Paged, compute.Spans, error) {
 	ref := m.mtpLayout.hidden
 	stride := max(1, cache.MaxPages(drafts, ref.spec, ref.idx))
-	host := cache.AppendPageTable(append([]int32(nil), tab...), drafts, ref.spec, ref.idx, stride)
+	host := cache.AppendPageTable(append(pb.ring.start(), tab...), drafts, ref.spec, ref.idx, stride)
 	pool := drafts[0].Pool()
 	for _, d := range drafts {
 		if d.Pool() != pool {
 			return compute.Paged{}, compute.Spans{}, fmt.Errorf("deepseekv4: draft states from different pools")
 		}
 	}
-	be := m.be
-	all := be.Scratch(compute.I32, 1, len(host))
-	be.Write(all, host)
+	all := pb.ring.upload(m.be, host)
 	N := len(drafts)
 	sp := compute.Spans{Tab: all.Elems(0, 3*N).Reshape(N, 3)}
 	sp.Pos = sp.Tab // StoreRing reads the table only
@@ -141,8 +143,9 @@ func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRe
 }
 
 // head computes the logits of the rows the spans ask for: collapse the
-// streams with hc_head, RMSNorm, and the output projection.
-func (m *Model) head(w *rHead, b *Batch, st *step, h compute.Tensor) ([]float32, error) {
+// streams with hc_head, RMSNorm, and the output projection, read into the
+// pass's logits buffer.
+func (m *Model) head(w *rHead, st *step, h compute.Tensor, pb *passBufs) ([]float32, error) {
 	be, cfg := m.be, m.Cfg
 	R := st.R
 	if R == 0 {
@@ -155,9 +158,5 @@ func (m *Model) head(w *rHead, b *Batch, st *step, h compute.Tensor) ([]float32,
 	be.RMSNorm(x, x, w.norm, float32(cfg.RMSEps))
 	out := be.Scratch(compute.F32, R, cfg.VocabSize)
 	be.MatMul(out, x, m.w.output)
-	logits := make([]float32, R*cfg.VocabSize)
-	if err := be.Read(logits, out); err != nil {
-		return nil, err
-	}
-	return logits, nil
+	return pb.readLogits(be, out)
 }

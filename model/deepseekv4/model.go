@@ -22,7 +22,8 @@ type (
 var _ model.Model = (*Model)(nil)
 
 // Model is a loaded DeepSeek-V4 checkpoint ready to run on a compute backend.
-// Forward must not be called concurrently; everything else may be.
+// Forward and Draft must not be called concurrently (with themselves or
+// each other); everything else may be.
 type Model struct {
 	Cfg *Config
 	// W is the bound checkpoint; w is the same weights as the backend
@@ -38,6 +39,10 @@ type Model struct {
 	fingerprint string
 	// mtpLayout maps the MTP layers' kinds (MTPCacheSpecs).
 	mtpLayout *cacheLayout
+	// The host buffers of Forward and of the MTP layer, and the ops'
+	// argument structs, reused pass to pass.
+	fwd, mtp passBufs
+	args     opArgs
 	// ep is set on the ranks of a Parallel model: the MoE layers run
 	// expert-parallel through it (nil: on this backend alone).
 	ep *epRank
@@ -136,15 +141,26 @@ func (m *Model) VocabSize() int { return m.Cfg.VocabSize }
 // validate checks the batch before anything is computed or cached.
 func (m *Model) validate(b *Batch) error {
 	covered := 0
-	seen := map[*cache.Seq]bool{}
+	var seen map[*cache.Seq]bool // for large batches; small ones are searched
+	if len(b.Spans) > 64 {
+		seen = make(map[*cache.Seq]bool, len(b.Spans))
+	}
 	for i, s := range b.Spans {
 		if s.Seq == nil {
 			return fmt.Errorf("deepseekv4: span %d has no sequence", i)
 		}
-		if seen[s.Seq] {
-			return fmt.Errorf("deepseekv4: span %d: sequence appears twice in one batch", i)
+		if seen != nil {
+			if seen[s.Seq] {
+				return fmt.Errorf("deepseekv4: span %d: sequence appears twice in one batch", i)
+			}
+			seen[s.Seq] = true
+		} else {
+			for _, o := range b.Spans[:i] {
+				if o.Seq == s.Seq {
+					return fmt.Errorf("deepseekv4: span %d: sequence appears twice in one batch", i)
+				}
+			}
 		}
-		seen[s.Seq] = true
 		if s.Len <= 0 || s.Start != covered || s.Start+s.Len > len(b.Tokens) {
 			return fmt.Errorf("deepseekv4: span %d covers tokens [%d,%d) of %d; spans must tile the batch in order", i, s.Start, s.Start+s.Len, len(b.Tokens))
 		}

@@ -20,7 +20,8 @@ func (m *Model) MTPCacheSpecs() []cache.Spec { return m.mtpLayout.specs }
 
 // Draft implements model.Drafter with the first MTP layer (spec §3, "MTP
 // layer"): for each position t of a span, it reads the hidden streams of t
-// from the draft state and embeds the batch token (the token at t+1).
+// from the draft state and embeds the batch token (the token at t+1). Its
+// logits are the model's own buffer, valid until the next Draft or Forward.
 func (m *Model) Draft(ctx context.Context, b *Batch) ([]float32, error) {
 	if len(m.w.mtp) == 0 {
 		return nil, fmt.Errorf("deepseekv4: the checkpoint has no MTP layer")
@@ -64,7 +65,7 @@ func (m *Model) mtpForward(ctx context.Context, k int, b *Batch, hidden []float3
 	eps := float32(cfg.RMSEps)
 	be := m.be
 	be.ResetScratch(0)
-	st, err := m.newStep(b, m.mtpLayout)
+	st, err := m.newStep(b, m.mtpLayout, &m.mtp)
 	if err != nil {
 		return nil, err
 	}
@@ -94,19 +95,20 @@ func (m *Model) mtpForward(ctx context.Context, k int, b *Batch, hidden []float3
 		// The layer's output streams at a span's last position stand in
 		// for the main model's at the next, which drafting reaches before
 		// the main model does.
-		var tab []int32
-		var drafts []*cache.Seq
+		pb := &m.mtp
+		drafts, tab := pb.drfts[:0], pb.rtab[:0]
 		for _, s := range b.Spans {
 			drafts = append(drafts, s.Seq)
 			tab = append(tab, int32(s.Start+s.Len-1), 1, int32(s.Seq.Len()+s.Len))
 		}
-		ring, sp, err := m.ringOf(drafts, tab)
+		pb.drfts, pb.rtab = drafts[:0], tab[:0]
+		ring, sp, err := m.ringOf(drafts, tab, pb)
 		if err != nil {
 			return nil, err
 		}
 		be.StoreRing(ring, cfg.hiddenRing(), h, sp)
 	}
-	logits, err := m.head(&w.head, b, st, h)
+	logits, err := m.head(&w.head, st, h, &m.mtp)
 	if err != nil {
 		return nil, err
 	}

@@ -23,20 +23,22 @@ type step struct {
 }
 
 // newStep builds b's metadata for the kinds of lay (the sequences' Len is
-// the position of each span's first token).
-func (m *Model) newStep(b *Batch, lay *cacheLayout) (*step, error) {
+// the position of each span's first token) in the pass's buffers pb; the
+// step is valid until the next newStep with pb.
+func (m *Model) newStep(b *Batch, lay *cacheLayout, pb *passBufs) (*step, error) {
 	T, N := len(b.Tokens), len(b.Spans)
-	seqs := make([]*cache.Seq, N)
+	seqs := pb.seqs[:0]
 	var pool *cache.Pool
-	for i, s := range b.Spans {
-		seqs[i] = s.Seq
+	for _, s := range b.Spans {
+		seqs = append(seqs, s.Seq)
 		if pool == nil {
 			pool = s.Seq.Pool()
 		} else if s.Seq.Pool() != pool {
 			return nil, fmt.Errorf("deepseekv4: the sequences of one batch come from different pools")
 		}
 	}
-	var rows []int32
+	pb.seqs = seqs
+	rows := pb.rows[:0]
 	for _, s := range b.Spans {
 		switch s.Logits {
 		case model.LastLogits:
@@ -47,9 +49,10 @@ func (m *Model) newStep(b *Batch, lay *cacheLayout) (*step, error) {
 			}
 		}
 	}
+	pb.rows = rows
 	// Layout of the one host buffer: tokens, positions, span table, rows,
 	// then the page tables.
-	host := make([]int32, 0, 2*T+3*N+len(rows))
+	host := pb.meta.start()
 	host = append(host, b.Tokens...)
 	for _, s := range b.Spans {
 		for i := range s.Len {
@@ -60,27 +63,34 @@ func (m *Model) newStep(b *Batch, lay *cacheLayout) (*step, error) {
 		host = append(host, int32(s.Start), int32(s.Len), int32(s.Seq.Len()))
 	}
 	host = append(host, rows...)
-	type tab struct{ off, stride int }
-	tabs := make([][]tab, len(lay.specs))
+	if len(pb.tabs) != len(lay.specs) {
+		pb.tabs = make([][]pageTab, len(lay.specs))
+		for i, sp := range lay.specs {
+			pb.tabs[i] = make([]pageTab, len(sp.Layers))
+		}
+	}
+	tabs := pb.tabs
 	for i, sp := range lay.specs {
-		tabs[i] = make([]tab, len(sp.Layers))
 		for j := range sp.Layers {
 			stride := max(1, cache.MaxPages(seqs, i, j))
-			tabs[i][j] = tab{len(host), stride}
+			tabs[i][j] = pageTab{len(host), stride}
 			host = cache.AppendPageTable(host, seqs, i, j, stride)
 		}
 	}
-	be := m.be
-	all := be.Scratch(compute.I32, 1, len(host))
-	be.Write(all, host)
-	st := &step{T: T, R: len(rows)}
+	all := pb.meta.upload(m.be, host)
+	st := &pb.st
+	st.T, st.R = T, len(rows)
 	st.tokens = all.Elems(0, T)
 	st.spans.Pos = all.Elems(T, 2*T)
 	st.spans.Tab = all.Elems(2*T, 2*T+3*N).Reshape(N, 3)
 	st.rows = all.Elems(2*T+3*N, 2*T+3*N+len(rows))
-	st.paged = make([][]compute.Paged, len(lay.specs))
+	if len(st.paged) != len(lay.specs) {
+		st.paged = make([][]compute.Paged, len(lay.specs))
+		for i, sp := range lay.specs {
+			st.paged[i] = make([]compute.Paged, len(sp.Layers))
+		}
+	}
 	for i, sp := range lay.specs {
-		st.paged[i] = make([]compute.Paged, len(sp.Layers))
 		for j := range sp.Layers {
 			t := tabs[i][j]
 			st.paged[i][j] = compute.Paged{
