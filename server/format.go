@@ -65,32 +65,6 @@ type ReplyParser interface {
 	Finish() (reasoning, content string, calls []chat.ToolCall, err error)
 }
 
-// DeepSeekV4 is DeepSeek-V4's own chat encoding (chat.EncodeDeepSeekV4),
-// with replies read by chat.StreamParser: reasoning up to </think> in
-// thinking mode, content, and DSML tool calls.
-func DeepSeekV4() ChatFormat { return deepSeekV4{} }
-
-type deepSeekV4 struct{}
-
-func (deepSeekV4) Name() string { return "deepseek-v4" }
-
-func (deepSeekV4) Render(msgs []chat.Message, tools []chat.Tool, opt ChatOptions) (string, error) {
-	return chat.EncodeDeepSeekV4(msgs, tools, chat.Options{Thinking: opt.Thinking, ReasoningEffort: opt.ReasoningEffort, KeepReasoning: opt.KeepReasoning})
-}
-
-func (deepSeekV4) NewReplyParser(opt ChatOptions) ReplyParser {
-	return dsv4Parser{chat.NewStreamParser(opt.Thinking)}
-}
-
-type dsv4Parser struct{ p *chat.StreamParser }
-
-func (p dsv4Parser) Add(text string) (string, string) { return p.p.Add(text) }
-
-func (p dsv4Parser) Finish() (string, string, []chat.ToolCall, error) {
-	r, c, res, err := p.p.Finish()
-	return r, c, res.ToolCalls, err
-}
-
 // Jinja renders prompts with a model's Jinja chat template, as
 // transformers' apply_chat_template does with add_generation_prompt. The
 // template sees enable_thinking and thinking set to the request's thinking

@@ -69,3 +69,5 @@ func replyParser(f ChatFormat, opt ChatOptions, tools []chat.Tool) ReplyParser {
 	}
 	return f.NewReplyParser(opt)
 }
+
+var _ toolGrammarFormat = qwen35Format{}
