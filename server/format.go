@@ -54,6 +54,23 @@ type EndMarkers interface {
 	ReplyEndMarkers() []string
 }
 
+// ToolReplyFormat is a ChatFormat whose replies are read knowing the
+// request's tools (their parameter schemas type the arguments of the tool
+// calls it parses); the server uses NewToolReplyParser instead of
+// NewReplyParser for such formats.
+type ToolReplyFormat interface {
+	ChatFormat
+	NewToolReplyParser(opt ChatOptions, tools []chat.Tool) ReplyParser
+}
+
+// replyParser is f's parser for one reply to a request with these tools.
+func replyParser(f ChatFormat, opt ChatOptions, tools []chat.Tool) ReplyParser {
+	if tf, ok := f.(ToolReplyFormat); ok {
+		return tf.NewToolReplyParser(opt, tools)
+	}
+	return f.NewReplyParser(opt)
+}
+
 // ReplyParser reads one reply as it is generated.
 type ReplyParser interface {
 	// Add consumes the next piece of the reply and returns the reasoning and
