@@ -14,9 +14,9 @@ import "fmt"
 type DType int
 
 const (
-	F32 DType = iota
-	BF16
-	FP8 // DeepSeek's FP8 layout: e4m3 non-RoPE part, bf16 RoPE part, scale bytes
+	F32  DType = iota // 4 bytes a value
+	BF16              // bfloat16, 2 bytes a value
+	FP8               // 8-bit floats with scales; each architecture documents its layout (DeepSeek's: e4m3 non-RoPE part, bf16 RoPE part, scale bytes)
 )
 
 func (d DType) String() string {

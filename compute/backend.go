@@ -258,9 +258,9 @@ type AttentionArgs struct {
 type Scoring int
 
 const (
-	SqrtSoftplus Scoring = iota
-	Sigmoid
-	Softmax
+	SqrtSoftplus Scoring = iota // sqrt(softplus(logit)) per expert
+	Sigmoid                     // sigmoid(logit) per expert
+	Softmax                     // softmax over the experts' logits
 )
 
 // SwiGLU is one expert: W1 (gate) and W3 (up) are [I, D], W2 (down) [D, I].

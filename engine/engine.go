@@ -91,7 +91,7 @@ const (
 	FinishStop      FinishReason = "stop"      // a stop token or EOS
 	FinishLength    FinishReason = "length"    // MaxTokens reached
 	FinishCancelled FinishReason = "cancelled" // the request's context ended
-	FinishError     FinishReason = "error"
+	FinishError     FinishReason = "error"     // the forward pass or the constraint failed (Event.Err says why)
 )
 
 // TokenLogprob is a token and its log-probability under the model.

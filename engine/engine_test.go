@@ -49,20 +49,6 @@ func collect(t *testing.T, s *Stream) ([]int32, Event) {
 	return toks, last
 }
 
-// rowsDiff compares logits captured per position with the reference rows.
-func rowsDiff(t *testing.T, got map[int][]float32, want []float32, V, n int) float64 {
-	t.Helper()
-	var worst float64
-	for p := range n {
-		row, ok := got[p]
-		if !ok {
-			t.Fatalf("no logits for position %d", p)
-		}
-		worst = max(worst, golden.MaxAbsDiff(row, want[p*V:(p+1)*V]))
-	}
-	return worst
-}
-
 func capture(m map[int][]float32) func(int, []float32) {
 	return func(p int, l []float32) { m[p] = slices.Clone(l) }
 }

@@ -165,18 +165,6 @@ func (p *prefixCache) drop(s *snapshot) {
 	}
 }
 
-// evict frees the least recently used snapshot other than keep; false when
-// there is none.
-func (p *prefixCache) evict(keep *snapshot) bool {
-	for el := p.lru.Back(); el != nil; el = el.Prev() {
-		if s := el.Value.(*snapshot); s != keep {
-			p.drop(s)
-			return true
-		}
-	}
-	return false
-}
-
 // pages is the number of pool pages the snapshots hold that none of live
 // holds: what the prefix cache costs beyond the running requests (snapshots
 // share append pages with each other and with the requests they came from).

@@ -77,7 +77,7 @@ type planned struct {
 // tally is what a step's post-processing counts, added to the engine's
 // stats when the step publishes.
 type tally struct {
-	promptTokens, outTokens, finished    int64
+	promptTokens, outTokens              int64
 	specSteps, specDrafted, specAccepted int64
 	draftSeconds                         []float64
 }

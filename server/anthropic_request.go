@@ -486,7 +486,8 @@ func userTurn(blocks []json.RawMessage, param string, out *[]chat.Message) *apiE
 				}
 			}
 			if t.IsError != nil && *t.IsError {
-				// DeepSeek-V4 has no error flag on tool results: say it.
+				// chat.Message has no error flag on tool results, so no
+				// chat format can render one: say it in the content.
 				content = "Error: " + content
 			}
 			flush()

@@ -50,9 +50,11 @@ func newDSAServer(t *testing.T, family string) *dsaServer {
 		if err = servertest.WriteGLM5(dir, 3); err == nil {
 			m, err = glm5.Load(dir, cpu.New(2), model.Options{})
 		}
-		var tmpl *chat.Template
-		if tmpl, err = chat.LoadTemplate(dir); err == nil {
-			format = GLM(tmpl)
+		if err == nil {
+			var tmpl *chat.Template
+			if tmpl, err = chat.LoadTemplate(dir); err == nil {
+				format = GLM(tmpl)
+			}
 		}
 	}
 	if err != nil {

@@ -8,9 +8,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/openai/openai-go/v3"
+
+	"github.com/strata-inference/strata/engine"
 )
 
 // TestErrors: bad requests get OpenAI-style JSON errors with the right
@@ -165,22 +166,14 @@ func TestQueueFull(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	first := make(chan error, 1)
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, "POST", h.url+"/v1/chat/completions",
-			strings.NewReader(`{"model":"strata-test","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		first <- err
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for h.eng.Stats().Waiting != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first request never queued")
-		}
-		time.Sleep(time.Millisecond)
+	// The first request, submitted to the engine directly, is queued when
+	// Submit returns (the engine is not running, so it stays queued).
+	first, err := h.eng.Submit(ctx, engine.Request{Prompt: h.tok.Encode("hi", true), MaxTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := h.eng.Stats(); st.Waiting != 1 {
+		t.Fatalf("%d requests waiting after the first Submit, want 1", st.Waiting)
 	}
 	// n=2 needs two places and one is left: the whole request is refused
 	// and its first engine request withdrawn.
@@ -197,7 +190,11 @@ func TestQueueFull(t *testing.T) {
 		t.Errorf("completions: status %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	cancel()
-	<-first
 	h.startEngine()
+	guard, stop := context.WithTimeout(context.Background(), hangGuard) // only against a hang
+	defer stop()
+	if _, _, err := first.Collect(guard); !errors.Is(err, context.Canceled) {
+		t.Errorf("the first request ended with %v, want it cancelled", err)
+	}
 	h.waitIdle()
 }

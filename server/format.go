@@ -54,6 +54,23 @@ type EndMarkers interface {
 	ReplyEndMarkers() []string
 }
 
+// ToolReplyFormat is a ChatFormat whose replies are read knowing the
+// request's tools (their parameter schemas type the arguments of the tool
+// calls it parses); the server uses NewToolReplyParser instead of
+// NewReplyParser for such formats.
+type ToolReplyFormat interface {
+	ChatFormat
+	NewToolReplyParser(opt ChatOptions, tools []chat.Tool) ReplyParser
+}
+
+// replyParser is f's parser for one reply to a request with these tools.
+func replyParser(f ChatFormat, opt ChatOptions, tools []chat.Tool) ReplyParser {
+	if tf, ok := f.(ToolReplyFormat); ok {
+		return tf.NewToolReplyParser(opt, tools)
+	}
+	return f.NewReplyParser(opt)
+}
+
 // ReplyParser reads one reply as it is generated.
 type ReplyParser interface {
 	// Add consumes the next piece of the reply and returns the reasoning and
@@ -63,32 +80,6 @@ type ReplyParser interface {
 	// calls the reply made. A non-nil error means the tool calls could not
 	// be read; the reply's text is then all content.
 	Finish() (reasoning, content string, calls []chat.ToolCall, err error)
-}
-
-// DeepSeekV4 is DeepSeek-V4's own chat encoding (chat.EncodeDeepSeekV4),
-// with replies read by chat.StreamParser: reasoning up to </think> in
-// thinking mode, content, and DSML tool calls.
-func DeepSeekV4() ChatFormat { return deepSeekV4{} }
-
-type deepSeekV4 struct{}
-
-func (deepSeekV4) Name() string { return "deepseek-v4" }
-
-func (deepSeekV4) Render(msgs []chat.Message, tools []chat.Tool, opt ChatOptions) (string, error) {
-	return chat.EncodeDeepSeekV4(msgs, tools, chat.Options{Thinking: opt.Thinking, ReasoningEffort: opt.ReasoningEffort, KeepReasoning: opt.KeepReasoning})
-}
-
-func (deepSeekV4) NewReplyParser(opt ChatOptions) ReplyParser {
-	return dsv4Parser{chat.NewStreamParser(opt.Thinking)}
-}
-
-type dsv4Parser struct{ p *chat.StreamParser }
-
-func (p dsv4Parser) Add(text string) (string, string) { return p.p.Add(text) }
-
-func (p dsv4Parser) Finish() (string, string, []chat.ToolCall, error) {
-	r, c, res, err := p.p.Finish()
-	return r, c, res.ToolCalls, err
 }
 
 // Jinja renders prompts with a model's Jinja chat template, as

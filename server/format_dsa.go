@@ -78,3 +78,9 @@ func (glmFormat) replyContent() grammar.Expr { return chat.GLMContent() }
 func (glmFormat) toolCallsGrammar(g chat.ToolCallGrammar) (grammar.Expr, error) {
 	return chat.GLMToolCallBlock(g)
 }
+
+// The formats with a tool grammar.
+var (
+	_ toolGrammarFormat = deepSeekV32{}
+	_ toolGrammarFormat = glmFormat{}
+)

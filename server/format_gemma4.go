@@ -81,3 +81,8 @@ func (f gemma4Format) replyPrefix(opt ChatOptions) grammar.Expr {
 }
 
 func (gemma4Format) grammarMarkers() []string { return chat.Gemma4GrammarMarkers() }
+
+var (
+	_ prefixGrammarFormat = gemma4Format{}
+	_ grammarMarkerFormat = gemma4Format{}
+)

@@ -61,3 +61,5 @@ func (f miniMaxFormat) replyPrefix(opt ChatOptions) grammar.Expr {
 	}
 	return nil
 }
+
+var _ prefixGrammarFormat = miniMaxFormat{}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/openai/openai-go/v3"
 )
@@ -84,10 +83,7 @@ func TestDisaggregatedDisconnect(t *testing.T) {
 		}
 		n += k
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for decode.eng.Stats().Running == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	decode.waitFor("the decode worker running the request", func() bool { return decode.eng.Stats().Running > 0 })
 	if decode.eng.Stats().Running != 1 {
 		t.Fatalf("the decode worker is not running the request: %+v", decode.eng.Stats())
 	}

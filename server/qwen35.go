@@ -53,19 +53,4 @@ func (qwen35Format) toolCallsGrammar(g chat.ToolCallGrammar) (grammar.Expr, erro
 	return chat.Qwen35ToolCalls(g)
 }
 
-// ToolReplyFormat is a ChatFormat whose replies are read knowing the
-// request's tools (their parameter schemas type the arguments of the tool
-// calls it parses); the server uses NewToolReplyParser instead of
-// NewReplyParser for such formats.
-type ToolReplyFormat interface {
-	ChatFormat
-	NewToolReplyParser(opt ChatOptions, tools []chat.Tool) ReplyParser
-}
-
-// replyParser is f's parser for one reply to a request with these tools.
-func replyParser(f ChatFormat, opt ChatOptions, tools []chat.Tool) ReplyParser {
-	if tf, ok := f.(ToolReplyFormat); ok {
-		return tf.NewToolReplyParser(opt, tools)
-	}
-	return f.NewReplyParser(opt)
-}
+var _ toolGrammarFormat = qwen35Format{}

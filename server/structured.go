@@ -237,19 +237,6 @@ type toolGrammarFormat interface {
 	toolCallsGrammar(g chat.ToolCallGrammar) (grammar.Expr, error)
 }
 
-func (deepSeekV4) replyPrefix(opt ChatOptions) grammar.Expr {
-	if opt.Thinking {
-		return chat.DeepSeekV4Reasoning()
-	}
-	return nil
-}
-
-func (deepSeekV4) replyContent() grammar.Expr { return chat.DeepSeekV4Content() }
-
-func (deepSeekV4) toolCallsGrammar(g chat.ToolCallGrammar) (grammar.Expr, error) {
-	return chat.DeepSeekV4ToolCallBlock(g)
-}
-
 // structuredCache holds a server's compiled grammars, bound to its
 // tokenizer's vocabulary (built on first use).
 type structuredCache struct {
@@ -464,15 +451,3 @@ func schemaError(param string, err error) *apiError {
 	}
 	return invalidf(param, "invalid_value", "%s: %v.", param, err)
 }
-
-// The chat formats with a tool grammar.
-var (
-	_ toolGrammarFormat = deepSeekV4{}
-	_ toolGrammarFormat = deepSeekV32{}
-	_ toolGrammarFormat = glmFormat{}
-	_ toolGrammarFormat = qwen35Format{}
-
-	_ prefixGrammarFormat = gemma4Format{}
-	_ grammarMarkerFormat = gemma4Format{}
-	_ prefixGrammarFormat = miniMaxFormat{}
-)

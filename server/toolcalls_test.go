@@ -398,8 +398,6 @@ func TestToolCallsAnthropic(t *testing.T) {
 	h.waitIdle()
 }
 
-func slicesClone[T any](s []T) []T { return append([]T(nil), s...) }
-
 // countTools converts tools for count_tokens.
 func countTools(ts []anthropic.ToolUnionParam) []anthropic.MessageCountTokensToolUnionParam {
 	out := make([]anthropic.MessageCountTokensToolUnionParam, len(ts))

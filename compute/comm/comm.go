@@ -56,9 +56,9 @@ type Comm interface {
 type Op int
 
 const (
-	Sum Op = iota
-	Max
-	Min
+	Sum Op = iota // elementwise sum over the ranks
+	Max           // elementwise maximum
+	Min           // elementwise minimum
 )
 
 func (o Op) String() string {

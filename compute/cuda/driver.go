@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"unsafe"
 )
@@ -123,13 +122,4 @@ func (d *driver) check(r uintptr, call string) error {
 		e.Msg = cString(msg)
 	}
 	return e
-}
-
-// code returns the CUresult of err, or -1 when err is no *Error.
-func code(err error) int {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return -1
 }

@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,19 +22,28 @@ func newFakeDevice(t *testing.T) *Device {
 	return d
 }
 
+// waitParked returns once d's goroutine sleeps on its wake channel: it
+// parks when no call came for deviceSpin, and callers that wait here make
+// none.
+func waitParked(d *Device) {
+	for !d.parked.Load() {
+		runtime.Gosched()
+	}
+}
+
 // TestHandOff runs calls from several goroutines, some in quick succession
-// and some after pauses long enough for the device goroutine to sleep, and
+// and some after the device goroutine has gone to sleep, and
 // checks each runs once, on the device goroutine only, with its error.
 func TestHandOff(t *testing.T) {
 	d := newFakeDevice(t)
 	var ran, inside atomic.Int64
 	errOdd := errors.New("odd")
 	var wg sync.WaitGroup
-	for g := range 4 {
+	for range 4 {
 		wg.Go(func() {
 			for i := range 300 {
 				if i%50 == 49 {
-					time.Sleep(time.Duration(g+1) * time.Millisecond) // let the device goroutine park
+					waitParked(d) // the next call takes the wake-up path
 				}
 				err := d.Do(context.Background(), func(th *Thread) error {
 					if inside.Add(1) != 1 {

@@ -167,7 +167,7 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	c, err := ParseConfig(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("deepseekv4: %s: %w", path, err)
 	}
 	return c, nil
 }

@@ -18,7 +18,7 @@ func Describe(path string, f *Family, family string) (*model.Summary, error) {
 	}
 	s := &model.Summary{Family: family, Layers: c.NumLayers, VocabSize: c.VocabSize, MaxContext: c.MaxPosition}
 	c.Describe(s)
-	s.Caches = Caches
+	s.Caches = Caches()
 	s.CacheSpecs = func(dt cache.DType) ([]cache.Spec, error) { return c.CacheSpecs(dt), nil }
 	s.Bind = func(ck *safetensors.Checkpoint) error {
 		_, err := Bind(c, ck)
@@ -27,11 +27,14 @@ func Describe(path string, f *Family, family string) (*model.Summary, error) {
 	return s, nil
 }
 
-// Caches are the cache layouts a DSA summary reports.
-var Caches = []model.CacheLayout{
-	{DType: cache.F32, Note: model.CPUCache},
-	{DType: cache.BF16, Note: "latents and indexer keys in bf16"},
-	{DType: cache.FP8, Note: "in FlashMLA's FP8 layout"},
+// Caches returns the cache layouts a DSA summary reports, a new slice on
+// each call (a summary's caller may change its own).
+func Caches() []model.CacheLayout {
+	return []model.CacheLayout{
+		{DType: cache.F32, Note: model.CPUCache},
+		{DType: cache.BF16, Note: "latents and indexer keys in bf16"},
+		{DType: cache.FP8, Note: "in FlashMLA's FP8 layout"},
+	}
 }
 
 // Describe appends the config's fields to s.

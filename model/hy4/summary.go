@@ -19,7 +19,7 @@ func Describe(path string) (*model.Summary, error) {
 	s := &model.Summary{Family: "HY4", Layers: c.NumLayers, VocabSize: c.VocabSize, MaxContext: c.MaxPosition}
 	c.Config.Describe(s)
 	s.Fields = append([]model.SummaryField{{Key: "hyper-connections", Value: fmt.Sprintf("%d iHC channels (magnitude %g), SwiGLU limit %g; attention with sinks and output gates", c.HCMult, c.HCMagnitude, c.SwigluLimit)}}, s.Fields...)
-	s.Caches = dsa.Caches
+	s.Caches = dsa.Caches()
 	s.CacheSpecs = func(dt cache.DType) ([]cache.Spec, error) { return c.CacheSpecs(dt), nil }
 	s.Bind = func(ck *safetensors.Checkpoint) error {
 		_, err := Bind(c, ck)

@@ -114,8 +114,6 @@ func (b *binder) errf(format string, args ...any) {
 	b.errs = append(b.errs, fmt.Errorf(format, args...))
 }
 
-func (b *binder) has(name string) bool { _, ok := b.ck.Tensor(name); return ok }
-
 func (b *binder) lookup(name string) (safetensors.Tensor, bool) {
 	t, ok := b.ck.Tensor(name)
 	if !ok {

@@ -80,9 +80,9 @@ func (c *Config) SparseLayers() []int {
 	return out
 }
 
-// Defaults are transformers 5.17's MiniMaxM3VLTextConfig defaults: the
+// defaults are transformers 5.17's MiniMaxM3VLTextConfig defaults: the
 // released MiniMax-M3's shapes.
-var Defaults = Config{
+var defaults = Config{
 	VocabSize: 200064, Hidden: 6144, Heads: 64, KVHeads: 4, HeadDim: 128, RopeTheta: 5e6,
 	IndexHeads: 4, IndexDim: 128, IndexBlock: 128, IndexTopK: 16, IndexLocal: 1,
 	DenseInter: 12288, MoEInter: 3072, SharedInter: 3072, Experts: 128, ExpertsPerTok: 4,
@@ -182,7 +182,7 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	c, err := ParseConfig(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("minimaxm3: %s: %w", path, err)
 	}
 	return c, nil
 }
@@ -212,7 +212,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, fmt.Errorf("minimaxm3: config: text_config: %w", err)
 	}
 	p := &parser{}
-	c := Defaults
+	c := defaults // a copy (defaults leaves the slices nil)
 	c.Multimodal = multimodal
 	p.family(&top, &r, multimodal)
 

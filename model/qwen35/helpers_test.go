@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/strata-inference/strata/cache"
@@ -164,14 +163,6 @@ func (a seqState) same(b seqState) bool {
 		}
 	}
 	return true
-}
-
-func randVec(r *rand.Rand, n int, sd float64) []float32 {
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = float32(r.NormFloat64() * sd)
-	}
-	return v
 }
 
 func maxAbsDiff(a, b []float32) float64 {

@@ -550,7 +550,11 @@ func checkMetrics(ctx context.Context, cfg *Config, before map[string]float64, r
 		if after["strata_running_requests"] == 0 && after["strata_queue_depth"] == 0 || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		select { // the server's gauges can only be polled over HTTP
+		case <-ctx.Done():
+			return []string{fmt.Sprintf("waiting for the server to go idle after the run: %v", ctx.Err())}
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	var bad []string
 	delta := func(name string, want float64) {

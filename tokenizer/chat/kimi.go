@@ -157,7 +157,7 @@ func (p *KimiStreamParser) emit(end int, final bool) string {
 	if !p.started {
 		s = strings.TrimLeft(s, " \t\r\n")
 	}
-	cut := len(s)
+	var cut int
 	if !final {
 		cut = len(strings.TrimRight(s, " \t\r\n"))
 	} else {
