@@ -66,7 +66,7 @@ func (b *Backend) Compress(a *compute.CompressArgs, sp compute.Spans) {
 // indexerWarps and indexerPerBlock are IDX_WARPS and IDX_PER_BLOCK.
 const (
 	indexerWarps    = 8
-	indexerPerBlock = 64
+	indexerPerBlock = 16
 )
 
 // IndexerSelect implements compute.Attention: scores for every entry a span

@@ -56,7 +56,8 @@ const hbmBytesPerSec = 4.3e12
 // kernels of one decode step, and an 8K-token prefill. Settings:
 // STRATA_FLASH_LAYERS (4), STRATA_FLASH_EXPERTS (256), STRATA_FLASH_BATCHES
 // (1,8,64,256), STRATA_FLASH_CONTEXTS (4096,65536), STRATA_FLASH_PREFILL
-// (8192), STRATA_FLASH_DIR (where the checkpoint is written).
+// (8192), STRATA_FLASH_PROFILE (1: the batches whose kernels are listed),
+// STRATA_FLASH_DIR (where the checkpoint is written).
 func BenchmarkFlash(b *testing.B) {
 	dev := device(b)
 	layers, experts := envInt("STRATA_FLASH_LAYERS", 4), envInt("STRATA_FLASH_EXPERTS", 256)
@@ -189,21 +190,31 @@ func BenchmarkFlash(b *testing.B) {
 	be.SetGraphs(true)
 	fmt.Printf("FLASH | 1 | %d | %.3f | %.0f | - | - | off |\n", contexts[0], 1e3*sec, 1/sec)
 
-	_, p := decode(1, contexts[0], 1, true)
-	type row struct {
-		name string
-		kt   *KernelTime
-	}
-	var rows []row
-	total := 0.0
-	for n, kt := range p.Kernels {
-		rows = append(rows, row{n, kt})
-		total += kt.Ms
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].kt.Ms > rows[j].kt.Ms })
-	fmt.Printf("FLASH kernels of one decode step (batch 1, context %d): %.3f ms of GPU time in all\n", contexts[0], total)
-	for _, r := range rows {
-		fmt.Printf("FLASH kernel | %s | %d | %.3f ms | %.0f%% |\n", r.name, r.kt.Launches, r.kt.Ms, 100*r.kt.Ms/total)
+	// Kernel breakdowns: batch 1 as "FLASH kernel" lines, other batches of
+	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines.
+	for _, B := range intList(os.Getenv("STRATA_FLASH_PROFILE"), []int{1}) {
+		_, p := decode(B, contexts[0], 1, true)
+		type row struct {
+			name string
+			kt   *KernelTime
+		}
+		var rows []row
+		total := 0.0
+		launches := 0
+		for n, kt := range p.Kernels {
+			rows = append(rows, row{n, kt})
+			total += kt.Ms
+			launches += kt.Launches
+		}
+		sort.Slice(rows, func(i, j int) bool { return rows[i].kt.Ms > rows[j].kt.Ms })
+		tag := "FLASH kernel"
+		if B != 1 {
+			tag = fmt.Sprintf("FLASH kernel B=%d", B)
+		}
+		fmt.Printf("FLASH kernels of one decode step (batch %d, context %d): %.3f ms of GPU time in all, %d launches\n", B, contexts[0], total, launches)
+		for _, r := range rows {
+			fmt.Printf("%s | %s | %d | %.3f ms | %.0f%% |\n", tag, r.name, r.kt.Launches, r.kt.Ms, 100*r.kt.Ms/total)
+		}
 	}
 
 	if L := envInt("STRATA_FLASH_PREFILL", 8192); L > 0 {
