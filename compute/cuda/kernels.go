@@ -77,26 +77,28 @@ func init() {
 }
 
 // gemvVariant is one of gemv3.cu's T = 1 products: U chunks of each of R
-// rows a warp in flight per lane, the hardware FP8 decoder when D is 1.
+// rows a warp in flight per lane, the hardware FP8 decoder when D is 1,
+// the scale bytes loaded with the chunks when P is 1.
 // Every variant gives gemv2's bits; they exist to be measured
 // (BenchmarkGEMVVariants).
 type gemvVariant struct {
-	DType   compute.DType
-	U, R, D int
+	DType      compute.DType
+	U, R, D, P int
 }
 
+// gemvVariants are gemv3.cu's, in its order.
 var gemvVariants = []gemvVariant{
-	{compute.FP8, 4, 2, 1}, {compute.FP8, 8, 2, 0}, {compute.FP8, 8, 2, 1}, {compute.FP8, 4, 4, 0},
-	{compute.FP8, 4, 4, 1}, {compute.FP8, 8, 4, 1}, {compute.FP8, 4, 1, 1}, {compute.FP8, 8, 1, 1},
-	{compute.FP4, 8, 2, 0}, {compute.FP4, 4, 4, 0}, {compute.FP4, 4, 1, 0},
-	{compute.BF16, 8, 2, 0}, {compute.BF16, 4, 4, 0}, {compute.BF16, 4, 1, 0},
+	{compute.FP8, 4, 2, 1, 0}, {compute.FP8, 4, 2, 0, 1}, {compute.FP8, 4, 2, 1, 1}, {compute.FP8, 8, 2, 1, 1},
+	{compute.FP8, 4, 4, 1, 1}, {compute.FP8, 4, 1, 1, 1}, {compute.FP8, 8, 1, 1, 1},
+	{compute.FP4, 4, 2, 0, 1}, {compute.FP4, 8, 2, 0, 1}, {compute.FP4, 4, 4, 0, 1}, {compute.FP4, 4, 1, 0, 1},
+	{compute.BF16, 8, 2, 0, 0}, {compute.BF16, 4, 4, 0, 0}, {compute.BF16, 4, 1, 0, 0},
 }
 
 func (v gemvVariant) name(split int) string {
-	return fmt.Sprintf("gemv3_%s_u%d_r%d_d%d_s%d", dtypeNames[v.DType], v.U, v.R, v.D, split)
+	return fmt.Sprintf("gemv3_%s_u%d_r%d_d%d_p%d_s%d", dtypeNames[v.DType], v.U, v.R, v.D, v.P, split)
 }
 
-func (v gemvVariant) String() string { return fmt.Sprintf("u%d-r%d-d%d", v.U, v.R, v.D) }
+func (v gemvVariant) String() string { return fmt.Sprintf("u%d-r%d-d%d-p%d", v.U, v.R, v.D, v.P) }
 
 // gemvVariantT1 queues y = W·x (T = 1) through variant v with split index
 // si (-1: the split gemv2 would take for the shape, for v's rows a warp).

@@ -24,7 +24,7 @@ template <int FMT, int TT, int SPLIT>
 __device__ __forceinline__ void gemv2_body(float* __restrict__ y, long long ldy, const float* __restrict__ x,
                                            long long ldx, const u8* __restrict__ w, const u8* __restrict__ sc,
                                            int rows, int K, int T, int blockRows, int blockCols, int scaleCols) {
-  gemv_rows<FMT, TT, SPLIT, GEMV2_UNROLL, GEMV2_ROWS, 0>(y, ldy, x, ldx, w, sc, rows, K, T, blockRows, blockCols,
+  gemv_rows<FMT, TT, SPLIT, GEMV2_UNROLL, GEMV2_ROWS, 0, 0>(y, ldy, x, ldx, w, sc, rows, K, T, blockRows, blockCols,
                                                           scaleCols);
 }
 

@@ -54,6 +54,30 @@ __device__ __forceinline__ float chunk_scale(const uint4& q, const u8* __restric
 }
 
 
+// chunk_scale_byte loads the scale byte of chunk c of row r (FP8, FP4; 0
+// otherwise), and chunk_scale_from is chunk_scale from it: the same value,
+// with the load issued beside the chunk's (PF variants).
+template <int FMT>
+__device__ __forceinline__ u32 chunk_scale_byte(const u8* __restrict__ sc, long long r, int c, int K, int blockRows,
+                                                int blockCols, int scaleCols) {
+  if (FMT == FMT_FP8) {
+    const int cb = blockCols == 128 ? (c >> 3) : (c * 16) / blockCols;
+    return __ldg(sc + (r / blockRows) * scaleCols + cb);
+  }
+  if (FMT == FMT_FP4) return __ldg(sc + r * (K / 32) + c);
+  return 0u;
+}
+
+template <int FMT>
+__device__ __forceinline__ float chunk_scale_from(const uint4& q, u32 raw) {
+  if (FMT == FMT_FP8) {
+    const bool nan = (e4m3_nan_bits(q.x) | e4m3_nan_bits(q.y) | e4m3_nan_bits(q.z) | e4m3_nan_bits(q.w)) != 0u;
+    return nan ? __uint_as_float(QNAN_BITS) : ue8m0(raw);
+  }
+  if (FMT == FMT_FP4) return ue8m0(raw);
+  return 1.0f;
+}
+
 // e4m3x4_hw decodes the four e4m3 bytes of w (low byte first) through the
 // hardware conversion (sm_89+: e4m3x2 to f16x2, exact, then f16 to f32,
 // exact): the values of e4m3_nonan except for the NaN codes, which decode
@@ -85,10 +109,11 @@ __device__ __forceinline__ void decode_sub_dec(const uint4& q, int s, float* v) 
 }
 
 // gemv_rows is gemv2.cu's product (see there) with U chunks of each of R
-// rows a warp in flight per lane and the FP8 decoder DEC: U and R change
-// the work's grouping, not any row's order of operations, and DEC not
-// any value: every variant gives the same bits.
-template <int FMT, int TT, int SPLIT, int U, int R, int DEC>
+// rows a warp in flight per lane, the FP8 decoder DEC and, with PF, the
+// scale bytes loaded with the chunks: U and R change the work's grouping,
+// not any row's order of operations, and DEC and PF not any value: every
+// variant gives the same bits.
+template <int FMT, int TT, int SPLIT, int U, int R, int DEC, int PF>
 __device__ __forceinline__ void gemv_rows(float* __restrict__ y, long long ldy, const float* __restrict__ x,
                                           long long ldx, const u8* __restrict__ w, const u8* __restrict__ sc,
                                            int rows, int K, int T, int blockRows, int blockCols, int scaleCols) {
@@ -117,12 +142,17 @@ __device__ __forceinline__ void gemv_rows(float* __restrict__ y, long long ldy, 
     }
     for (int c0 = part * 32 + lane; c0 < nch; c0 += U * stride) {
       uint4 q[U][R];
+      u32 sraw[U][R];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int c = c0 + u * stride;
 #pragma unroll
         for (int i = 0; i < R; ++i)
           q[u][i] = c < nch ? __ldg((const uint4*)(w + rr[i] * rowBytes) + c) : make_uint4(0, 0, 0, 0);
+        if (PF)
+#pragma unroll
+          for (int i = 0; i < R; ++i)
+            sraw[u][i] = c < nch ? chunk_scale_byte<FMT>(sc, rr[i], c, K, blockRows, blockCols, scaleCols) : 0u;
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -155,7 +185,8 @@ __device__ __forceinline__ void gemv_rows(float* __restrict__ y, long long ldy, 
         }
 #pragma unroll
         for (int i = 0; i < R; ++i) {
-          float s = chunk_scale<FMT>(q[u][i], sc, rr[i], c, K, blockRows, blockCols, scaleCols);
+          float s = PF ? chunk_scale_from<FMT>(q[u][i], sraw[u][i])
+                       : chunk_scale<FMT>(q[u][i], sc, rr[i], c, K, blockRows, blockCols, scaleCols);
 #pragma unroll
           for (int tt = 0; tt < TT; ++tt) acc[i][tt] = __fmaf_rn(p[i][tt], s, acc[i][tt]);
         }
