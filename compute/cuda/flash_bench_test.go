@@ -39,6 +39,35 @@ const flashConfig = `{
   "expert_dtype": "fp4"
 }`
 
+// flashJSON is flashConfig for layers of the Flash pattern (window,
+// window, CSA 4, HCA 128, ...) and experts routed experts.
+func flashJSON(layers, experts int) string {
+	ratios := make([]string, layers)
+	for l := range ratios {
+		ratios[l] = "0"
+		if l >= 2 {
+			ratios[l] = []string{"4", "128"}[(l-2)%2]
+		}
+	}
+	return fmt.Sprintf(flashConfig, layers, experts, strings.Join(ratios, ", "))
+}
+
+// TestSynthFlash writes BenchmarkFlash's checkpoint (STRATA_FLASH_LAYERS,
+// STRATA_FLASH_EXPERTS) into the folder STRATA_FLASH_SYNTH names, so that
+// a second process can write it while the tests run (gpu/run4.sh); it is
+// skipped without the setting.
+func TestSynthFlash(t *testing.T) {
+	dir := os.Getenv("STRATA_FLASH_SYNTH")
+	if dir == "" {
+		t.Skip("STRATA_FLASH_SYNTH is not set")
+	}
+	start := time.Now()
+	if err := deepseekv4.WriteSynthetic(dir, []byte(flashJSON(envInt("STRATA_FLASH_LAYERS", 4), envInt("STRATA_FLASH_EXPERTS", 256))), 1); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("FLASH wrote %s in %.1fs\n", dir, time.Since(start).Seconds())
+}
+
 // envInt reads an integer setting of the benchmark.
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
@@ -68,7 +97,7 @@ func BenchmarkFlash(b *testing.B) {
 			ratios[l] = []string{"4", "128"}[(l-2)%2]
 		}
 	}
-	cfgJSON := fmt.Sprintf(flashConfig, layers, experts, strings.Join(ratios, ", "))
+	cfgJSON := flashJSON(layers, experts)
 	dir := os.Getenv("STRATA_FLASH_DIR")
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), fmt.Sprintf("strata-flash-%d-%d", layers, experts))

@@ -232,6 +232,38 @@ extern "C" __global__ void __launch_bounds__(32)
   for (int r = threadIdx.x; r < nMix; r += 32) mix[(long long)t * nMix + r] = m[r];
 }
 
+// hc_sinkhorn_lane: the row softmax (+ eps) and Sinkhorn of hc·hc <= 32
+// entries, entry e on lane e (lanes >= hc·hc pass e = 0 and discard the
+// result), rows and columns through shuffles, each sum in the CPU's
+// order; HCT > 0 is hc known at compile time (the same operations,
+// unrolled).
+template <int HCT>
+__device__ __forceinline__ float hc_sinkhorn_lane(float v, int hcr, int e, int iters, float eps) {
+  const int hc = HCT > 0 ? HCT : hcr;
+  const int j = e / hc, k = e - j * hc;
+  float mx = __int_as_float(0xFF800000);
+#pragma unroll
+  for (int i = 0; i < (HCT > 0 ? HCT : hc); ++i) mx = gomax(mx, __shfl_sync(0xFFFFFFFFu, v, j * hc + i));
+  const float ex = exp_f(__fsub_rn(v, mx));
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < (HCT > 0 ? HCT : hc); ++i) sum = __fadd_rn(sum, __shfl_sync(0xFFFFFFFFu, ex, j * hc + i));
+  v = __fadd_rn(__fdiv_rn(ex, sum), eps);
+  for (int it = 0; it < 2 * iters - 1; ++it) {
+    const bool cols = (it & 1) == 0;  // cols, then (rows, cols) iters-1 times
+    float sh[HCT > 0 ? HCT : HC_MAX];
+#pragma unroll
+    for (int i = 0; i < (HCT > 0 ? HCT : HC_MAX); ++i)
+      if (HCT > 0 || i < hc) sh[i] = __shfl_sync(0xFFFFFFFFu, v, cols ? i * hc + k : j * hc + i);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < (HCT > 0 ? HCT : HC_MAX); ++i)
+      if (HCT > 0 || i < hc) s = __fadd_rn(s, sh[i]);
+    v = __fdiv_rn(v, __fadd_rn(s, eps));
+  }
+  return v;
+}
+
 // HC_STAGE: the most partial sums (S·(nMix+1) floats) hc_pre_split copies
 // into shared memory with the whole block before warp 0 adds them.
 #define HC_STAGE 4096
@@ -282,20 +314,9 @@ extern "C" __global__ void __launch_bounds__(MT)
     }
     if (hh <= 32) {
       // One entry a lane, in a register; rows and columns through shuffles.
-      const int e = lane < hh ? lane : 0, j = e / hc, k = e - j * hc;
+      const int e = lane < hh ? lane : 0;
       float v = __fadd_rn(__fmul_rn(mix[2 * hc + e], scale[2]), base[2 * hc + e]);
-      float mx = __int_as_float(0xFF800000);
-      for (int i = 0; i < hc; ++i) mx = gomax(mx, __shfl_sync(0xFFFFFFFFu, v, j * hc + i));
-      const float ex = exp_f(__fsub_rn(v, mx));
-      float sum = 0.0f;
-      for (int i = 0; i < hc; ++i) sum = __fadd_rn(sum, __shfl_sync(0xFFFFFFFFu, ex, j * hc + i));
-      v = __fadd_rn(__fdiv_rn(ex, sum), eps);
-      for (int it = 0; it < 2 * iters - 1; ++it) {
-        const bool cols = (it & 1) == 0;  // cols, then (rows, cols) iters-1 times
-        float s = 0.0f;
-        for (int i = 0; i < hc; ++i) s = __fadd_rn(s, __shfl_sync(0xFFFFFFFFu, v, cols ? i * hc + k : j * hc + i));
-        v = __fdiv_rn(v, __fadd_rn(s, eps));
-      }
+      v = hc == 4 ? hc_sinkhorn_lane<4>(v, hc, e, iters, eps) : hc_sinkhorn_lane<0>(v, hc, e, iters, eps);
       if (writer && lane < hh) comb[(long long)t * hh + lane] = v;
     } else {
       for (int e = lane; e < hh; e += 32) c[e] = __fadd_rn(__fmul_rn(mix[2 * hc + e], scale[2]), base[2 * hc + e]);
@@ -502,8 +523,7 @@ extern "C" __global__ void __launch_bounds__(MT) compress_ring(const float* A, c
 // ---- indexer ----
 
 #define IDX_WARPS 8
-#define IDX_PER_WARP 2  // run 3 had 8: 16 blocks at a 4K context
-#define IDX_PER_BLOCK (IDX_WARPS * IDX_PER_WARP)
+
 
 // dot4 is the CPU's dot: four partial sums in index order, then paired.
 __device__ __forceinline__ float dot4(const float* a, const float* b, int n) {
@@ -522,19 +542,20 @@ __device__ __forceinline__ float dot4(const float* a, const float* b, int n) {
 // indexer_scores writes scores[t][e] = Σ_h w_h·relu(q_h·k_e)·sscale for the
 // entries e < n = (pos+1)/rate of tokens with n > topk (the others take
 // all their entries: indexer_fix), -Inf for n <= e < maxE. Grid (T,
-// ceil(maxE/IDX_PER_BLOCK)); dynamic shared memory: heads·(dim+1) + heads
+// ceil(maxE/(IDX_WARPS·ipw))), ipw entries a warp (the host's choice by
+// T: no score depends on it); dynamic shared memory: heads·(dim+1) + heads
 // + IDX_WARPS·(dim + heads) floats.
 extern "C" __global__ void __launch_bounds__(MT)
     indexer_scores(float* scores, const float* Q, const float* W, const int* tab, int nspans, const int* pos,
-                   Paged keys, int heads, int dim, int rate, int maxE, int topk, float sscale) {
+                   Paged keys, int heads, int dim, int rate, int maxE, int topk, float sscale, int ipw) {
   DYN_SHARED(float, sm);
   const int t = blockIdx.x, n = (pos[t] + 1) / rate;
   if (n <= topk) return;
-  const int e0 = blockIdx.y * IDX_PER_BLOCK;
+  const int perBlock = IDX_WARPS * ipw, e0 = blockIdx.y * perBlock;
   float* row = scores + (long long)t * maxE;
   const float ninf = __int_as_float(0xFF800000);
   if (e0 >= n) {
-    for (int e = e0 + threadIdx.x; e < min(e0 + IDX_PER_BLOCK, maxE); e += blockDim.x) row[e] = ninf;
+    for (int e = e0 + threadIdx.x; e < min(e0 + perBlock, maxE); e += blockDim.x) row[e] = ninf;
     return;
   }
   const Span sp = span_of(tab, nspans, t);
@@ -549,8 +570,8 @@ extern "C" __global__ void __launch_bounds__(MT)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float* k = kb + warp * dim;
   float* c = ct + warp * heads;
-  for (int j = 0; j < IDX_PER_WARP; ++j) {
-    const int e = e0 + warp * IDX_PER_WARP + j;
+  for (int j = 0; j < ipw; ++j) {
+    const int e = e0 + warp * ipw + j;
     if (e >= maxE) break;
     if (e >= n || sp.index < 0) {
       if (lane == 0) row[e] = ninf;
@@ -689,7 +710,6 @@ extern "C" __global__ void __launch_bounds__(MT)
 #define ATT_KC 32
 #define ATT_HG 4
 #define ATT_MAXV 4  // dims per thread in attn_values: dim <= 4·MT
-#define ATT_LOADS 8  // key values a thread decodes at once in attn_load_keys
 
 struct AttnTok {
   Span sp;
@@ -736,21 +756,9 @@ __device__ __forceinline__ void attn_load_keys(float* ks, const u8** kp, int* ki
                                                const Paged& comp, const int* sel, int selK) {
   for (int j = threadIdx.x; j < kn; j += blockDim.x) kp[j] = attn_key_ptr(a, t, j0 + j, KV, dim, win, winSize, comp, sel, selK, &kind[j]);
   __syncthreads();
-  // ATT_LOADS values a thread in flight at once (the same values).
-  const int n = kn * dim, nt = blockDim.x;
-  for (int e0 = threadIdx.x; e0 < n; e0 += ATT_LOADS * nt) {
-    float v[ATT_LOADS];
-#pragma unroll
-    for (int u = 0; u < ATT_LOADS; ++u) {
-      const int e = e0 + u * nt;
-      if (e < n) {
-        const int j = e / dim, i = e - j * dim;
-        v[u] = key_value(kp[j], kind[j], win, comp, dim, i);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < ATT_LOADS; ++u)
-      if (e0 + u * nt < n) ks[e0 + u * nt] = v[u];
+  for (int e = threadIdx.x; e < kn * dim; e += blockDim.x) {
+    const int j = e / dim, i = e - j * dim;
+    ks[e] = key_value(kp[j], kind[j], win, comp, dim, i);
   }
   __syncthreads();
 }

@@ -422,28 +422,31 @@ __device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int x
 }
 
 // moe_gateup_<fmt>_p<PT>: h = swiglu(W1·x, W3·x) for the tiles' pairs;
-// grid (ceil(rows/16), tiles). moe_down_<fmt>_p<PT>: y = W2·h; grid
-// (ceil(rows/32), tiles).
-#define MOE_GROUPED_ENTRY(F, FMT, PT, U)                                                                          \
+// grid (ceil(rows/(8·RG)), tiles). moe_down_<fmt>_p<PT>: y = W2·h; grid
+// (ceil(rows/(8·RD)), tiles) (moeRows in moeops.go). Tiles of 1 and 2
+// pairs (decode) take 4 rows of W1 and W3 and 8 of W2 a warp, 2 chunks of
+// each in flight (run 3: 2 and 4 rows, 4 chunks): each activation load
+// serves more rows, and the sums are the same.
+#define MOE_GROUPED_ENTRY(F, FMT, PT, RG, UG, RD, UD)                                                             \
   extern "C" __global__ void __launch_bounds__(256)                                                             \
       moe_gateup_##F##_p##PT(float* h, const float* x, int xDiv, const int* order, const int* idx,              \
                              const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,           \
                              int blockRows, int blockCols, int scaleCols, float L) {                            \
-    moe_grouped_body<FMT, PT, 2, 2, U>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows,        \
-                                       blockCols, scaleCols, L);                                                 \
+    moe_grouped_body<FMT, PT, 2, RG, UG>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows,      \
+                                         blockCols, scaleCols, L);                                               \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(256)                                                             \
       moe_down_##F##_p##PT(float* y, const float* x, int xDiv, const int* order, const int* idx,                \
                            const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,           \
                            int blockRows, int blockCols, int scaleCols, float L) {                              \
-    moe_grouped_body<FMT, PT, 1, 4, U>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,      \
-                                       blockCols, scaleCols, L);                                                 \
+    moe_grouped_body<FMT, PT, 1, RD, UD>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,    \
+                                         blockCols, scaleCols, L);                                               \
   }
-#define MOE_GROUPED_ENTRIES(F, FMT) \
-  MOE_GROUPED_ENTRY(F, FMT, 1, 4)   \
-  MOE_GROUPED_ENTRY(F, FMT, 2, 4)   \
-  MOE_GROUPED_ENTRY(F, FMT, 4, 2)   \
-  MOE_GROUPED_ENTRY(F, FMT, 8, 1)
+#define MOE_GROUPED_ENTRIES(F, FMT)          \
+  MOE_GROUPED_ENTRY(F, FMT, 1, 4, 2, 8, 2)   \
+  MOE_GROUPED_ENTRY(F, FMT, 2, 4, 2, 8, 2)   \
+  MOE_GROUPED_ENTRY(F, FMT, 4, 2, 2, 4, 2)   \
+  MOE_GROUPED_ENTRY(F, FMT, 8, 2, 1, 4, 1)
 MOE_GROUPED_ENTRIES(f32, FMT_F32)
 MOE_GROUPED_ENTRIES(bf16, FMT_BF16)
 MOE_GROUPED_ENTRIES(f16, FMT_F16)
