@@ -218,6 +218,17 @@ func BenchmarkFlash(b *testing.B) {
 	sec, _ := decode(1, contexts[0], 6, false)
 	be.SetGraphs(true)
 	fmt.Printf("FLASH | 1 | %d | %.3f | %.0f | - | - | off |\n", contexts[0], 1e3*sec, 1/sec)
+	// The grouped expert kernels' run-3 rows a warp for tiles of 1-2 pairs.
+	be.moeRun3 = true
+	for _, B := range batches {
+		if B > 64 {
+			continue
+		}
+		sec, _ := decode(B, contexts[0], 6, false)
+		floor := (weightsFor(B) + float64(B)*kvFor(contexts[0])) / hbmBytesPerSec
+		fmt.Printf("FLASH | %d | %d | %.3f | %.0f | %.3f | %.2fx | moe-r3 |\n", B, contexts[0], 1e3*sec, float64(B)/sec, 1e3*floor, sec/floor)
+	}
+	be.moeRun3 = false
 
 	// Kernel breakdowns: batch 1 as "FLASH kernel" lines, other batches of
 	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines.

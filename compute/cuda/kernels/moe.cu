@@ -442,11 +442,30 @@ __device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int x
     moe_grouped_body<FMT, PT, 1, RD, UD>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,    \
                                          blockCols, scaleCols, L);                                               \
   }
+// The _r3 entries are run 3's tiles of 1 and 2 pairs (2 and 4 rows a
+// warp, 4 chunks in flight), kept to be measured beside (Backend.moeRun3).
+#define MOE_GROUPED_R3(F, FMT, PT)                                                                                 \
+  extern "C" __global__ void __launch_bounds__(256)                                                             \
+      moe_gateup_##F##_p##PT##_r3(float* h, const float* x, int xDiv, const int* order, const int* idx,         \
+                                  const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,      \
+                                  int blockRows, int blockCols, int scaleCols, float L) {                       \
+    moe_grouped_body<FMT, PT, 2, 2, 4>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows,        \
+                                       blockCols, scaleCols, L);                                                 \
+  }                                                                                                              \
+  extern "C" __global__ void __launch_bounds__(256)                                                             \
+      moe_down_##F##_p##PT##_r3(float* y, const float* x, int xDiv, const int* order, const int* idx,           \
+                                const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,      \
+                                int blockRows, int blockCols, int scaleCols, float L) {                         \
+    moe_grouped_body<FMT, PT, 1, 4, 4>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,      \
+                                       blockCols, scaleCols, L);                                                 \
+  }
 #define MOE_GROUPED_ENTRIES(F, FMT)          \
   MOE_GROUPED_ENTRY(F, FMT, 1, 4, 2, 8, 2)   \
   MOE_GROUPED_ENTRY(F, FMT, 2, 4, 2, 8, 2)   \
   MOE_GROUPED_ENTRY(F, FMT, 4, 2, 2, 4, 2)   \
-  MOE_GROUPED_ENTRY(F, FMT, 8, 2, 1, 4, 1)
+  MOE_GROUPED_ENTRY(F, FMT, 8, 2, 1, 4, 1)   \
+  MOE_GROUPED_R3(F, FMT, 1)                  \
+  MOE_GROUPED_R3(F, FMT, 2)
 MOE_GROUPED_ENTRIES(f32, FMT_F32)
 MOE_GROUPED_ENTRIES(bf16, FMT_BF16)
 MOE_GROUPED_ENTRIES(f16, FMT_F16)
