@@ -218,7 +218,8 @@ func BenchmarkFlash(b *testing.B) {
 	sec, _ := decode(1, contexts[0], 6, false)
 	be.SetGraphs(true)
 	fmt.Printf("FLASH | 1 | %d | %.3f | %.0f | - | - | off |\n", contexts[0], 1e3*sec, 1/sec)
-	// The grouped expert kernels' run-3 rows a warp for tiles of 1-2 pairs.
+	// The grouped expert kernels' run-3 rows a warp for tiles of 2 pairs
+	// (batch 64; run 4's second call also had them for tiles of 1).
 	be.moeRun3 = true
 	for _, B := range batches {
 		if B > 64 {

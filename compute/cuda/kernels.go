@@ -64,9 +64,7 @@ func init() {
 			for _, pt := range []int{1, 2, 4, 8} {
 				modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p%d", kind, dn, pt))
 			}
-			for _, pt := range []int{1, 2} {
-				modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p%d_r3", kind, dn, pt))
-			}
+			modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p2_r3", kind, dn))
 		}
 	}
 	for _, dn := range dtypeNames {

@@ -98,8 +98,8 @@ func moeTile(P, E int) int {
 // moeRows is the rows a block of moe.cu's grouped kernels takes: 8 warps
 // of MOE_GROUPED_ENTRY's RG (gate/up) or RD (down) rows.
 func moeRows(kind string, pt int, run3 bool) int {
-	r := 2 // tiles of 4 and 8 pairs: 2 rows of W1 and W3 a warp, 4 of W2
-	if pt <= 2 && !run3 {
+	r := 2 // tiles of 1, 4 and 8 pairs: 2 rows of W1 and W3 a warp, 4 of W2
+	if pt == 2 && !run3 {
 		r = 4
 	}
 	if kind == "moe_down" {
@@ -113,7 +113,7 @@ func moeRows(kind string, pt int, run3 bool) int {
 // from tab1), for every tile, moeRows rows a block.
 func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
 	name := fmt.Sprintf("%s_%s_p%d", kind, dtypeNames[m.DType], pt)
-	run3 := b.moeRun3 && pt <= 2
+	run3 := b.moeRun3 && pt == 2
 	if run3 {
 		name += "_r3"
 	}

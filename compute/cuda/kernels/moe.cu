@@ -423,10 +423,13 @@ __device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int x
 
 // moe_gateup_<fmt>_p<PT>: h = swiglu(W1·x, W3·x) for the tiles' pairs;
 // grid (ceil(rows/(8·RG)), tiles). moe_down_<fmt>_p<PT>: y = W2·h; grid
-// (ceil(rows/(8·RD)), tiles) (moeRows in moeops.go). Tiles of 1 and 2
-// pairs (decode) take 4 rows of W1 and W3 and 8 of W2 a warp, 2 chunks of
-// each in flight (run 3: 2 and 4 rows, 4 chunks): each activation load
-// serves more rows, and the sums are the same.
+// (ceil(rows/(8·RD)), tiles) (moeRows in moeops.go). Tiles of 2 pairs
+// (batch 64 decode) take 4 rows of W1 and W3 and 8 of W2 a warp, 2 chunks
+// of each in flight (run 3: 2 and 4 rows, 4 chunks): each activation load
+// serves more rows (run 4: 9.2 + 4.8 ms a step at batch 64 against 12.3 +
+// 6.6); tiles of 1 pair keep run 3's rows (the wider ones measured 0.179 +
+// 0.107 ms at batch 1 against 0.170 + 0.101, 1.22 + 0.63 at batch 8
+// against 1.08 + 0.62). The sums are the same either way.
 #define MOE_GROUPED_ENTRY(F, FMT, PT, RG, UG, RD, UD)                                                             \
   extern "C" __global__ void __launch_bounds__(256)                                                             \
       moe_gateup_##F##_p##PT(float* h, const float* x, int xDiv, const int* order, const int* idx,              \
@@ -442,8 +445,8 @@ __device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int x
     moe_grouped_body<FMT, PT, 1, RD, UD>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,    \
                                          blockCols, scaleCols, L);                                               \
   }
-// The _r3 entries are run 3's tiles of 1 and 2 pairs (2 and 4 rows a
-// warp, 4 chunks in flight), kept to be measured beside (Backend.moeRun3).
+// The _r3 entries are run 3's tiles of 2 pairs (2 and 4 rows a warp, 4
+// chunks in flight), kept to be measured beside (Backend.moeRun3).
 #define MOE_GROUPED_R3(F, FMT, PT)                                                                                 \
   extern "C" __global__ void __launch_bounds__(256)                                                             \
       moe_gateup_##F##_p##PT##_r3(float* h, const float* x, int xDiv, const int* order, const int* idx,         \
@@ -460,11 +463,10 @@ __device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int x
                                        blockCols, scaleCols, L);                                                 \
   }
 #define MOE_GROUPED_ENTRIES(F, FMT)          \
-  MOE_GROUPED_ENTRY(F, FMT, 1, 4, 2, 8, 2)   \
+  MOE_GROUPED_ENTRY(F, FMT, 1, 2, 4, 4, 4)   \
   MOE_GROUPED_ENTRY(F, FMT, 2, 4, 2, 8, 2)   \
   MOE_GROUPED_ENTRY(F, FMT, 4, 2, 2, 4, 2)   \
   MOE_GROUPED_ENTRY(F, FMT, 8, 2, 1, 4, 1)   \
-  MOE_GROUPED_R3(F, FMT, 1)                  \
   MOE_GROUPED_R3(F, FMT, 2)
 MOE_GROUPED_ENTRIES(f32, FMT_F32)
 MOE_GROUPED_ENTRIES(bf16, FMT_BF16)
