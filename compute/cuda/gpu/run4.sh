@@ -4,6 +4,10 @@
 # if room is left, strata.gz (gzip -9 of the CGO_ENABLED=0 -ldflags=-s -w
 # builds), and this folder's flash4.json and hf_decode.py:
 #   bash compute/cuda/gpu/run4.sh C
+# (the device machine gets a copy of the checkout the session runs from:
+# C must be an ignored folder of that checkout, named in carry, and the
+# tracked files plus C must stay under 64 MiB; run 4 used
+# .carry-cuda3/cuda4 with cuda.test.gz alone and this script beside it.)
 # Stages, each bounded by what is left of BUDGET (240 s): the 4-layer Flash
 # checkpoint written by strata synth in the background while the GPU tests
 # run; BenchmarkFlash (decode table, kernel breakdowns at STRATA_FLASH_PROFILE
