@@ -63,11 +63,19 @@ func (b *Backend) Compress(a *compute.CompressArgs, sp compute.Spans) {
 	b.launch("compress_ring", Dim3{X: T}, Dim3{X: opThreads}, 0, ar)
 }
 
-// indexerWarps and indexerPerBlock are IDX_WARPS and IDX_PER_BLOCK.
-const (
-	indexerWarps    = 8
-	indexerPerBlock = 64
-)
+// indexerWarps is IDX_WARPS; a warp scores indexerPerWarp(T) entries.
+const indexerWarps = 8
+
+// indexerPerWarp is 2 entries a warp for batches of fewer than 16 tokens
+// (decode: more blocks; run 3 had 8, 16 blocks at a 4K context) and 8
+// from 16 (prefill: each block loads its token's queries once for 64
+// entries). No score depends on it.
+func indexerPerWarp(T int) int {
+	if T < 16 {
+		return 2
+	}
+	return 8
+}
 
 // IndexerSelect implements compute.Attention: scores for every entry a span
 // can hold (-Inf past the token's closed ones), the TopK kernel over them,
@@ -98,8 +106,8 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 		scores := b.Scratch(compute.F32, T, maxE)
 		ar := b.args().Ptr(b.ptr(scores)).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.W))
 		b.spanArgs(ar, sp).Ptr(pos).Struct(b.paged(a.Keys)...).Int(nI).Int(dI).Int(a.Rate).Int(maxE).Int(K).
-			F32(float32(1 / math.Sqrt(float64(dI))))
-		b.launch("indexer_scores", Dim3{X: T, Y: blocks(maxE, indexerPerBlock)}, Dim3{X: opThreads}, shared, ar)
+			F32(float32(1 / math.Sqrt(float64(dI)))).Int(indexerPerWarp(T))
+		b.launch("indexer_scores", Dim3{X: T, Y: blocks(maxE, indexerWarps*indexerPerWarp(T))}, Dim3{X: opThreads}, shared, ar)
 		b.fail(b.k.TopK(b.rt, 0, b.ptr(a.Sel), b.ptr(scores), T, maxE, K))
 	}
 	b.launch("indexer_fix", Dim3{X: T}, Dim3{X: opThreads}, 0,

@@ -50,6 +50,9 @@ type Backend struct {
 	// groupTabs are GroupedMatMul's tables, by the group's first matrix.
 	groupTabs map[*compute.Matrix]groupTab
 	optin     int // dynamic shared memory a block may use
+	// moeRun3: the grouped expert kernels' run-3 entries for tiles of 2
+	// pairs (the same bits; BenchmarkFlash measures both).
+	moeRun3 bool
 	closed    bool
 
 	// profile, when set, times every launch with events (no graphs).

@@ -39,6 +39,35 @@ const flashConfig = `{
   "expert_dtype": "fp4"
 }`
 
+// flashJSON is flashConfig for layers of the Flash pattern (window,
+// window, CSA 4, HCA 128, ...) and experts routed experts.
+func flashJSON(layers, experts int) string {
+	ratios := make([]string, layers)
+	for l := range ratios {
+		ratios[l] = "0"
+		if l >= 2 {
+			ratios[l] = []string{"4", "128"}[(l-2)%2]
+		}
+	}
+	return fmt.Sprintf(flashConfig, layers, experts, strings.Join(ratios, ", "))
+}
+
+// TestSynthFlash writes BenchmarkFlash's checkpoint (STRATA_FLASH_LAYERS,
+// STRATA_FLASH_EXPERTS) into the folder STRATA_FLASH_SYNTH names, so that
+// a second process can write it while the tests run (gpu/run4.sh); it is
+// skipped without the setting.
+func TestSynthFlash(t *testing.T) {
+	dir := os.Getenv("STRATA_FLASH_SYNTH")
+	if dir == "" {
+		t.Skip("STRATA_FLASH_SYNTH is not set")
+	}
+	start := time.Now()
+	if err := deepseekv4.WriteSynthetic(dir, []byte(flashJSON(envInt("STRATA_FLASH_LAYERS", 4), envInt("STRATA_FLASH_EXPERTS", 256))), 1); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("FLASH wrote %s in %.1fs\n", dir, time.Since(start).Seconds())
+}
+
 // envInt reads an integer setting of the benchmark.
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
@@ -56,7 +85,8 @@ const hbmBytesPerSec = 4.3e12
 // kernels of one decode step, and an 8K-token prefill. Settings:
 // STRATA_FLASH_LAYERS (4), STRATA_FLASH_EXPERTS (256), STRATA_FLASH_BATCHES
 // (1,8,64,256), STRATA_FLASH_CONTEXTS (4096,65536), STRATA_FLASH_PREFILL
-// (8192), STRATA_FLASH_DIR (where the checkpoint is written).
+// (8192), STRATA_FLASH_PROFILE (1: the batches whose kernels are listed),
+// STRATA_FLASH_DIR (where the checkpoint is written).
 func BenchmarkFlash(b *testing.B) {
 	dev := device(b)
 	layers, experts := envInt("STRATA_FLASH_LAYERS", 4), envInt("STRATA_FLASH_EXPERTS", 256)
@@ -67,7 +97,7 @@ func BenchmarkFlash(b *testing.B) {
 			ratios[l] = []string{"4", "128"}[(l-2)%2]
 		}
 	}
-	cfgJSON := fmt.Sprintf(flashConfig, layers, experts, strings.Join(ratios, ", "))
+	cfgJSON := flashJSON(layers, experts)
 	dir := os.Getenv("STRATA_FLASH_DIR")
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), fmt.Sprintf("strata-flash-%d-%d", layers, experts))
@@ -188,22 +218,44 @@ func BenchmarkFlash(b *testing.B) {
 	sec, _ := decode(1, contexts[0], 6, false)
 	be.SetGraphs(true)
 	fmt.Printf("FLASH | 1 | %d | %.3f | %.0f | - | - | off |\n", contexts[0], 1e3*sec, 1/sec)
+	// The grouped expert kernels' run-3 rows a warp for tiles of 2 pairs
+	// (batch 64; run 4's second call also had them for tiles of 1).
+	be.moeRun3 = true
+	for _, B := range batches {
+		if B > 64 {
+			continue
+		}
+		sec, _ := decode(B, contexts[0], 6, false)
+		floor := (weightsFor(B) + float64(B)*kvFor(contexts[0])) / hbmBytesPerSec
+		fmt.Printf("FLASH | %d | %d | %.3f | %.0f | %.3f | %.2fx | moe-r3 |\n", B, contexts[0], 1e3*sec, float64(B)/sec, 1e3*floor, sec/floor)
+	}
+	be.moeRun3 = false
 
-	_, p := decode(1, contexts[0], 1, true)
-	type row struct {
-		name string
-		kt   *KernelTime
-	}
-	var rows []row
-	total := 0.0
-	for n, kt := range p.Kernels {
-		rows = append(rows, row{n, kt})
-		total += kt.Ms
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].kt.Ms > rows[j].kt.Ms })
-	fmt.Printf("FLASH kernels of one decode step (batch 1, context %d): %.3f ms of GPU time in all\n", contexts[0], total)
-	for _, r := range rows {
-		fmt.Printf("FLASH kernel | %s | %d | %.3f ms | %.0f%% |\n", r.name, r.kt.Launches, r.kt.Ms, 100*r.kt.Ms/total)
+	// Kernel breakdowns: batch 1 as "FLASH kernel" lines, other batches of
+	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines.
+	for _, B := range intList(os.Getenv("STRATA_FLASH_PROFILE"), []int{1}) {
+		_, p := decode(B, contexts[0], 1, true)
+		type row struct {
+			name string
+			kt   *KernelTime
+		}
+		var rows []row
+		total := 0.0
+		launches := 0
+		for n, kt := range p.Kernels {
+			rows = append(rows, row{n, kt})
+			total += kt.Ms
+			launches += kt.Launches
+		}
+		sort.Slice(rows, func(i, j int) bool { return rows[i].kt.Ms > rows[j].kt.Ms })
+		tag := "FLASH kernel"
+		if B != 1 {
+			tag = fmt.Sprintf("FLASH kernel B=%d", B)
+		}
+		fmt.Printf("FLASH kernels of one decode step (batch %d, context %d): %.3f ms of GPU time in all, %d launches\n", B, contexts[0], total, launches)
+		for _, r := range rows {
+			fmt.Printf("%s | %s | %d | %.3f ms | %.0f%% |\n", tag, r.name, r.kt.Launches, r.kt.Ms, 100*r.kt.Ms/total)
+		}
 	}
 
 	if L := envInt("STRATA_FLASH_PREFILL", 8192); L > 0 {

@@ -28,9 +28,9 @@ const FastGEMVMaxT = 32
 type Kernels struct {
 	mods  []module
 	gemv  [5][3][2]Func // [dtype][token group 1, 2, 4][scalar, vector]
-	gemv2 [5][3][4]Func // [dtype][token group][split 1, 2, 4, 8]
+	gemv2 [5][4][4]Func // [dtype][token group 1, 2, 4, 8][split 1, 2, 4, 8]
 	// gemv2g are gemv2's grouped entries (GroupedMatMul).
-	gemv2g [5][3][4]Func
+	gemv2g [5][4][4]Func
 	gemm   [5]Func
 	// tensorCores: the device has bfloat16 mma.sync (sm_80 and later).
 	tensorCores bool
@@ -64,11 +64,61 @@ func init() {
 			for _, pt := range []int{1, 2, 4, 8} {
 				modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p%d", kind, dn, pt))
 			}
+			modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p2_r3", kind, dn))
 		}
 	}
 	for _, dn := range dtypeNames {
 		modelKernels = append(modelKernels, "moe_gemm_"+dn)
 	}
+	for _, v := range gemvVariants {
+		for _, sp := range []int{1, 2, 4, 8} {
+			modelKernels = append(modelKernels, v.name(sp))
+		}
+	}
+}
+
+// gemvVariant is one of gemv3.cu's T = 1 products: U chunks of each of R
+// rows a warp in flight per lane, the hardware FP8 decoder when D is 1,
+// the scale bytes loaded with the chunks when P is 1.
+// Every variant gives gemv2's bits; they exist to be measured
+// (BenchmarkGEMVVariants).
+type gemvVariant struct {
+	DType      compute.DType
+	U, R, D, P int
+}
+
+// gemvVariants are gemv3.cu's, in its order.
+var gemvVariants = []gemvVariant{
+	{compute.FP8, 4, 2, 1, 0}, {compute.FP8, 4, 2, 0, 1}, {compute.FP8, 4, 2, 1, 1}, {compute.FP8, 8, 2, 1, 1},
+	{compute.FP8, 4, 4, 1, 1}, {compute.FP8, 4, 1, 1, 1}, {compute.FP8, 8, 1, 1, 1},
+	{compute.FP4, 4, 2, 0, 1}, {compute.FP4, 8, 2, 0, 1}, {compute.FP4, 4, 4, 0, 1}, {compute.FP4, 4, 1, 0, 1},
+	{compute.BF16, 8, 2, 0, 0}, {compute.BF16, 4, 4, 0, 0}, {compute.BF16, 4, 1, 0, 0},
+}
+
+func (v gemvVariant) name(split int) string {
+	return fmt.Sprintf("gemv3_%s_u%d_r%d_d%d_p%d_s%d", dtypeNames[v.DType], v.U, v.R, v.D, v.P, split)
+}
+
+func (v gemvVariant) String() string { return fmt.Sprintf("u%d-r%d-d%d-p%d", v.U, v.R, v.D, v.P) }
+
+// gemvVariantT1 queues y = W·x (T = 1) through variant v with split index
+// si (-1: the split gemv2 would take for the shape, for v's rows a warp).
+func (k *Kernels) gemvVariantT1(t *Thread, s Stream, y, x Ptr, w *Matrix, v gemvVariant, si int) error {
+	if err := checkMatMul(1, w); err != nil {
+		return err
+	}
+	if w.DType != v.DType || !w.vec() {
+		return fmt.Errorf("cuda: gemv variant %v of %v for a %v matrix", v, v.DType, w.DType)
+	}
+	rowsPerBlock := 0
+	if si < 0 {
+		si, rowsPerBlock = gemvSplitR(w.Rows, int(w.rowBytes()/16), v.R)
+	} else {
+		rowsPerBlock = (8 >> si) * v.R
+	}
+	a := t.Args().Ptr(y).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Int(w.Rows).Int(w.Cols).Int(1).
+		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols())
+	return k.launch(t, k.fns[v.name(1<<si)], Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock}, Dim3{X: 256}, s, a)
 }
 
 var dtypeNames = [5]string{"f32", "bf16", "f16", "fp8", "fp4"}
@@ -112,7 +162,7 @@ func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernel
 			fn(&k.gemv[d][g][0], fmt.Sprintf("gemv_%s_t%d_s", dn, tt))
 			fn(&k.gemv[d][g][1], fmt.Sprintf("gemv_%s_t%d_v", dn, tt))
 		}
-		for g, tt := range []int{1, 2, 4} {
+		for g, tt := range []int{1, 2, 4, 8} {
 			for si, sp := range []int{1, 2, 4, 8} {
 				fn(&k.gemv2[d][g][si], fmt.Sprintf("gemv2_%s_t%d_s%d", dn, tt, sp))
 				fn(&k.gemv2g[d][g][si], fmt.Sprintf("gemv2_%s_t%d_s%d_g", dn, tt, sp))
@@ -193,13 +243,7 @@ func (k *Kernels) matMulGEMVVersion(t *Thread, s Stream, y, x Ptr, T int, w *Mat
 	if err := checkMatMul(T, w); err != nil || T == 0 {
 		return err
 	}
-	g := 2 // 4 tokens a pass
-	switch T {
-	case 1:
-		g = 0
-	case 2:
-		g = 1
-	}
+	g := gemv2Group(T)
 	a := t.Args().Ptr(y).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Int(w.Rows).Int(w.Cols).Int(T).
 		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols())
 	if version == 2 && w.vec() {
@@ -210,7 +254,7 @@ func (k *Kernels) matMulGEMVVersion(t *Thread, s Stream, y, x Ptr, T int, w *Mat
 	if w.vec() {
 		v = 1
 	}
-	return k.launch(t, k.gemv[w.DType][g][v], Dim3{X: (w.Rows + gemvRows - 1) / gemvRows}, Dim3{X: 256}, s, a)
+	return k.launch(t, k.gemv[w.DType][min(g, 2)][v], Dim3{X: (w.Rows + gemvRows - 1) / gemvRows}, Dim3{X: 256}, s, a)
 }
 
 // groupedGEMV queues y[t][g·R:(g+1)·R] = W_g·x[t][g·K:(g+1)·K] for the G
@@ -221,17 +265,27 @@ func (k *Kernels) groupedGEMV(t *Thread, s Stream, y, x Ptr, T int, w *Matrix, G
 	if err := checkMatMul(T, w); err != nil || T == 0 {
 		return err
 	}
-	g := 2
-	switch T {
-	case 1:
-		g = 0
-	case 2:
-		g = 1
-	}
+	g := gemv2Group(T)
 	a := t.Args().Ptr(y).Int(G * w.Rows).Ptr(x).Int(G * w.Cols).Ptr(tab).Int(w.Rows).Int(w.Cols).Int(T).
 		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols())
 	si, rowsPerBlock := gemv2Split(w.Rows, int(w.rowBytes()/16))
 	return k.launch(t, k.gemv2g[w.DType][g][si], Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock, Y: G}, Dim3{X: 256}, s, a)
+}
+
+// gemv2Group is the index of the tokens a pass (1, 2, 4, 8) gemv2 takes
+// for T tokens: 8 from T = 8 (run 3 had 4: two passes over the weights
+// at batch 8). gemv.cu's kernels have the first three. Every token's sums
+// are the same whatever the group.
+func gemv2Group(T int) int {
+	switch {
+	case T == 1:
+		return 0
+	case T == 2:
+		return 1
+	case T < 8:
+		return 2
+	}
+	return 3
 }
 
 // gemvRows is the rows of W per block of the GEMV kernels (GEMV_ROWS).
@@ -242,8 +296,11 @@ const gemvRows = 4
 // the rows a block then computes: the smallest split that makes 256
 // blocks, while every warp keeps two chunks of each row. It depends on
 // the shape alone, so that the reduction order does too.
-func gemv2Split(rows, nch int) (index, rowsPerBlock int) {
-	const warps, rowsPerWarp, targetBlocks = 8, 2, 256
+func gemv2Split(rows, nch int) (index, rowsPerBlock int) { return gemvSplitR(rows, nch, 2) }
+
+// gemvSplitR is gemv2Split for rowsPerWarp rows a warp.
+func gemvSplitR(rows, nch, rowsPerWarp int) (index, rowsPerBlock int) {
+	const warps, targetBlocks = 8, 256
 	for index < 3 {
 		groupRows := (warps >> index) * rowsPerWarp
 		if (rows+groupRows-1)/groupRows >= targetBlocks || 2*32*(2<<index) > nch {

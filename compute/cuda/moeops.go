@@ -95,16 +95,29 @@ func moeTile(P, E int) int {
 	return 8
 }
 
+// moeRows is the rows a block of moe.cu's grouped kernels takes: 8 warps
+// of MOE_GROUPED_ENTRY's RG (gate/up) or RD (down) rows.
+func moeRows(kind string, pt int, run3 bool) int {
+	r := 2 // tiles of 1, 4 and 8 pairs: 2 rows of W1 and W3 a warp, 4 of W2
+	if pt == 2 && !run3 {
+		r = 4
+	}
+	if kind == "moe_down" {
+		r *= 2
+	}
+	return 8 * r
+}
+
 // moeGrouped records one of the grouped expert kernels (moe.cu): kind
-// moe_gateup (W1 and W3 from tab1 and tab3, SwiGLU fused, 16 rows a
-// block) or moe_down (W2 from tab1, 32 rows a block), for every tile.
+// moe_gateup (W1 and W3 from tab1 and tab3, SwiGLU fused) or moe_down (W2
+// from tab1), for every tile, moeRows rows a block.
 func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
 	name := fmt.Sprintf("%s_%s_p%d", kind, dtypeNames[m.DType], pt)
-	rowsPerBlock := 16
-	if kind == "moe_down" {
-		rowsPerBlock = 32
+	run3 := b.moeRun3 && pt == 2
+	if run3 {
+		name += "_r3"
 	}
-	b.launch(name, Dim3{X: blocks(m.Rows, rowsPerBlock), Y: tiles}, Dim3{X: 256}, 0,
+	b.launch(name, Dim3{X: blocks(m.Rows, moeRows(kind, pt, run3)), Y: tiles}, Dim3{X: 256}, 0,
 		b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
 			Int(m.Rows).Int(m.Cols).Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()).F32(limit))
 }

@@ -235,9 +235,14 @@ func (b *Backend) HCPre(x, post, comb, h compute.Tensor, w *compute.HC, p comput
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
 	if part, S, ok := b.hcMix(h, w.Fn, nMix, hc*D); ok {
-		b.launch("hc_pre_split", Dim3{X: T}, Dim3{X: opThreads}, 0,
+		// Column slices of at least opThreads: enough blocks at small T
+		// (each recomputes the token's small algebra; no value depends on
+		// the split).
+		Y := min(blocks(D, opThreads), max(1, blocks(hcPreBlocks, T)))
+		cw := blocks(D, Y)
+		b.launch("hc_pre_split", Dim3{X: T, Y: blocks(D, cw)}, Dim3{X: opThreads}, 0,
 			b.args().Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).Ptr(b.ptr(h)).Ptr(part).Int(S).Int(hc*D).F32(p.NormEps).
-				Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters))
+				Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters).Int(cw))
 		return
 	}
 	flat := b.Scratch(compute.F32, T, hc*D)
@@ -249,8 +254,13 @@ func (b *Backend) HCPre(x, post, comb, h compute.Tensor, w *compute.HC, p comput
 			Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters))
 }
 
-// hcMixSeg is the segment of the streams one block of hc_mix_partial sums.
-const hcMixSeg = 1024
+// hcMixSeg is the segment of the streams one block of hc_mix_partial sums
+// (run 3 had 1024: 16 blocks at T = 1 on the Flash width, 19 us a launch).
+const hcMixSeg = 256
+
+// hcPreBlocks is the fewest blocks hc_pre_split is given (while the
+// column slices stay at least opThreads wide).
+const hcPreBlocks = 128
 
 // hcMix records hc_mix_partial for a float32 fn of nMix rows (at most
 // HC_MIX_MAX) over rows of n: the partial sums (scratch of the caller's

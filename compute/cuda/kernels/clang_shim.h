@@ -57,4 +57,6 @@ __device__ double log1p(double);
 __device__ int max(int, int);
 __device__ void __syncwarp(unsigned int mask = 0xFFFFFFFFu);
 __device__ int __shfl_xor_sync(unsigned int, int, int);
+__device__ float __shfl_sync(unsigned int, float, int);
+__device__ int __shfl_up_sync(unsigned int, int, unsigned int);
 #endif

@@ -19,108 +19,13 @@
 #define GEMV2_ROWS 2
 #define GEMV2_UNROLL 4
 
+// gemv2_body is in gemv_common.cuh (gemv3.cu's variants share it).
 template <int FMT, int TT, int SPLIT>
 __device__ __forceinline__ void gemv2_body(float* __restrict__ y, long long ldy, const float* __restrict__ x,
                                            long long ldx, const u8* __restrict__ w, const u8* __restrict__ sc,
                                            int rows, int K, int T, int blockRows, int blockCols, int scaleCols) {
-  typedef gemv_fmt<FMT> F;
-  const int R = GEMV2_ROWS, U = GEMV2_UNROLL, G = 8 / SPLIT;
-  __shared__ float red[8][GEMV2_ROWS * TT];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int grp = warp / SPLIT, part = warp % SPLIT;
-  const int r0 = (blockIdx.x * G + grp) * R;
-  long long rr[R];
-#pragma unroll
-  for (int i = 0; i < R; ++i) rr[i] = min(r0 + i, rows - 1);
-  const long long rowBytes =
-      FMT == FMT_F32 ? 4ll * K : (FMT == FMT_FP8 ? (long long)K : (FMT == FMT_FP4 ? K / 2 : 2ll * K));
-  const int nch = (int)(rowBytes / 16);
-  const int stride = 32 * SPLIT;
-
-  for (int t0 = 0; t0 < T; t0 += TT) {
-    float acc[R][TT];
-    const float* xt[TT];
-#pragma unroll
-    for (int tt = 0; tt < TT; ++tt) {
-      xt[tt] = x + (long long)min(t0 + tt, T - 1) * ldx;
-#pragma unroll
-      for (int i = 0; i < R; ++i) acc[i][tt] = 0.0f;
-    }
-    for (int c0 = part * 32 + lane; c0 < nch; c0 += U * stride) {
-      uint4 q[U][R];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int c = c0 + u * stride;
-#pragma unroll
-        for (int i = 0; i < R; ++i)
-          q[u][i] = c < nch ? __ldg((const uint4*)(w + rr[i] * rowBytes) + c) : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int c = c0 + u * stride;
-        if (c >= nch) break;
-        float p[R][TT];
-#pragma unroll
-        for (int i = 0; i < R; ++i)
-#pragma unroll
-          for (int tt = 0; tt < TT; ++tt) p[i][tt] = 0.0f;
-#pragma unroll
-        for (int s = 0; s < F::SUBS; ++s) {
-          float wv[R][F::SUB];
-#pragma unroll
-          for (int i = 0; i < R; ++i) decode_sub<FMT>(q[u][i], s, wv[i]);
-#pragma unroll
-          for (int tt = 0; tt < TT; ++tt) {
-            float xv[F::SUB];
-            const float4* xp = (const float4*)(xt[tt] + c * F::PER + s * F::SUB);
-#pragma unroll
-            for (int j = 0; j < F::SUB / 4; ++j) {
-              float4 f = __ldg(xp + j);
-              xv[4 * j] = f.x; xv[4 * j + 1] = f.y; xv[4 * j + 2] = f.z; xv[4 * j + 3] = f.w;
-            }
-#pragma unroll
-            for (int i = 0; i < R; ++i)
-#pragma unroll
-              for (int j = 0; j < F::SUB; ++j) p[i][tt] = __fmaf_rn(wv[i][j], xv[j], p[i][tt]);
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < R; ++i) {
-          float s = chunk_scale<FMT>(q[u][i], sc, rr[i], c, K, blockRows, blockCols, scaleCols);
-#pragma unroll
-          for (int tt = 0; tt < TT; ++tt) acc[i][tt] = __fmaf_rn(p[i][tt], s, acc[i][tt]);
-        }
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < R; ++i)
-#pragma unroll
-      for (int tt = 0; tt < TT; ++tt) acc[i][tt] = warp_sum(acc[i][tt]);
-    if (SPLIT == 1) {
-      // Every lane holds every sum: lane j stores the j-th.
-#pragma unroll
-      for (int i = 0; i < R; ++i)
-#pragma unroll
-        for (int tt = 0; tt < TT; ++tt)
-          if (lane == i * TT + tt && r0 + i < rows && t0 + tt < T) y[(long long)(t0 + tt) * ldy + r0 + i] = acc[i][tt];
-    } else {
-      if (lane == 0) {
-#pragma unroll
-        for (int i = 0; i < R; ++i)
-#pragma unroll
-          for (int tt = 0; tt < TT; ++tt) red[warp][i * TT + tt] = acc[i][tt];
-      }
-      __syncthreads();
-      if (part == 0 && lane < R * TT) {
-        const int i = lane / TT, tt = lane % TT;
-        float v = red[warp][lane];
-#pragma unroll
-        for (int j = 1; j < SPLIT; ++j) v = __fadd_rn(v, red[warp + j][lane]);
-        if (r0 + i < rows && t0 + tt < T) y[(long long)(t0 + tt) * ldy + r0 + i] = v;
-      }
-      __syncthreads();
-    }
-  }
+  gemv_rows<FMT, TT, SPLIT, GEMV2_UNROLL, GEMV2_ROWS, 0, 0>(y, ldy, x, ldx, w, sc, rows, K, T, blockRows, blockCols,
+                                                          scaleCols);
 }
 
 #define GEMV2_ENTRY(NAME, FMT, TT, SPLIT)                                                                   \
@@ -144,7 +49,8 @@ __device__ __forceinline__ void gemv2_body(float* __restrict__ y, long long ldy,
 #define GEMV2_ENTRIES(F, FMT) \
   GEMV2_SPLITS(F, FMT, 1)     \
   GEMV2_SPLITS(F, FMT, 2)     \
-  GEMV2_SPLITS(F, FMT, 4)
+  GEMV2_SPLITS(F, FMT, 4)     \
+  GEMV2_SPLITS(F, FMT, 8)
 
 GEMV2_ENTRIES(f32, FMT_F32)
 GEMV2_ENTRIES(bf16, FMT_BF16)

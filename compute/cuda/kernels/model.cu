@@ -153,11 +153,15 @@ extern "C" __global__ void __launch_bounds__(MT)
 // applied after the sum: mix[r] = r·Σ fn[r][k]·h[k] (the CPU multiplies
 // fn by the normalized h; the two differ by rounding only). The order
 // depends on the shapes alone: batch-invariant. Grid (T, ceil(n/seg)).
+// Rows go HC_MIX_ROWS at a time, their loads in flight together (the
+// same sums, in the same order, as one row at a time).
 
 #define HC_MIX_MAX ((2 + HC_MAX) * HC_MAX)
+#define HC_MIX_ROWS 8
 
 extern "C" __global__ void __launch_bounds__(MT)
-    hc_mix_partial(float* part, const float* h, const float* fn, int nMix, int n, int seg) {
+    hc_mix_partial(float* __restrict__ part, const float* __restrict__ h, const float* __restrict__ fn, int nMix, int n,
+                   int seg) {
   __shared__ float red[MT / 32][HC_MIX_MAX + 1];
   const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int k0 = s * seg, k1 = min(n, k0 + seg);
@@ -166,12 +170,23 @@ extern "C" __global__ void __launch_bounds__(MT)
   for (int k = k0 + tid; k < k1; k += MT) ss = __fmaf_rn(ht[k], ht[k], ss);
   ss = warp_sum(ss);
   if (lane == 0) red[warp][nMix] = ss;
-  for (int r = 0; r < nMix; ++r) {
-    const float* f = fn + (long long)r * n;
-    float acc = 0.0f;
-    for (int k = k0 + tid; k < k1; k += MT) acc = __fmaf_rn(__ldg(f + k), ht[k], acc);
-    acc = warp_sum(acc);
-    if (lane == 0) red[warp][r] = acc;
+  for (int r0 = 0; r0 < nMix; r0 += HC_MIX_ROWS) {
+    float acc[HC_MIX_ROWS];
+#pragma unroll
+    for (int i = 0; i < HC_MIX_ROWS; ++i) acc[i] = 0.0f;
+    for (int k = k0 + tid; k < k1; k += MT) {
+      const float hv = ht[k];
+      float f[HC_MIX_ROWS];
+#pragma unroll
+      for (int i = 0; i < HC_MIX_ROWS; ++i) f[i] = r0 + i < nMix ? __ldg(fn + (long long)(r0 + i) * n + k) : 0.0f;
+#pragma unroll
+      for (int i = 0; i < HC_MIX_ROWS; ++i) acc[i] = __fmaf_rn(f[i], hv, acc[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < HC_MIX_ROWS; ++i) {
+      const float a = warp_sum(acc[i]);
+      if (lane == 0 && r0 + i < nMix) red[warp][r0 + i] = a;
+    }
   }
   __syncthreads();
   for (int r = tid; r <= nMix; r += MT) {
@@ -181,20 +196,30 @@ extern "C" __global__ void __launch_bounds__(MT)
   }
 }
 
+// hc_seg_sum returns Σ_s p[s·stride] for s = 0..S-1 in order, 8 loads in
+// flight at a time.
+__device__ __forceinline__ float hc_seg_sum(const float* p, int S, int stride) {
+  float v = 0.0f;
+  for (int s0 = 0; s0 < S; s0 += 8) {
+    float b[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) b[u] = s0 + u < S ? p[(long long)(s0 + u) * stride] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      if (s0 + u < S) v = __fadd_rn(v, b[u]);
+  }
+  return v;
+}
+
 // hc_mix_sum returns, on lanes that hold them, token t's mix values r =
 // lane, lane + 32, ... (< nMix) into mix (shared), the S segments in
 // order, times the norm's factor; every lane of the warp calls it.
 __device__ __forceinline__ void hc_mix_sum(float* mix, const float* part, int t, int S, int nMix, int n, float normEps) {
   const int lane = threadIdx.x & 31;
   const float* pt = part + (long long)t * S * (nMix + 1);
-  float ss = 0.0f;
-  for (int s = 0; s < S; ++s) ss = __fadd_rn(ss, pt[(long long)s * (nMix + 1) + nMix]);
+  const float ss = hc_seg_sum(pt + nMix, S, nMix + 1);
   const float rr = (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(ss, (float)n), normEps)));
-  for (int r = lane; r < nMix; r += 32) {
-    float v = 0.0f;
-    for (int s = 0; s < S; ++s) v = __fadd_rn(v, pt[(long long)s * (nMix + 1) + r]);
-    mix[r] = __fmul_rn(v, rr);
-  }
+  for (int r = lane; r < nMix; r += 32) mix[r] = __fmul_rn(hc_seg_sum(pt + r, S, nMix + 1), rr);
   __syncwarp();
 }
 
@@ -207,70 +232,147 @@ extern "C" __global__ void __launch_bounds__(32)
   for (int r = threadIdx.x; r < nMix; r += 32) mix[(long long)t * nMix + r] = m[r];
 }
 
-// hc_pre_split is hc_pre_finish from hc_mix_partial's sums, with the
-// small algebra on warp 0 (lane e owns the Sinkhorn entries e, e + 32,
-// ...; each sum is taken in the CPU's order, by every lane that needs it).
-// One block a token.
+// hc_sinkhorn_lane: the row softmax (+ eps) and Sinkhorn of hc·hc <= 32
+// entries, entry e on lane e (lanes >= hc·hc pass e = 0 and discard the
+// result), rows and columns through shuffles, each sum in the CPU's
+// order; HCT > 0 is hc known at compile time (the same operations,
+// unrolled).
+template <int HCT>
+__device__ __forceinline__ float hc_sinkhorn_lane(float v, int hcr, int e, int iters, float eps) {
+  const int hc = HCT > 0 ? HCT : hcr;
+  const int j = e / hc, k = e - j * hc;
+  float mx = __int_as_float(0xFF800000);
+#pragma unroll
+  for (int i = 0; i < (HCT > 0 ? HCT : hc); ++i) mx = gomax(mx, __shfl_sync(0xFFFFFFFFu, v, j * hc + i));
+  const float ex = exp_f(__fsub_rn(v, mx));
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < (HCT > 0 ? HCT : hc); ++i) sum = __fadd_rn(sum, __shfl_sync(0xFFFFFFFFu, ex, j * hc + i));
+  v = __fadd_rn(__fdiv_rn(ex, sum), eps);
+  for (int it = 0; it < 2 * iters - 1; ++it) {
+    const bool cols = (it & 1) == 0;  // cols, then (rows, cols) iters-1 times
+    float sh[HCT > 0 ? HCT : HC_MAX];
+#pragma unroll
+    for (int i = 0; i < (HCT > 0 ? HCT : HC_MAX); ++i)
+      if (HCT > 0 || i < hc) sh[i] = __shfl_sync(0xFFFFFFFFu, v, cols ? i * hc + k : j * hc + i);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < (HCT > 0 ? HCT : HC_MAX); ++i)
+      if (HCT > 0 || i < hc) s = __fadd_rn(s, sh[i]);
+    v = __fdiv_rn(v, __fadd_rn(s, eps));
+  }
+  return v;
+}
+
+// HC_STAGE: the most partial sums (S·(nMix+1) floats) hc_pre_split copies
+// into shared memory with the whole block before warp 0 adds them.
+#define HC_STAGE 4096
+
+// hc_pre_split is hc_pre_finish from hc_mix_partial's sums. Every block
+// (t, y) computes token t's small algebra on warp 0 (the sums of the
+// partials in segment order, as hc_mix_sum; the Sinkhorn entries one a
+// lane, each sum taken in the CPU's order) and writes x[t][i] = Σ_j
+// pre_j·h[t][j][i] for the columns i of its slice [y·cw, (y+1)·cw); block
+// y = 0 writes post and comb. The grid's y only splits the work: every
+// value is the same whatever it is. Grid (T, ceil(D/cw)).
 extern "C" __global__ void __launch_bounds__(MT)
-    hc_pre_split(float* x, float* post, float* comb, const float* h, const float* part, int S, int n, float normEps,
-                 const float* base, const float* scale, int hc, int D, float eps, int iters) {
+    hc_pre_split(float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb, const float* __restrict__ h,
+                 const float* __restrict__ part, int S, int n, float normEps, const float* __restrict__ base,
+                 const float* __restrict__ scale, int hc, int D, float eps, int iters, int cw) {
   __shared__ float mix[HC_MIX_MAX];
   __shared__ float pre[HC_MAX];
   __shared__ float c[HC_MAX * HC_MAX];
+  __shared__ float stage[HC_STAGE];
   const int t = blockIdx.x, nMix = (2 + hc) * hc, hh = hc * hc;
+  const bool writer = blockIdx.y == 0;
+  const int np = S * (nMix + 1);
+  const bool staged = np <= HC_STAGE;
+  if (staged) {
+    const float* pt = part + (long long)t * np;
+    for (int i = threadIdx.x; i < np; i += blockDim.x) stage[i] = pt[i];
+    __syncthreads();
+  }
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
-    hc_mix_sum(mix, part, t, S, nMix, n, normEps);
+    if (staged) {
+      // hc_mix_sum's sums, from shared memory.
+      float ss = 0.0f;
+      for (int s = 0; s < S; ++s) ss = __fadd_rn(ss, stage[s * (nMix + 1) + nMix]);
+      const float rr = (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(ss, (float)n), normEps)));
+      for (int r = lane; r < nMix; r += 32) {
+        float v = 0.0f;
+        for (int s = 0; s < S; ++s) v = __fadd_rn(v, stage[s * (nMix + 1) + r]);
+        mix[r] = __fmul_rn(v, rr);
+      }
+      __syncwarp();
+    } else {
+      hc_mix_sum(mix, part, t, S, nMix, n, normEps);
+    }
     for (int j = lane; j < hc; j += 32) {
       pre[j] = __fadd_rn(sigmoid_f(__fadd_rn(__fmul_rn(mix[j], scale[0]), base[j])), eps);
-      post[t * hc + j] = __fmul_rn(2.0f, sigmoid_f(__fadd_rn(__fmul_rn(mix[hc + j], scale[1]), base[hc + j])));
+      if (writer) post[t * hc + j] = __fmul_rn(2.0f, sigmoid_f(__fadd_rn(__fmul_rn(mix[hc + j], scale[1]), base[hc + j])));
     }
-    for (int e = lane; e < hh; e += 32) c[e] = __fadd_rn(__fmul_rn(mix[2 * hc + e], scale[2]), base[2 * hc + e]);
-    __syncwarp();
-    float nv[HC_MAX * HC_MAX / 32];
-    // Row softmax, then + eps.
-#pragma unroll
-    for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m) {
-      const int e = lane + 32 * m;
-      if (e >= hh) break;
-      const float* row = c + (e / hc) * hc;
-      float mx = __int_as_float(0xFF800000);
-      for (int k = 0; k < hc; ++k) mx = gomax(mx, row[k]);
-      float sum = 0.0f;
-      for (int k = 0; k < hc; ++k) sum = __fadd_rn(sum, exp_f(__fsub_rn(row[k], mx)));
-      nv[m] = __fadd_rn(__fdiv_rn(exp_f(__fsub_rn(c[e], mx)), sum), eps);
-    }
-    __syncwarp();
-#pragma unroll
-    for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m)
-      if (lane + 32 * m < hh) c[lane + 32 * m] = nv[m];
-    __syncwarp();
-    for (int it = 0; it < 2 * iters - 1; ++it) {
-      const bool cols = (it & 1) == 0;  // cols, then (rows, cols) iters-1 times
+    if (hh <= 32) {
+      // One entry a lane, in a register; rows and columns through shuffles.
+      const int e = lane < hh ? lane : 0;
+      float v = __fadd_rn(__fmul_rn(mix[2 * hc + e], scale[2]), base[2 * hc + e]);
+      v = hc == 4 ? hc_sinkhorn_lane<4>(v, hc, e, iters, eps) : hc_sinkhorn_lane<0>(v, hc, e, iters, eps);
+      if (writer && lane < hh) comb[(long long)t * hh + lane] = v;
+    } else {
+      for (int e = lane; e < hh; e += 32) c[e] = __fadd_rn(__fmul_rn(mix[2 * hc + e], scale[2]), base[2 * hc + e]);
+      __syncwarp();
+      float nv[HC_MAX * HC_MAX / 32];
+      // Row softmax, then + eps.
 #pragma unroll
       for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m) {
         const int e = lane + 32 * m;
         if (e >= hh) break;
-        const int j = e / hc, k = e - j * hc;
+        const float* row = c + (e / hc) * hc;
+        float mx = __int_as_float(0xFF800000);
+        for (int k = 0; k < hc; ++k) mx = gomax(mx, row[k]);
         float sum = 0.0f;
-        if (cols)
-          for (int i = 0; i < hc; ++i) sum = __fadd_rn(sum, c[i * hc + k]);
-        else
-          for (int i = 0; i < hc; ++i) sum = __fadd_rn(sum, c[j * hc + i]);
-        nv[m] = __fdiv_rn(c[e], __fadd_rn(sum, eps));
+        for (int k = 0; k < hc; ++k) sum = __fadd_rn(sum, exp_f(__fsub_rn(row[k], mx)));
+        nv[m] = __fadd_rn(__fdiv_rn(exp_f(__fsub_rn(c[e], mx)), sum), eps);
       }
       __syncwarp();
 #pragma unroll
       for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m)
         if (lane + 32 * m < hh) c[lane + 32 * m] = nv[m];
       __syncwarp();
+      for (int it = 0; it < 2 * iters - 1; ++it) {
+        const bool cols = (it & 1) == 0;  // cols, then (rows, cols) iters-1 times
+#pragma unroll
+        for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m) {
+          const int e = lane + 32 * m;
+          if (e >= hh) break;
+          const int j = e / hc, k = e - j * hc;
+          float sum = 0.0f;
+          if (cols)
+            for (int i = 0; i < hc; ++i) sum = __fadd_rn(sum, c[i * hc + k]);
+          else
+            for (int i = 0; i < hc; ++i) sum = __fadd_rn(sum, c[j * hc + i]);
+          nv[m] = __fdiv_rn(c[e], __fadd_rn(sum, eps));
+        }
+        __syncwarp();
+#pragma unroll
+        for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m)
+          if (lane + 32 * m < hh) c[lane + 32 * m] = nv[m];
+        __syncwarp();
+      }
+      if (writer)
+        for (int e = lane; e < hh; e += 32) comb[(long long)t * hh + e] = c[e];
     }
-    for (int e = lane; e < hh; e += 32) comb[(long long)t * hh + e] = c[e];
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+  const int i0 = blockIdx.y * cw, i1 = min(D, i0 + cw);
+  for (int i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
+    float hv[HC_MAX];
+#pragma unroll
+    for (int j = 0; j < HC_MAX; ++j) hv[j] = j < hc ? h[((long long)t * hc + j) * D + i] : 0.0f;
     float acc = 0.0f;
-    for (int j = 0; j < hc; ++j) acc = __fadd_rn(acc, __fmul_rn(pre[j], h[((long long)t * hc + j) * D + i]));
+#pragma unroll
+    for (int j = 0; j < HC_MAX; ++j)
+      if (j < hc) acc = __fadd_rn(acc, __fmul_rn(pre[j], hv[j]));
     x[(long long)t * D + i] = acc;
   }
 }
@@ -421,8 +523,7 @@ extern "C" __global__ void __launch_bounds__(MT) compress_ring(const float* A, c
 // ---- indexer ----
 
 #define IDX_WARPS 8
-#define IDX_PER_WARP 8
-#define IDX_PER_BLOCK (IDX_WARPS * IDX_PER_WARP)
+
 
 // dot4 is the CPU's dot: four partial sums in index order, then paired.
 __device__ __forceinline__ float dot4(const float* a, const float* b, int n) {
@@ -441,19 +542,20 @@ __device__ __forceinline__ float dot4(const float* a, const float* b, int n) {
 // indexer_scores writes scores[t][e] = Σ_h w_h·relu(q_h·k_e)·sscale for the
 // entries e < n = (pos+1)/rate of tokens with n > topk (the others take
 // all their entries: indexer_fix), -Inf for n <= e < maxE. Grid (T,
-// ceil(maxE/IDX_PER_BLOCK)); dynamic shared memory: heads·(dim+1) + heads
+// ceil(maxE/(IDX_WARPS·ipw))), ipw entries a warp (the host's choice by
+// T: no score depends on it); dynamic shared memory: heads·(dim+1) + heads
 // + IDX_WARPS·(dim + heads) floats.
 extern "C" __global__ void __launch_bounds__(MT)
     indexer_scores(float* scores, const float* Q, const float* W, const int* tab, int nspans, const int* pos,
-                   Paged keys, int heads, int dim, int rate, int maxE, int topk, float sscale) {
+                   Paged keys, int heads, int dim, int rate, int maxE, int topk, float sscale, int ipw) {
   DYN_SHARED(float, sm);
   const int t = blockIdx.x, n = (pos[t] + 1) / rate;
   if (n <= topk) return;
-  const int e0 = blockIdx.y * IDX_PER_BLOCK;
+  const int perBlock = IDX_WARPS * ipw, e0 = blockIdx.y * perBlock;
   float* row = scores + (long long)t * maxE;
   const float ninf = __int_as_float(0xFF800000);
   if (e0 >= n) {
-    for (int e = e0 + threadIdx.x; e < min(e0 + IDX_PER_BLOCK, maxE); e += blockDim.x) row[e] = ninf;
+    for (int e = e0 + threadIdx.x; e < min(e0 + perBlock, maxE); e += blockDim.x) row[e] = ninf;
     return;
   }
   const Span sp = span_of(tab, nspans, t);
@@ -468,8 +570,8 @@ extern "C" __global__ void __launch_bounds__(MT)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float* k = kb + warp * dim;
   float* c = ct + warp * heads;
-  for (int j = 0; j < IDX_PER_WARP; ++j) {
-    const int e = e0 + warp * IDX_PER_WARP + j;
+  for (int j = 0; j < ipw; ++j) {
+    const int e = e0 + warp * ipw + j;
     if (e >= maxE) break;
     if (e >= n || sp.index < 0) {
       if (lane == 0) row[e] = ninf;

@@ -31,6 +31,7 @@ extern "C" __global__ void __launch_bounds__(32)
     moe_route(int* idx, float* wt, float* scores, const float* bias, const int* tid2eid, const int* tokens, int E,
               int K, int scoring, float routedScale) {
   __shared__ unsigned char chosen[MOE_MAX_E];
+  __shared__ float biased[MOE_MAX_E];
   const int t = blockIdx.x, lane = threadIdx.x;
   float* s = scores + (long long)t * E;
   if (scoring == 2) {
@@ -54,14 +55,14 @@ extern "C" __global__ void __launch_bounds__(32)
   if (tid2eid) {
     for (int k = lane; k < K; k += 32) it[k] = tid2eid[(long long)tokens[t] * K + k];
   } else {
-    for (int e = lane; e < E; e += 32) chosen[e] = 0;
+    for (int e = lane; e < E; e += 32) chosen[e] = 0, biased[e] = __fadd_rn(s[e], bias[e]);
     __syncwarp();
     for (int k = 0; k < K; ++k) {
       int best = -1;
       float bv = 0.0f;
       for (int e = lane; e < E; e += 32) {
         if (chosen[e]) continue;
-        const float v = __fadd_rn(s[e], bias[e]);
+        const float v = biased[e];
         if (best < 0 || rank_before(v, e, bv, best)) best = e, bv = v;
       }
 #pragma unroll
@@ -98,9 +99,43 @@ __device__ __forceinline__ float swiglu_f(float g, float u, float L) {
   return __fmul_rn(__fmul_rn(gv, sigmoid_f(gv)), uv);
 }
 
+// block_scan2 returns on each thread the exclusive prefix sums of a and b
+// over the block's threads in thread order (warp shuffles, then the warp
+// totals); tot* are the block totals. Every thread calls it.
+__device__ __forceinline__ void block_scan2(int a, int b, int* pa, int* pb, int* tota, int* totb) {
+  __shared__ int wa[32], wb[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  int sa = a, sb = b;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int ua = __shfl_up_sync(0xFFFFFFFFu, sa, o), ub = __shfl_up_sync(0xFFFFFFFFu, sb, o);
+    if (lane >= o) sa += ua, sb += ub;
+  }
+  if (lane == 31) wa[warp] = sa, wb[warp] = sb;
+  __syncthreads();
+  if (warp == 0) {
+    int xa = lane < nw ? wa[lane] : 0, xb = lane < nw ? wb[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int ua = __shfl_up_sync(0xFFFFFFFFu, xa, o), ub = __shfl_up_sync(0xFFFFFFFFu, xb, o);
+      if (lane >= o) xa += ua, xb += ub;
+    }
+    wa[lane] = xa, wb[lane] = xb;  // inclusive over the warps
+  }
+  __syncthreads();
+  const int oa = warp ? wa[warp - 1] : 0, ob = warp ? wb[warp - 1] : 0;
+  *pa = oa + sa - a, *pb = ob + sb - b;
+  *tota = wa[nw - 1], *totb = wb[nw - 1];
+  __syncthreads();
+}
+
 // moe_sort writes into order the P pair ids grouped by expert (by a
 // counting sort; the order within an expert is unspecified and does not
-// change any result). One block; dynamic shared memory: 2·E ints.
+// change any result), and into chunks the tiles of the products: runs of
+// at most tile (<= MOE_TILE) pairs of one expert, experts in order, as
+// (first sorted position, count), count 0 ending the list. One block of
+// 1024 threads (E <= 1024: thread e owns expert e); dynamic shared memory:
+// 2·E ints.
 extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, int* chunks, const int* idx, int P, int E,
                                                               int maxChunks, int tile) {
   DYN_SHARED(int, cnt);
@@ -109,26 +144,18 @@ extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, int* chu
   __syncthreads();
   for (int q = threadIdx.x; q < P; q += blockDim.x) atomicAdd((unsigned int*)&cnt[idx[q]], 1u);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int run = 0;
-    for (int e = 0; e < E; ++e) {
-      cur[e] = run;
-      run += cnt[e];
+  const int e = threadIdx.x;
+  const int ce = e < E ? cnt[e] : 0, ne = (ce + tile - 1) / tile;
+  int first, t0, tot, ntiles;
+  block_scan2(ce, ne, &first, &t0, &tot, &ntiles);
+  if (e < E) {
+    cur[e] = first;
+    for (int i = 0; i < ne && t0 + i < maxChunks; ++i) {
+      chunks[2 * (t0 + i)] = first + i * tile;
+      chunks[2 * (t0 + i) + 1] = min(tile, ce - i * tile);
     }
   }
-  __syncthreads();
-  // The tiles of the products: runs of at most tile (<= MOE_TILE) pairs
-  // of one expert, as (first sorted position, count); count 0 ends the
-  // list.
-  if (threadIdx.x == 0) {
-    int n = 0;
-    for (int e = 0; e < E; ++e)
-      for (int off = 0; off < cnt[e] && n < maxChunks; off += tile, ++n) {
-        chunks[2 * n] = cur[e] + off;
-        chunks[2 * n + 1] = min(tile, cnt[e] - off);
-      }
-    for (; n < maxChunks; ++n) chunks[2 * n] = 0, chunks[2 * n + 1] = 0;
-  }
+  for (int n = ntiles + threadIdx.x; n < maxChunks; n += blockDim.x) chunks[2 * n] = 0, chunks[2 * n + 1] = 0;
   __syncthreads();
   for (int q = threadIdx.x; q < P; q += blockDim.x) {
     const int at = (int)atomicAdd((unsigned int*)&cur[idx[q]], 1u);
@@ -395,28 +422,52 @@ __device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int x
 }
 
 // moe_gateup_<fmt>_p<PT>: h = swiglu(W1·x, W3·x) for the tiles' pairs;
-// grid (ceil(rows/16), tiles). moe_down_<fmt>_p<PT>: y = W2·h; grid
-// (ceil(rows/32), tiles).
-#define MOE_GROUPED_ENTRY(F, FMT, PT, U)                                                                          \
+// grid (ceil(rows/(8·RG)), tiles). moe_down_<fmt>_p<PT>: y = W2·h; grid
+// (ceil(rows/(8·RD)), tiles) (moeRows in moeops.go). Tiles of 2 pairs
+// (batch 64 decode) take 4 rows of W1 and W3 and 8 of W2 a warp, 2 chunks
+// of each in flight (run 3: 2 and 4 rows, 4 chunks): each activation load
+// serves more rows (run 4: 9.2 + 4.8 ms a step at batch 64 against 12.3 +
+// 6.6); tiles of 1 pair keep run 3's rows (the wider ones measured 0.179 +
+// 0.107 ms at batch 1 against 0.170 + 0.101, 1.22 + 0.63 at batch 8
+// against 1.08 + 0.62). The sums are the same either way.
+#define MOE_GROUPED_ENTRY(F, FMT, PT, RG, UG, RD, UD)                                                             \
   extern "C" __global__ void __launch_bounds__(256)                                                             \
       moe_gateup_##F##_p##PT(float* h, const float* x, int xDiv, const int* order, const int* idx,              \
                              const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,           \
                              int blockRows, int blockCols, int scaleCols, float L) {                            \
-    moe_grouped_body<FMT, PT, 2, 2, U>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows,        \
-                                       blockCols, scaleCols, L);                                                 \
+    moe_grouped_body<FMT, PT, 2, RG, UG>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows,      \
+                                         blockCols, scaleCols, L);                                               \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(256)                                                             \
       moe_down_##F##_p##PT(float* y, const float* x, int xDiv, const int* order, const int* idx,                \
                            const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,           \
                            int blockRows, int blockCols, int scaleCols, float L) {                              \
-    moe_grouped_body<FMT, PT, 1, 4, U>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,      \
+    moe_grouped_body<FMT, PT, 1, RD, UD>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,    \
+                                         blockCols, scaleCols, L);                                               \
+  }
+// The _r3 entries are run 3's tiles of 2 pairs (2 and 4 rows a warp, 4
+// chunks in flight), kept to be measured beside (Backend.moeRun3).
+#define MOE_GROUPED_R3(F, FMT, PT)                                                                                 \
+  extern "C" __global__ void __launch_bounds__(256)                                                             \
+      moe_gateup_##F##_p##PT##_r3(float* h, const float* x, int xDiv, const int* order, const int* idx,         \
+                                  const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,      \
+                                  int blockRows, int blockCols, int scaleCols, float L) {                       \
+    moe_grouped_body<FMT, PT, 2, 2, 4>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows,        \
+                                       blockCols, scaleCols, L);                                                 \
+  }                                                                                                              \
+  extern "C" __global__ void __launch_bounds__(256)                                                             \
+      moe_down_##F##_p##PT##_r3(float* y, const float* x, int xDiv, const int* order, const int* idx,           \
+                                const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,      \
+                                int blockRows, int blockCols, int scaleCols, float L) {                         \
+    moe_grouped_body<FMT, PT, 1, 4, 4>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,      \
                                        blockCols, scaleCols, L);                                                 \
   }
-#define MOE_GROUPED_ENTRIES(F, FMT) \
-  MOE_GROUPED_ENTRY(F, FMT, 1, 4)   \
-  MOE_GROUPED_ENTRY(F, FMT, 2, 4)   \
-  MOE_GROUPED_ENTRY(F, FMT, 4, 2)   \
-  MOE_GROUPED_ENTRY(F, FMT, 8, 1)
+#define MOE_GROUPED_ENTRIES(F, FMT)          \
+  MOE_GROUPED_ENTRY(F, FMT, 1, 2, 4, 4, 4)   \
+  MOE_GROUPED_ENTRY(F, FMT, 2, 4, 2, 8, 2)   \
+  MOE_GROUPED_ENTRY(F, FMT, 4, 2, 2, 4, 2)   \
+  MOE_GROUPED_ENTRY(F, FMT, 8, 2, 1, 4, 1)   \
+  MOE_GROUPED_R3(F, FMT, 2)
 MOE_GROUPED_ENTRIES(f32, FMT_F32)
 MOE_GROUPED_ENTRIES(bf16, FMT_BF16)
 MOE_GROUPED_ENTRIES(f16, FMT_F16)

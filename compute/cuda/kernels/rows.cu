@@ -41,12 +41,43 @@ __device__ __forceinline__ float block_nanmax(float v, float* buf) {
   return m;
 }
 
+// RMS_REGS: rows of at most RMS_REGS·blockDim values stay in registers
+// between rmsnorm's two passes (its loads all in flight at once; the same
+// sums in the same order as the loop below).
+#define RMS_REGS 16
+
 // rmsnorm: y[t] = w ⊙ (x[t] · r), r = float32(1/sqrt(float64(ss/n + eps))),
 // ss the float32 sum of squares; w may be null; y may be x.
 extern "C" __global__ void __launch_bounds__(ROW_THREADS)
     rmsnorm(float* y, const float* x, const float* __restrict__ w, int n, float eps) {
   __shared__ float buf[32];
   const long long base = (long long)blockIdx.x * n;
+  const int nt = blockDim.x;
+  if (n <= RMS_REGS * nt) {
+    float v[RMS_REGS], wv[RMS_REGS];
+#pragma unroll
+    for (int m = 0; m < RMS_REGS; ++m) {
+      const int i = threadIdx.x + m * nt;
+      v[m] = i < n ? x[base + i] : 0.0f;
+      wv[m] = (w && i < n) ? w[i] : 1.0f;
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int m = 0; m < RMS_REGS; ++m)
+      if (threadIdx.x + m * nt < n) ss = __fmaf_rn(v[m], v[m], ss);
+    ss = block_sum(ss, buf);
+    const float mean = __fdiv_rn(ss, (float)n);
+    const float r = (float)(1.0 / sqrt((double)__fadd_rn(mean, eps)));
+#pragma unroll
+    for (int m = 0; m < RMS_REGS; ++m) {
+      const int i = threadIdx.x + m * nt;
+      if (i < n) {
+        const float u = __fmul_rn(v[m], r);
+        y[base + i] = w ? __fmul_rn(wv[m], u) : u;
+      }
+    }
+    return;
+  }
   float ss = 0.0f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     float v = x[base + i];
