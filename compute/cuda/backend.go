@@ -53,7 +53,7 @@ type Backend struct {
 	// moeRun3: the grouped expert kernels' run-3 entries for tiles of 2
 	// pairs (the same bits; BenchmarkFlash measures both).
 	moeRun3 bool
-	closed    bool
+	closed  bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile
