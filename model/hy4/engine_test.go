@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/engine"
+	"github.com/strata-inference/strata/engine/enginetest"
 	"github.com/strata-inference/strata/golden"
 	"github.com/strata-inference/strata/model"
 	"github.com/strata-inference/strata/model/hy4"
@@ -31,86 +31,6 @@ func load(t testing.TB, dir string, o model.Options) *hy4.Model {
 	return m
 }
 
-// drain steps e until it is idle.
-func drain(t testing.TB, e *engine.Engine) {
-	t.Helper()
-	for i := 0; !e.Idle(); i++ {
-		if _, err := e.Step(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if i > 100000 {
-			t.Fatal("engine does not finish")
-		}
-	}
-}
-
-func collect(t testing.TB, s *engine.Stream) ([]int32, engine.Event) {
-	t.Helper()
-	toks, last, err := s.Collect(context.Background())
-	if err != nil {
-		t.Fatalf("request %d: %v", s.ID, err)
-	}
-	return toks, last
-}
-
-// repeating is a prompt of n tokens that repeats itself, so that n-gram
-// drafts are often right and often wrong.
-func repeating(n, period, vocab int, seed uint64) []int32 {
-	rng := rand.New(rand.NewPCG(seed, 1))
-	base := make([]int32, period)
-	for i := range base {
-		base[i] = int32(rng.IntN(vocab))
-	}
-	out := make([]int32, n)
-	for i := range out {
-		out[i] = base[i%period]
-		if i%11 == 10 {
-			out[i] = int32(rng.IntN(vocab)) // breaks in the pattern
-		}
-	}
-	return out
-}
-
-type run struct {
-	tokens [][]int32
-	logits []map[int][]float32
-	stats  engine.Stats
-}
-
-// generate runs the prompts as concurrent requests (or one after another)
-// and returns their tokens and every logit row computed.
-func generate(t testing.TB, m model.Model, cfg engine.Config, prompts [][]int32, n int, batch bool) run {
-	t.Helper()
-	e, err := engine.New(m, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := run{tokens: make([][]int32, len(prompts)), logits: make([]map[int][]float32, len(prompts))}
-	var streams []*engine.Stream
-	for i, p := range prompts {
-		lg := map[int][]float32{}
-		r.logits[i] = lg
-		s, err := e.Submit(context.Background(), engine.Request{Prompt: p, MaxTokens: n,
-			OnLogits: func(pos int, l []float32) { lg[pos] = slices.Clone(l) }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !batch {
-			drain(t, e)
-		}
-		streams = append(streams, s)
-	}
-	drain(t, e)
-	for i, s := range streams {
-		r.tokens[i], _ = collect(t, s)
-	}
-	r.stats = e.Stats()
-	if e.Pool().FreePages()+r.stats.PrefixPages != e.Pool().NumPages() {
-		t.Fatalf("%d of %d pages free after every request ended", e.Pool().FreePages(), e.Pool().NumPages())
-	}
-	return r
-}
-
 // TestSpeculativeNgram: greedy decoding with n-gram speculation equals
 // plain greedy decoding token for token, and every logit row the target
 // computed for a kept position equals plain decoding's bit for bit,
@@ -121,28 +41,28 @@ func generate(t testing.TB, m model.Model, cfg engine.Config, prompts [][]int32,
 func TestSpeculativeNgram(t *testing.T) {
 	m := load(t, tinyDir(), model.Options{})
 	V := m.VocabSize()
-	prompts := [][]int32{repeating(60, 7, V, 1), repeating(45, 5, V, 2)}
+	prompts := [][]int32{enginetest.Repeating(60, 7, V, 1), enginetest.Repeating(45, 5, V, 2)}
 	const n = 60
 	cfg := engine.Config{MaxBatchTokens: 64, Pages: 4000, PageBytes: 1024, EOS: -1, NoPrefixCache: true}
-	want := generate(t, m, cfg, prompts, n, false)
+	want := enginetest.Generate(t, m, cfg, prompts, n, false)
 	for _, batch := range []bool{false, true} {
 		sc := cfg
 		sc.Speculation = engine.Speculation{Method: engine.SpecNgram, MaxDraft: 6, Fixed: true}
-		got := generate(t, m, sc, prompts, n, batch)
+		got := enginetest.Generate(t, m, sc, prompts, n, batch)
 		for i := range prompts {
-			if !slices.Equal(got.tokens[i], want.tokens[i]) {
-				t.Fatalf("batch=%v prompt %d: speculative %v\nplain %v", batch, i, got.tokens[i], want.tokens[i])
+			if !slices.Equal(got.Tokens[i], want.Tokens[i]) {
+				t.Fatalf("batch=%v prompt %d: speculative %v\nplain %v", batch, i, got.Tokens[i], want.Tokens[i])
 			}
-			if len(got.logits[i]) < n {
-				t.Fatalf("batch=%v prompt %d: %d logit rows", batch, i, len(got.logits[i]))
+			if len(got.Logits[i]) < n {
+				t.Fatalf("batch=%v prompt %d: %d logit rows", batch, i, len(got.Logits[i]))
 			}
-			for p, w := range want.logits[i] {
-				if d := golden.MaxAbsDiff(got.logits[i][p], w); d != 0 {
+			for p, w := range want.Logits[i] {
+				if d := golden.MaxAbsDiff(got.Logits[i][p], w); d != 0 {
 					t.Fatalf("batch=%v prompt %d position %d: logits differ by %g", batch, i, p, d)
 				}
 			}
 		}
-		st := got.stats
+		st := got.Stats
 		t.Logf("batch=%v: %d verify steps, %d drafted, %d accepted", batch, st.SpecSteps, st.SpecDrafted, st.SpecAccepted)
 		if st.SpecAccepted == 0 || st.SpecAccepted == st.SpecDrafted {
 			t.Fatalf("want both accepted and rejected drafts, got %d of %d", st.SpecAccepted, st.SpecDrafted)
@@ -158,21 +78,21 @@ func TestSpeculativeNgram(t *testing.T) {
 func TestPrefixHit(t *testing.T) {
 	m := load(t, tinyDir(), model.Options{})
 	V := m.VocabSize()
-	first := repeating(37, 9, V, 3)
+	first := enginetest.Repeating(37, 9, V, 3)
 	cfg := engine.Config{MaxBatchTokens: 48, Pages: 4000, PageBytes: 1024, EOS: -1}
 	e, err := engine.New(m, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, _ := e.Submit(context.Background(), engine.Request{Prompt: first, MaxTokens: 12})
-	drain(t, e)
-	out, _ := collect(t, s)
-	second := append(append(slices.Clone(first), out...), repeating(15, 4, V, 4)...)
+	enginetest.Drain(t, e)
+	out, _ := enginetest.Collect(t, s)
+	second := append(append(slices.Clone(first), out...), enginetest.Repeating(15, 4, V, 4)...)
 	copied := e.Pool().CopiedBytes()
 	lg := map[int][]float32{}
 	s2, _ := e.Submit(context.Background(), engine.Request{Prompt: second, MaxTokens: 10, OnLogits: func(p int, l []float32) { lg[p] = slices.Clone(l) }})
-	drain(t, e)
-	got, last := collect(t, s2)
+	enginetest.Drain(t, e)
+	got, last := enginetest.Collect(t, s2)
 	// The first turn's state at its end (all but its last token, which
 	// was sampled, not fed) is the second turn's prefix.
 	if want := len(first) + len(out) - 1; last.CachedTokens != want || e.Stats().PrefixHitTokens != int64(want) {
@@ -185,15 +105,15 @@ func TestPrefixHit(t *testing.T) {
 	if c := e.Pool().CopiedBytes() - copied; c > int64(tables*cfg.PageBytes) {
 		t.Errorf("the hit copied %d bytes, more than one page per table (%d)", c, tables*cfg.PageBytes)
 	}
-	want := generate(t, m, engine.Config{MaxBatchTokens: 48, Pages: 4000, PageBytes: 1024, EOS: -1, NoPrefixCache: true}, [][]int32{second}, 10, false)
-	if !slices.Equal(got, want.tokens[0]) {
-		t.Fatalf("after a prefix hit of %d tokens: %v, without: %v", last.CachedTokens, got, want.tokens[0])
+	want := enginetest.Generate(t, m, engine.Config{MaxBatchTokens: 48, Pages: 4000, PageBytes: 1024, EOS: -1, NoPrefixCache: true}, [][]int32{second}, 10, false)
+	if !slices.Equal(got, want.Tokens[0]) {
+		t.Fatalf("after a prefix hit of %d tokens: %v, without: %v", last.CachedTokens, got, want.Tokens[0])
 	}
 	if len(lg) == 0 {
 		t.Fatal("no logits recorded")
 	}
 	for p, l := range lg {
-		if d := golden.MaxAbsDiff(l, want.logits[0][p]); d != 0 {
+		if d := golden.MaxAbsDiff(l, want.Logits[0][p]); d != 0 {
 			t.Fatalf("position %d: logits differ by %g", p, d)
 		}
 	}
@@ -206,21 +126,21 @@ func TestPrefixHit(t *testing.T) {
 func TestHandoff(t *testing.T) {
 	mA := load(t, tinyDir(), model.Options{})
 	mB := load(t, tinyDir(), model.Options{})
-	p := repeating(50, 13, mA.VocabSize(), 5)
+	p := enginetest.Repeating(50, 13, mA.VocabSize(), 5)
 	cfg := engine.Config{Pages: 4000, PageBytes: 1024, EOS: -1}
 	for _, sp := range []engine.Sampling{{}, {Temperature: 0.9, TopP: 0.9, Seed: 77}} {
 		r := engine.Request{Prompt: p, MaxTokens: 30, Sampling: sp}
 		one, _ := engine.New(mA, cfg)
 		s, _ := one.Submit(context.Background(), r)
-		drain(t, one)
-		want, _ := collect(t, s)
+		enginetest.Drain(t, one)
+		want, _ := enginetest.Collect(t, s)
 
 		a, _ := engine.New(mA, cfg)
 		b, _ := engine.New(mB, cfg)
 		r.Handoff = true
 		sa, _ := a.Submit(context.Background(), r)
-		drain(t, a)
-		firstToks, last := collect(t, sa)
+		enginetest.Drain(t, a)
+		firstToks, last := enginetest.Collect(t, sa)
 		if last.Finish != engine.FinishHandoff || last.Handoff == nil {
 			t.Fatalf("prefill side finished %q", last.Finish)
 		}
@@ -233,8 +153,8 @@ func TestHandoff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		drain(t, b)
-		rest, _ := collect(t, sb)
+		enginetest.Drain(t, b)
+		rest, _ := enginetest.Collect(t, sb)
 		if got := append(firstToks, rest...); !slices.Equal(got, want) {
 			t.Fatalf("sampling %+v: handed off %v, one engine %v", sp, got, want)
 		}
@@ -309,7 +229,7 @@ func TestPoolMatchesPlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !sameSpecs(m.CacheSpecs(), pm.Specs) {
+		if !enginetest.SameSpecs(m.CacheSpecs(), pm.Specs) {
 			t.Fatalf("%v: the engine's kinds %+v, the plan's %+v", dt, m.CacheSpecs(), pm.Specs)
 		}
 		for _, n := range []int{1, 12, 40, 100} {
@@ -318,14 +238,14 @@ func TestPoolMatchesPlan(t *testing.T) {
 				t.Fatal(err)
 			}
 			held := -1
-			if _, err := e.Submit(context.Background(), engine.Request{Prompt: repeating(n, 3, m.VocabSize(), 9), MaxTokens: 2, OnLogits: func(pos int, _ []float32) {
+			if _, err := e.Submit(context.Background(), engine.Request{Prompt: enginetest.Repeating(n, 3, m.VocabSize(), 9), MaxTokens: 2, OnLogits: func(pos int, _ []float32) {
 				if pos == n-1 {
 					held = e.Pool().NumPages() - e.Pool().FreePages()
 				}
 			}}); err != nil {
 				t.Fatal(err)
 			}
-			drain(t, e)
+			enginetest.Drain(t, e)
 			want := 34*((n+per[0]-1)/per[0]) + 10*((n+per[1]-1)/per[1])
 			if got := pm.Pages(n, pageBytes); got != want {
 				t.Errorf("%v at %d tokens: plan predicts %d pages, by hand %d", dt, n, got, want)
@@ -336,11 +256,4 @@ func TestPoolMatchesPlan(t *testing.T) {
 		}
 		m.Close()
 	}
-}
-
-func sameSpecs(a, b []cache.Spec) bool {
-	return slices.EqualFunc(a, b, func(x, y cache.Spec) bool {
-		return x.Name == y.Name && x.SlotBytes == y.SlotBytes && x.Kind() == y.Kind() && x.TokensPerSlot == y.TokensPerSlot &&
-			x.FixedSlots == y.FixedSlots && slices.Equal(x.Layers, y.Layers)
-	})
 }

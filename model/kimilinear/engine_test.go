@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/compute/cpu"
 	"github.com/strata-inference/strata/engine"
+	"github.com/strata-inference/strata/engine/enginetest"
 	"github.com/strata-inference/strata/golden"
 	"github.com/strata-inference/strata/model"
 	"github.com/strata-inference/strata/model/kimilinear"
@@ -37,46 +37,6 @@ func load(t testing.TB, dir string, dt cache.DType) *kimilinear.Model {
 	return m
 }
 
-// drain steps e until it is idle.
-func drain(t testing.TB, e *engine.Engine) {
-	t.Helper()
-	for i := 0; !e.Idle(); i++ {
-		if _, err := e.Step(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if i > 100000 {
-			t.Fatal("engine does not finish")
-		}
-	}
-}
-
-func collect(t testing.TB, s *engine.Stream) ([]int32, engine.Event) {
-	t.Helper()
-	toks, last, err := s.Collect(context.Background())
-	if err != nil {
-		t.Fatalf("request %d: %v", s.ID, err)
-	}
-	return toks, last
-}
-
-// repeating is a prompt of n tokens that repeats itself, so that n-gram
-// drafts are often tried.
-func repeating(n, period, vocab int, seed uint64) []int32 {
-	rng := rand.New(rand.NewPCG(seed, 1))
-	base := make([]int32, period)
-	for i := range base {
-		base[i] = int32(rng.IntN(vocab))
-	}
-	out := make([]int32, n)
-	for i := range out {
-		out[i] = base[i%period]
-		if i%11 == 10 {
-			out[i] = int32(rng.IntN(vocab)) // breaks in the pattern
-		}
-	}
-	return out
-}
-
 // runOne runs one request to the end and returns its tokens and every
 // logit row computed for it, by position.
 func runOne(t testing.TB, e *engine.Engine, r engine.Request) ([]int32, map[int][]float32) {
@@ -87,8 +47,8 @@ func runOne(t testing.TB, e *engine.Engine, r engine.Request) ([]int32, map[int]
 	if err != nil {
 		t.Fatal(err)
 	}
-	drain(t, e)
-	toks, _ := collect(t, s)
+	enginetest.Drain(t, e)
+	toks, _ := enginetest.Collect(t, s)
 	return toks, lg
 }
 
@@ -112,7 +72,7 @@ func TestPrefixHits(t *testing.T) {
 	}
 	cached, plain := mk(false), mk(true)
 	V := m.VocabSize()
-	conv := repeating(align+9, 17, V, 3)
+	conv := enginetest.Repeating(align+9, 17, V, 3)
 	var hits []int64
 	for turn := range 3 {
 		r := engine.Request{Prompt: slices.Clone(conv), MaxTokens: align/2 + 5}
@@ -135,7 +95,7 @@ func TestPrefixHits(t *testing.T) {
 				t.Fatalf("turn %d position %d: logits differ by %g", turn, p, golden.MaxAbsDiff(got, want))
 			}
 		}
-		conv = append(append(conv, a...), repeating(7+turn, 5, V, uint64(10+turn))...)
+		conv = append(append(conv, a...), enginetest.Repeating(7+turn, 5, V, uint64(10+turn))...)
 	}
 	t.Logf("prefix tokens hit per turn: %v", hits)
 	if hits[0] != 0 || hits[1] == 0 || hits[2] <= hits[1] {
@@ -146,46 +106,6 @@ func TestPrefixHits(t *testing.T) {
 			t.Fatalf("turn %d hit %d tokens, not a multiple of %d", i, h, align)
 		}
 	}
-}
-
-type result struct {
-	tokens [][]int32
-	logits []map[int][]float32
-	stats  engine.Stats
-}
-
-// generate runs the prompts as concurrent requests (or one after another)
-// and returns their tokens and every logit row computed.
-func generate(t testing.TB, m model.Model, cfg engine.Config, prompts [][]int32, n int, batch bool) result {
-	t.Helper()
-	e, err := engine.New(m, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := result{tokens: make([][]int32, len(prompts)), logits: make([]map[int][]float32, len(prompts))}
-	var streams []*engine.Stream
-	for i, p := range prompts {
-		lg := map[int][]float32{}
-		r.logits[i] = lg
-		s, err := e.Submit(context.Background(), engine.Request{Prompt: p, MaxTokens: n,
-			OnLogits: func(pos int, l []float32) { lg[pos] = slices.Clone(l) }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !batch {
-			drain(t, e)
-		}
-		streams = append(streams, s)
-	}
-	drain(t, e)
-	for i, s := range streams {
-		r.tokens[i], _ = collect(t, s)
-	}
-	r.stats = e.Stats()
-	if e.Pool().FreePages()+r.stats.PrefixPages != e.Pool().NumPages() {
-		t.Fatalf("%d of %d pages free after every request ended", e.Pool().FreePages(), e.Pool().NumPages())
-	}
-	return r
 }
 
 // TestSpeculativeNgram: greedy decoding with n-gram speculation equals
@@ -228,25 +148,25 @@ func repeatingDir(t testing.TB) string {
 
 func speculate(t *testing.T, m *kimilinear.Model, accepts bool) {
 	V := m.VocabSize()
-	prompts := [][]int32{repeating(60, 7, V, 1), append(repeating(20, 5, V, 2), repeating(20, 5, V, 2)...), repeating(33, 3, V, 6)}
+	prompts := [][]int32{enginetest.Repeating(60, 7, V, 1), append(enginetest.Repeating(20, 5, V, 2), enginetest.Repeating(20, 5, V, 2)...), enginetest.Repeating(33, 3, V, 6)}
 	const n = 60
 	cfg := engine.Config{MaxBatchTokens: 128, Pages: 600, PageBytes: 4096, EOS: -1, NoPrefixCache: true}
-	want := generate(t, m, cfg, prompts, n, false)
+	want := enginetest.Generate(t, m, cfg, prompts, n, false)
 	for _, batch := range []bool{false, true} {
 		sc := cfg
 		sc.Speculation = engine.Speculation{Method: engine.SpecNgram, MaxDraft: 4, Fixed: true}
-		got := generate(t, m, sc, prompts, n, batch)
+		got := enginetest.Generate(t, m, sc, prompts, n, batch)
 		for i := range prompts {
-			if !slices.Equal(got.tokens[i], want.tokens[i]) {
-				t.Fatalf("batch=%v prompt %d: speculative %v\nplain %v", batch, i, got.tokens[i], want.tokens[i])
+			if !slices.Equal(got.Tokens[i], want.Tokens[i]) {
+				t.Fatalf("batch=%v prompt %d: speculative %v\nplain %v", batch, i, got.Tokens[i], want.Tokens[i])
 			}
-			for p, w := range want.logits[i] {
-				if d := golden.MaxAbsDiff(got.logits[i][p], w); d != 0 {
+			for p, w := range want.Logits[i] {
+				if d := golden.MaxAbsDiff(got.Logits[i][p], w); d != 0 {
 					t.Fatalf("batch=%v prompt %d position %d: logits differ by %g", batch, i, p, d)
 				}
 			}
 		}
-		st := got.stats
+		st := got.Stats
 		t.Logf("batch=%v: %d verify steps, %d drafted, %d accepted", batch, st.SpecSteps, st.SpecDrafted, st.SpecAccepted)
 		if st.SpecDrafted == 0 || st.SpecAccepted == st.SpecDrafted || accepts && st.SpecAccepted == 0 {
 			t.Fatalf("want rejected drafts (and accepted ones: %v), got %d of %d accepted", accepts, st.SpecAccepted, st.SpecDrafted)
@@ -260,21 +180,21 @@ func speculate(t *testing.T, m *kimilinear.Model, accepts bool) {
 // recurrent state and the latents travel in the serialized state.
 func TestHandoff(t *testing.T) {
 	mA, mB := load(t, tinyDir, cache.F32), load(t, tinyDir, cache.F32)
-	p := repeating(70, 13, mA.VocabSize(), 5)
+	p := enginetest.Repeating(70, 13, mA.VocabSize(), 5)
 	for _, sp := range []engine.Sampling{{}, {Temperature: 0.9, TopP: 0.9, Seed: 77}} {
 		r := engine.Request{Prompt: p, MaxTokens: 30, Sampling: sp}
 		cfg := engine.Config{Pages: 300, PageBytes: 4096, EOS: -1}
 		one, _ := engine.New(mA, cfg)
 		s, _ := one.Submit(context.Background(), r)
-		drain(t, one)
-		want, _ := collect(t, s)
+		enginetest.Drain(t, one)
+		want, _ := enginetest.Collect(t, s)
 
 		a, _ := engine.New(mA, cfg)
 		b, _ := engine.New(mB, cfg)
 		r.Handoff = true
 		sa, _ := a.Submit(context.Background(), r)
-		drain(t, a)
-		first, last := collect(t, sa)
+		enginetest.Drain(t, a)
+		first, last := enginetest.Collect(t, sa)
 		if last.Finish != engine.FinishHandoff || last.Handoff == nil || len(first) != 1 {
 			t.Fatalf("prefill side: %v tokens, finish %q", first, last.Finish)
 		}
@@ -286,8 +206,8 @@ func TestHandoff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		drain(t, b)
-		rest, _ := collect(t, sb)
+		enginetest.Drain(t, b)
+		rest, _ := enginetest.Collect(t, sb)
 		if got := append(first, rest...); !slices.Equal(got, want) {
 			t.Fatalf("sampling %+v: handed off %v, one engine %v", sp, got, want)
 		}
@@ -370,14 +290,14 @@ func TestPoolMatchesPlan(t *testing.T) {
 					t.Fatal(err)
 				}
 				held := -1
-				if _, err := e.Submit(context.Background(), engine.Request{Prompt: repeating(n, 3, m.VocabSize(), 9), MaxTokens: 2, OnLogits: func(pos int, _ []float32) {
+				if _, err := e.Submit(context.Background(), engine.Request{Prompt: enginetest.Repeating(n, 3, m.VocabSize(), 9), MaxTokens: 2, OnLogits: func(pos int, _ []float32) {
 					if pos == n-1 {
 						held = e.Pool().NumPages() - e.Pool().FreePages()
 					}
 				}}); err != nil {
 					t.Fatal(err)
 				}
-				drain(t, e)
+				enginetest.Drain(t, e)
 				want := c.byHand[dt](n)
 				if got := pm.Pages(n, c.pageBytes); got != want {
 					t.Errorf("%s %v at %d tokens: plan predicts %d pages, by hand %d", c.name, dt, n, got, want)
