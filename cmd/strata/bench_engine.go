@@ -59,6 +59,7 @@ func runBenchDecode(ctx context.Context, args []string, stdout io.Writer) error 
 	threads := fs.Int("threads", 0, "compute goroutines (0: one per CPU)")
 	device := deviceFlag(fs)
 	maxDraft := fs.Int("max-draft", 4, "most drafted tokens per step")
+	profile := fs.String("cpuprofile", "", "write a CPU profile of the decoding (not the loading) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -84,6 +85,13 @@ func runBenchDecode(ctx context.Context, args []string, stdout io.Writer) error 
 	floor := float64(wb+kvb) / bw / 1e9
 	fmt.Fprintf(stdout, "model %s, %d CPUs, memory read bandwidth %.1f GB/s; one decode step reads %.1f MB of weights and %.2f MB of cache: floor %.2f ms/step, %.0f tokens/s per sequence at batch 1\n",
 		*dir, runtime.GOMAXPROCS(0), bw, float64(wb)/1e6, float64(kvb)/1e6, floor*1e3, 1/floor)
+	if *profile != "" {
+		stop, err := startCPUProfile(*profile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	for _, B := range bs {
 		prompts, err := benchPrompts(*dir, B, *promptLen)
 		if err != nil {

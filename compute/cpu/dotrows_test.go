@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -95,7 +96,7 @@ func TestDotRows(t *testing.T) {
 				for i := range y {
 					y[i] = sentinel
 				}
-				e := ks.vec.dotRows(y, m, r0, r1, xp)
+				e := ks.vec.dotRows(y, m, r0, r1, xp, fp8XRange(xp))
 				if e < r0 || e > r1 || (e-r0)%4 != 0 {
 					t.Fatalf("%v %s rows [%d, %d): dotRows stopped at %d", k, c.name, r0, r1, e)
 				}
@@ -166,6 +167,138 @@ func TestDotRowsMatMul(t *testing.T) {
 					if !sameFloat(y[i], first[i]) {
 						t.Fatalf("%v %d workers %s y[%d] = %v, the first vector family %v", k, threads, c.name, i, y[i], first[i])
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestFP8XRange checks fp8XRange against its definition: for every scale
+// in the range every x·2^(s-119) is exact (zero or a normal float32), and
+// just outside it one of them is not.
+func TestFP8XRange(t *testing.T) {
+	exact := func(x []float32, s int) bool {
+		m := math.Ldexp(1, s-119)
+		for _, v := range x {
+			p := float64(v) * m
+			f := float32(p)
+			if float64(f) != p || math.IsInf(p, 0) || (p != 0 && math.Abs(p) < 0x1p-126) {
+				return false
+			}
+		}
+		return true
+	}
+	cases := []struct {
+		name string
+		x    []float32
+	}{
+		{"ordinary", []float32{0.5, -3, 1e-3, 0, 17}},
+		{"zeros", []float32{0, float32(math.Copysign(0, -1))}},
+		{"tiny", []float32{1, 0x1p-120}},
+		{"subnormal", []float32{1, 1e-40}},
+		{"huge", []float32{1, 3e38}},
+		{"both", []float32{0x1p-100, 0x1p100}},
+		{"inf", []float32{1, float32(math.Inf(1))}},
+		{"nan", []float32{1, float32(math.NaN())}},
+	}
+	for _, c := range cases {
+		r := fp8XRange(c.x)
+		if r.hi > maxFastScale {
+			t.Errorf("%s: hi %d above maxFastScale", c.name, r.hi)
+		}
+		for s := 0; s <= maxFastScale; s++ {
+			in := s >= r.lo && s <= r.hi
+			if in && !exact(c.x, s) {
+				t.Errorf("%s: scale %d in [%d, %d] but some x·2^(s-119) is inexact", c.name, s, r.lo, r.hi)
+			}
+		}
+		if r.lo > 0 && r.lo <= r.hi && exact(c.x, r.lo-1) {
+			t.Errorf("%s: scale %d below the range [%d, %d] is exact too", c.name, r.lo-1, r.lo, r.hi)
+		}
+		if r.hi < maxFastScale && r.lo <= r.hi && exact(c.x, r.hi+1) {
+			t.Errorf("%s: scale %d above the range [%d, %d] is exact too", c.name, r.hi+1, r.lo, r.hi)
+		}
+		if (c.name == "inf" || c.name == "nan") && r.lo <= r.hi {
+			t.Errorf("%s: range [%d, %d], want empty", c.name, r.lo, r.hi)
+		}
+	}
+}
+
+// TestDotRowsFP8Extremes runs the FP8 row loops on activations whose
+// range excludes the matrix's scales: a large value that x·2^(s-119)
+// would overflow though every product is finite, activations so small
+// that x·2^(s-119) would lose bits, infinities. matmulJob.dotRows must
+// still give dot4's bits.
+func TestDotRowsFP8Extremes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	cases := []struct {
+		name  string
+		scale byte
+		x     func([]float32)
+	}{
+		{"large", 130, func(x []float32) { x[37] = 2e35 }},
+		{"small", 100, func(x []float32) {
+			for i := range x {
+				x[i] *= 1e-37
+			}
+		}},
+		{"inf", 120, func(x []float32) { x[37] = float32(math.Inf(-1)) }},
+		{"ordinary", 120, func([]float32) {}},
+	}
+	for _, c := range cases {
+		m, _ := testMatrix(rng, compute.FP8, 16, 256, 128, 128)
+		m.NaNFree = true
+		for i := range m.Scale {
+			m.Scale[i] = c.scale
+		}
+		x := randVec(rng, m.Cols)
+		c.x(x)
+		for _, k := range families() {
+			ks := kernelsFor(k)
+			if !ks.vector {
+				continue
+			}
+			xp := make([]float32, m.Cols)
+			packX(xp, x, false)
+			ref := make([]float32, m.Rows)
+			j := &matmulJob{k: ks, w: m, x: xp, y: ref, T: 1, kp: m.Cols, scaleCols: 2}
+			j.dotRows4(&workspace{}, 0, m.Rows)
+			y := make([]float32, m.Rows)
+			j.y, j.fp8 = y, fp8XRange(xp)
+			j.dotRows(&workspace{}, 0, m.Rows)
+			for i := range y {
+				if !sameFloat(y[i], ref[i]) {
+					t.Fatalf("%v %s: y[%d] = %v, dot4 %v", k, c.name, i, y[i], ref[i])
+				}
+			}
+		}
+	}
+}
+
+// TestAbsRange checks the vector families' absRange against absRangeGo.
+func TestAbsRange(t *testing.T) {
+	rng := rand.New(rand.NewPCG(47, 48))
+	for _, n := range []int{0, 1, 15, 16, 17, 64, 100, 4096} {
+		for _, fill := range []string{"random", "zeros", "some zeros", "nan", "tiny"} {
+			x := randVec(rng, n)
+			for i := range x {
+				switch {
+				case fill == "zeros", fill == "some zeros" && i%3 == 0:
+					x[i] = 0
+				case fill == "nan" && i == n/2:
+					x[i] = float32(math.NaN())
+				case fill == "tiny" && i%5 == 1:
+					x[i] = float32(i) * 1e-42
+				}
+			}
+			wlo, whi := absRangeGo(x)
+			for _, k := range families() {
+				ks := kernelsFor(k)
+				if !ks.vector {
+					continue
+				}
+				if lo, hi := ks.vec.absRange(x); lo != wlo || hi != whi {
+					t.Errorf("%v n=%d %s: absRange %#x %#x, want %#x %#x", k, n, fill, lo, hi, wlo, whi)
 				}
 			}
 		}

@@ -47,6 +47,10 @@ func (vecAsm) idxDots(acc *[4]lanes, keys *[4]unsafe.Pointer, qt []float32, qs i
 	panic("cpu: no vector kernels on " + runtime.GOARCH)
 }
 
-func (vecAsm) dotRows(y []float32, w *compute.Matrix, r0, r1 int, x []float32) int {
+func (vecAsm) dotRows(y []float32, w *compute.Matrix, r0, r1 int, x []float32, fr fp8Range) int {
+	panic("cpu: no vector kernels on " + runtime.GOARCH)
+}
+
+func (vecAsm) absRange(x []float32) (lo, hi uint32) {
 	panic("cpu: no vector kernels on " + runtime.GOARCH)
 }

@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"math"
+
 	"github.com/strata-inference/strata/compute"
 )
 
@@ -56,6 +58,9 @@ func (b *Backend) MatMulF32(y, x []float32, T int, w *compute.Matrix) {
 	*j = matmulJob{k: s.k, w: w, y: y[:T*w.Rows], x: s.xbuf[:T*kp], T: T, kp: kp}
 	if w.DType == compute.FP8 {
 		j.scaleCols = (w.Cols + w.BlockCols - 1) / w.BlockCols
+		if T == 1 && s.k.vector {
+			j.fp8 = fp8RangeOf(s.k.vec.absRange(x[:K]))
+		}
 	}
 	j.tile, j.tiles = 1, 1
 	if T == 1 {
@@ -113,10 +118,11 @@ type matmulJob struct {
 	w           *compute.Matrix
 	y, x        []float32 // x is packed: T rows of stride kp
 	T, kp       int
-	scaleCols   int // FP8: scale blocks per block row
-	chunk       int // rows per item
-	rowChunks   int // chunks of rows
-	tile, tiles int // tokens per tile, tiles
+	scaleCols   int      // FP8: scale blocks per block row
+	fp8         fp8Range // FP8 at T = 1 on a vector family: see fp8XRange
+	chunk       int      // rows per item
+	rowChunks   int      // chunks of rows
+	tile, tiles int      // tokens per tile, tiles
 	items       int
 }
 
@@ -149,7 +155,7 @@ func (j *matmulJob) run(s *state, worker int) {
 // the same bits as dot4), dot4 the rest.
 func (j *matmulJob) dotRows(ws *workspace, r0, r1 int) {
 	if j.k.vector {
-		r0 = j.k.vec.dotRows(j.y, j.w, r0, r1, j.x)
+		r0 = j.k.vec.dotRows(j.y, j.w, r0, r1, j.x, j.fp8)
 	}
 	j.dotRows4(ws, r0, r1)
 }
@@ -327,3 +333,45 @@ const vecTileBytes = 1 << 20
 // time: 8 decoded rows of vecChunk float32s (16 KiB) stay in the L1 cache
 // while the tokens' columns stream past them.
 const vecChunk = 512
+
+// fp8Range is a range [lo, hi] of UE8M0 scale bytes.
+type fp8Range struct{ lo, hi int }
+
+// fp8XRange returns the scales s for which the one-token FP8 row loops may
+// multiply the activations x, rather than each weight, by the block's
+// multiplier 2^(s-119) and still round every product-sum as dot4 does:
+// those for which every x[k]·2^(s-119) is exact (a normal float32 or zero),
+// at most maxFastScale. Empty if x holds an infinity or a NaN.
+func fp8XRange(x []float32) fp8Range { return fp8RangeOf(absRangeGo(x)) }
+
+// absRangeGo returns the smallest nonzero (math.MaxUint32 if none) and the
+// largest of the magnitudes' bits of x, which order as the magnitudes do.
+func absRangeGo(x []float32) (lo, hi uint32) {
+	lo = math.MaxUint32
+	for _, v := range x {
+		a := math.Float32bits(v) &^ (1 << 31)
+		if a != 0 {
+			lo = min(lo, a)
+		}
+		hi = max(hi, a)
+	}
+	return lo, hi
+}
+
+// fp8RangeOf is fp8XRange from absRangeGo's figures.
+func fp8RangeOf(lo, hi uint32) fp8Range {
+	r := fp8Range{0, maxFastScale}
+	switch {
+	case hi >= 0x7f800000: // an infinity or a NaN
+		return fp8Range{1, 0}
+	case hi == 0:
+		return r
+	}
+	// lo ≥ 2^(el-1) and hi < 2^eh: lo·2^(s-119) is normal once
+	// el-1+s-119 ≥ -126, and hi·2^(s-119) finite while eh+s-119 ≤ 128.
+	_, el := math.Frexp(float64(math.Float32frombits(lo)))
+	_, eh := math.Frexp(float64(math.Float32frombits(hi)))
+	r.lo = max(r.lo, -6-el)
+	r.hi = min(r.hi, 247-eh)
+	return r
+}

@@ -689,3 +689,53 @@ fp8rsum:
 fp8rdone:
 	VZEROUPPER
 	RET
+
+// func absRangeY(x *float32, n int) (lo, hi uint32)
+//
+// absRangeZ in AVX2: zeros are set to all ones before the minimum.
+TEXT ·absRangeY(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	MOVL         $0x7fffffff, AX
+	MOVQ         AX, X3
+	VPBROADCASTD X3, Y3
+	VPCMPEQD     Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y6, Y6, Y6
+	XORQ         DX, DX
+
+absry:
+	CMPQ     DX, CX
+	JGE      absrydone
+	VPAND    (SI)(DX*4), Y3, Y0
+	VPMAXUD  Y0, Y2, Y2
+	VPCMPEQD Y6, Y0, Y7
+	VPOR     Y7, Y0, Y0
+	VPMINUD  Y0, Y1, Y1
+	VPAND    32(SI)(DX*4), Y3, Y0
+	VPMAXUD  Y0, Y2, Y2
+	VPCMPEQD Y6, Y0, Y7
+	VPOR     Y7, Y0, Y0
+	VPMINUD  Y0, Y1, Y1
+	ADDQ     $16, DX
+	JMP      absry
+
+absrydone:
+	VEXTRACTI128 $1, Y1, X4
+	VPMINUD      X4, X1, X1
+	VEXTRACTI128 $1, Y2, X5
+	VPMAXUD      X5, X2, X2
+	VPSHUFD      $0x4E, X1, X4
+	VPMINUD      X4, X1, X1
+	VPSHUFD      $0x4E, X2, X5
+	VPMAXUD      X5, X2, X2
+	VPSHUFD      $0xB1, X1, X4
+	VPMINUD      X4, X1, X1
+	VPSHUFD      $0xB1, X2, X5
+	VPMAXUD      X5, X2, X2
+	VMOVD        X1, AX
+	MOVL         AX, lo+16(FP)
+	VMOVD        X2, AX
+	MOVL         AX, hi+20(FP)
+	VZEROUPPER
+	RET

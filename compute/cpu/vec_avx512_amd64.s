@@ -1,3 +1,4 @@
+#include "go_asm.h"
 #include "textflag.h"
 
 // AVX-512 routines of the vector kernels (see vecAsm in vec_amd64.go).
@@ -143,6 +144,25 @@ f16done:
 	VMULPS        Z14, lo, lo \
 	VMULPS        Z14, hi, hi
 
+// E4M3X2H and E4M3H are E4M3X2 and E4M3 without the multiply: the codes
+// as IEEE halves times 2^-8, widened. dotFP8RowsZ multiplies the
+// activations by the block's multiplier instead, once for its four rows:
+// h·(x·m) is the same real number as (h·m)·x whenever x·m is exact (the
+// caller checks that), so each fused multiply-add rounds the same sum.
+#define E4M3X2H(src, lo, loy, hi, hiy) \
+	VPMOVSXBW     src, lo \
+	VPSLLW        $7, lo, lo \
+	VPANDD        Z15, lo, lo \
+	VEXTRACTI64X4 $1, lo, hiy \
+	VCVTPH2PS     loy, lo \
+	VCVTPH2PS     hiy, hi
+
+#define E4M3H(src, y, z, mask) \
+	VPMOVSXBW src, y \
+	VPSLLW    $7, y, y \
+	VPAND     mask, y, y \
+	VCVTPH2PS y, z
+
 // FP8MUL broadcasts 2^(s-119) for the scale byte at src into z, through BX.
 #define FP8MUL(src, z) \
 	MOVBLZX      src, BX \
@@ -230,6 +250,19 @@ fp8done:
 	MOVBLZX      ssrc, DI \
 	VBROADCASTSS 64(SI)(DI*4), tab \
 	VMULPS       Z31, tab, tab \
+	VPMOVZXBD    wsrc, idx \
+	VPERMPS      tab, idx, lo \
+	VPSRLD       $4, idx, idx \
+	VPERMPS      tab, idx, hi \
+	VFMADD231PS  Z28, lo, acc \
+	VFMADD231PS  Z29, hi, acc
+
+// E2M1ROWT is E2M1ROW with the group's table loaded from the scaled tables
+// (fp4Tables.scaled, base in SI): the same entries, without the multiply.
+#define E2M1ROWT(wsrc, ssrc, tab, idx, lo, hi, acc) \
+	MOVBLZX      ssrc, DI \
+	SHLL         $6, DI \
+	VMOVUPS      (SI)(DI*1), tab \
 	VPMOVZXBD    wsrc, idx \
 	VPERMPS      tab, idx, lo \
 	VPSRLD       $4, idx, idx \
@@ -526,7 +559,7 @@ TEXT ·dotFP4RowsZ(SB), NOSPLIT, $0-72
 	MOVQ    groups+48(FP), CX
 	SHLQ    $4, CX
 	MOVQ    tab+64(FP), SI
-	VMOVUPS (SI), Z31
+	MOVQ    fp4Tables_scaled(SI), SI
 
 fp4rquad:
 	CMPQ   quads+56(FP), $0
@@ -536,6 +569,8 @@ fp4rquad:
 	LEAQ   (R8)(BX*1), R9
 	LEAQ   (R9)(BX*1), R10
 	LEAQ   (R10)(BX*1), R11
+	LEAQ   (R11)(BX*4), R15
+	ADDQ   BX, R15
 	MOVQ   s+24(FP), R12
 	MOVQ   ss+32(FP), BX
 	LEAQ   (R12)(BX*2), R13
@@ -546,15 +581,19 @@ fp4rquad:
 	VXORPS Z3, Z3, Z3
 	XORQ   AX, AX
 
+	// The rows are contiguous: R15 walks the quad after next, a cache
+	// line a turn (16 bytes of each of a quad's four rows), ahead of the
+	// hardware prefetcher on short rows.
 fp4rloop:
-	CMPQ    AX, CX
-	JGE     fp4rsum
-	VMOVUPS (DX)(AX*8), Z28
+	CMPQ       AX, CX
+	JGE        fp4rsum
+	PREFETCHT0 (R15)(AX*4)
+	VMOVUPS    (DX)(AX*8), Z28
 	VMOVUPS 64(DX)(AX*8), Z29
-	E2M1ROW((R8)(AX*1), (R12), Z16, Z20, Z24, Z4, Z0)
-	E2M1ROW((R9)(AX*1), (R12)(BX*1), Z17, Z21, Z25, Z5, Z1)
-	E2M1ROW((R10)(AX*1), (R12)(BX*2), Z18, Z22, Z26, Z6, Z2)
-	E2M1ROW((R11)(AX*1), (R13), Z19, Z23, Z27, Z7, Z3)
+	E2M1ROWT((R8)(AX*1), (R12), Z16, Z20, Z24, Z4, Z0)
+	E2M1ROWT((R9)(AX*1), (R12)(BX*1), Z17, Z21, Z25, Z5, Z1)
+	E2M1ROWT((R10)(AX*1), (R12)(BX*2), Z18, Z22, Z26, Z6, Z2)
+	E2M1ROWT((R11)(AX*1), (R13), Z19, Z23, Z27, Z7, Z3)
 	INCQ    R12
 	INCQ    R13
 	ADDQ    $16, AX
@@ -624,12 +663,12 @@ fp8rblock:
 	JGT     fp8rinner
 
 fp8rpair:
-	VMOVUPS     (DX)(SI*4), Z12
-	VMOVUPS     64(DX)(SI*4), Z13
-	E4M3X2((R8)(SI*1), Z4, Y4, Z5, Y5)
-	E4M3X2((R9)(SI*1), Z6, Y6, Z7, Y7)
-	E4M3X2((R10)(SI*1), Z8, Y8, Z9, Y9)
-	E4M3X2((R11)(SI*1), Z10, Y10, Z11, Y11)
+	VMULPS      (DX)(SI*4), Z14, Z12
+	VMULPS      64(DX)(SI*4), Z14, Z13
+	E4M3X2H((R8)(SI*1), Z4, Y4, Z5, Y5)
+	E4M3X2H((R9)(SI*1), Z6, Y6, Z7, Y7)
+	E4M3X2H((R10)(SI*1), Z8, Y8, Z9, Y9)
+	E4M3X2H((R11)(SI*1), Z10, Y10, Z11, Y11)
 	VFMADD231PS Z12, Z4, Z0
 	VFMADD231PS Z12, Z6, Z1
 	VFMADD231PS Z12, Z8, Z2
@@ -646,11 +685,11 @@ fp8rpair:
 	JGE         fp8rblock
 
 fp8rinner:
-	VMOVUPS     (DX)(SI*4), Z12
-	E4M3((R8)(SI*1), Y4, Z4, Y15, Z14)
-	E4M3((R9)(SI*1), Y5, Z5, Y15, Z14)
-	E4M3((R10)(SI*1), Y6, Z6, Y15, Z14)
-	E4M3((R11)(SI*1), Y7, Z7, Y15, Z14)
+	VMULPS      (DX)(SI*4), Z14, Z12
+	E4M3H((R8)(SI*1), Y4, Z4, Y15)
+	E4M3H((R9)(SI*1), Y5, Z5, Y15)
+	E4M3H((R10)(SI*1), Y6, Z6, Y15)
+	E4M3H((R11)(SI*1), Y7, Z7, Y15)
 	VFMADD231PS Z12, Z4, Z0
 	VFMADD231PS Z12, Z5, Z1
 	VFMADD231PS Z12, Z6, Z2
@@ -673,5 +712,52 @@ fp8rsum:
 	JMP  fp8rquad
 
 fp8rdone:
+	VZEROUPPER
+	RET
+
+// func absRangeZ(x *float32, n int) (lo, hi uint32)
+//
+// The smallest nonzero and the largest of the magnitudes' bits of the
+// float32s x[0:n] (lo 0xFFFFFFFF if none is nonzero); n is a multiple of 16.
+TEXT ·absRangeZ(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	MOVL         $0x7fffffff, AX
+	VPBROADCASTD AX, Z3
+	VPTERNLOGD   $0xFF, Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	XORQ         DX, DX
+
+absrz:
+	CMPQ     DX, CX
+	JGE      absrzdone
+	VPANDD   (SI)(DX*4), Z3, Z0
+	VPMAXUD  Z0, Z2, Z2
+	VPTESTMD Z0, Z0, K1
+	VPMINUD  Z0, Z1, K1, Z1
+	ADDQ     $16, DX
+	JMP      absrz
+
+absrzdone:
+	VEXTRACTI64X4 $1, Z1, Y4
+	VPMINUD       Y4, Y1, Y1
+	VEXTRACTI64X4 $1, Z2, Y5
+	VPMAXUD       Y5, Y2, Y2
+	VEXTRACTI128  $1, Y1, X4
+	VPMINUD       X4, X1, X1
+	VEXTRACTI128  $1, Y2, X5
+	VPMAXUD       X5, X2, X2
+	VPSHUFD       $0x4E, X1, X4
+	VPMINUD       X4, X1, X1
+	VPSHUFD       $0x4E, X2, X5
+	VPMAXUD       X5, X2, X2
+	VPSHUFD       $0xB1, X1, X4
+	VPMINUD       X4, X1, X1
+	VPSHUFD       $0xB1, X2, X5
+	VPMAXUD       X5, X2, X2
+	VMOVD         X1, AX
+	MOVL          AX, lo+16(FP)
+	VMOVD         X2, AX
+	MOVL          AX, hi+20(FP)
 	VZEROUPPER
 	RET

@@ -131,3 +131,9 @@ func dotFP8RowsZ(y *float32, w *byte, ws int, s *byte, x *float32, n, bc, quads 
 
 //go:noescape
 func dotFP8RowsY(y *float32, w *byte, ws int, s *byte, x *float32, n, bc, quads int)
+
+//go:noescape
+func absRangeZ(x *float32, n int) (lo, hi uint32)
+
+//go:noescape
+func absRangeY(x *float32, n int) (lo, hi uint32)
