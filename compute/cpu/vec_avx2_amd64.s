@@ -1,3 +1,4 @@
+#include "go_asm.h"
 #include "textflag.h"
 
 // AVX2 routines of the vector kernels (see vecAsm in vec_amd64.go). Row i's
@@ -245,6 +246,25 @@ fp8done:
 	MOVBLZX      ssrc, DI \
 	VBROADCASTSS 64(SI)(DI*4), Y8 \
 	VMULPS       Y15, Y8, Y8 \
+	VPMOVZXBD    (wreg)(AX*1), Y9 \
+	VPMOVZXBD    8(wreg)(AX*1), Y10 \
+	E2M1HALF(Y8, Y9, Y11, Y12) \
+	VFMADD231PS  (DX)(AX*8), Y11, lo \
+	E2M1HALF(Y8, Y10, Y11, Y12) \
+	VFMADD231PS  32(DX)(AX*8), Y11, hi \
+	VPSRLD       $4, Y9, Y9 \
+	VPSRLD       $4, Y10, Y10 \
+	E2M1HALF(Y8, Y9, Y11, Y12) \
+	VFMADD231PS  64(DX)(AX*8), Y11, lo \
+	E2M1HALF(Y8, Y10, Y11, Y12) \
+	VFMADD231PS  96(DX)(AX*8), Y11, hi
+
+// E2M1ROWT is E2M1ROW with the magnitudes times the scale loaded from the
+// scaled tables (fp4Tables.scaled, base in SI): the same values.
+#define E2M1ROWT(wreg, ssrc, lo, hi) \
+	MOVBLZX      ssrc, DI \
+	SHLL         $6, DI \
+	VMOVUPS      (SI)(DI*1), Y8 \
 	VPMOVZXBD    (wreg)(AX*1), Y9 \
 	VPMOVZXBD    8(wreg)(AX*1), Y10 \
 	E2M1HALF(Y8, Y9, Y11, Y12) \
@@ -527,6 +547,7 @@ TEXT ·dotFP4RowsY(SB), NOSPLIT, $0-72
 	MOVQ         tab+64(FP), SI
 	VMOVUPS      (SI), Y15
 	VBROADCASTSS 1088(SI), Y14
+	MOVQ         fp4Tables_scaled(SI), SI
 
 fp4rquad:
 	CMPQ   quads+56(FP), $0
@@ -536,6 +557,8 @@ fp4rquad:
 	LEAQ   (R8)(BX*1), R9
 	LEAQ   (R9)(BX*1), R10
 	LEAQ   (R10)(BX*1), R11
+	LEAQ   (R11)(BX*4), R15
+	ADDQ   BX, R15
 	MOVQ   s+24(FP), R12
 	MOVQ   ss+32(FP), BX
 	LEAQ   (R12)(BX*2), R13
@@ -550,13 +573,15 @@ fp4rquad:
 	VXORPS Y7, Y7, Y7
 	XORQ   AX, AX
 
+	// R15 walks the quad after next, as in dotFP4RowsZ.
 fp4rloop:
-	CMPQ AX, CX
-	JGE  fp4rsum
-	E2M1ROW(R8, (R12), Y0, Y1)
-	E2M1ROW(R9, (R12)(BX*1), Y2, Y3)
-	E2M1ROW(R10, (R12)(BX*2), Y4, Y5)
-	E2M1ROW(R11, (R13), Y6, Y7)
+	CMPQ       AX, CX
+	JGE        fp4rsum
+	PREFETCHT0 (R15)(AX*4)
+	E2M1ROWT(R8, (R12), Y0, Y1)
+	E2M1ROWT(R9, (R12)(BX*1), Y2, Y3)
+	E2M1ROWT(R10, (R12)(BX*2), Y4, Y5)
+	E2M1ROWT(R11, (R13), Y6, Y7)
 	INCQ R12
 	INCQ R13
 	ADDQ $16, AX
@@ -581,6 +606,9 @@ fp4rdone:
 	VZEROUPPER
 	RET
 
+// dotFP8RowsY multiplies the activations by the block's multiplier (as
+// dotFP8RowsZ does; E4M3X2H in vec_avx512_amd64.s says why the bits stay).
+//
 // func dotFP8RowsY(y *float32, w *byte, ws int, s *byte, x *float32, n, bc, quads int)
 //
 // dotFP8Y for quads groups of four consecutive rows (at w + r*ws) sharing
@@ -629,46 +657,40 @@ fp8rblock:
 	INCQ    AX
 
 fp8rinner:
+	VMULPS       (DX)(SI*4), Y14, Y11
+	VMULPS       32(DX)(SI*4), Y14, Y12
 	VPMOVSXBW    (R8)(SI*1), Y8
 	VPSLLW       $7, Y8, Y8
 	VPAND        Y15, Y8, Y8
 	VCVTPH2PS    X8, Y9
 	VEXTRACTI128 $1, Y8, X10
 	VCVTPH2PS    X10, Y10
-	VMULPS       Y14, Y9, Y9
-	VMULPS       Y14, Y10, Y10
-	VFMADD231PS  (DX)(SI*4), Y9, Y0
-	VFMADD231PS  32(DX)(SI*4), Y10, Y1
-	VPMOVSXBW    (R9)(SI*1), Y11
-	VPSLLW       $7, Y11, Y11
-	VPAND        Y15, Y11, Y11
-	VCVTPH2PS    X11, Y12
-	VEXTRACTI128 $1, Y11, X13
-	VCVTPH2PS    X13, Y13
-	VMULPS       Y14, Y12, Y12
-	VMULPS       Y14, Y13, Y13
-	VFMADD231PS  (DX)(SI*4), Y12, Y2
-	VFMADD231PS  32(DX)(SI*4), Y13, Y3
+	VFMADD231PS  Y11, Y9, Y0
+	VFMADD231PS  Y12, Y10, Y1
+	VPMOVSXBW    (R9)(SI*1), Y13
+	VPSLLW       $7, Y13, Y13
+	VPAND        Y15, Y13, Y13
+	VCVTPH2PS    X13, Y9
+	VEXTRACTI128 $1, Y13, X10
+	VCVTPH2PS    X10, Y10
+	VFMADD231PS  Y11, Y9, Y2
+	VFMADD231PS  Y12, Y10, Y3
 	VPMOVSXBW    (R10)(SI*1), Y8
 	VPSLLW       $7, Y8, Y8
 	VPAND        Y15, Y8, Y8
 	VCVTPH2PS    X8, Y9
 	VEXTRACTI128 $1, Y8, X10
 	VCVTPH2PS    X10, Y10
-	VMULPS       Y14, Y9, Y9
-	VMULPS       Y14, Y10, Y10
-	VFMADD231PS  (DX)(SI*4), Y9, Y4
-	VFMADD231PS  32(DX)(SI*4), Y10, Y5
-	VPMOVSXBW    (R11)(SI*1), Y11
-	VPSLLW       $7, Y11, Y11
-	VPAND        Y15, Y11, Y11
-	VCVTPH2PS    X11, Y12
-	VEXTRACTI128 $1, Y11, X13
-	VCVTPH2PS    X13, Y13
-	VMULPS       Y14, Y12, Y12
-	VMULPS       Y14, Y13, Y13
-	VFMADD231PS  (DX)(SI*4), Y12, Y6
-	VFMADD231PS  32(DX)(SI*4), Y13, Y7
+	VFMADD231PS  Y11, Y9, Y4
+	VFMADD231PS  Y12, Y10, Y5
+	VPMOVSXBW    (R11)(SI*1), Y13
+	VPSLLW       $7, Y13, Y13
+	VPAND        Y15, Y13, Y13
+	VCVTPH2PS    X13, Y9
+	VEXTRACTI128 $1, Y13, X10
+	VCVTPH2PS    X10, Y10
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y12, Y10, Y7
 	ADDQ         $16, SI
 	CMPQ         SI, R12
 	JLT          fp8rinner
