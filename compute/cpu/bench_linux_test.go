@@ -38,6 +38,7 @@ func BenchmarkMatMulCore(b *testing.B) {
 		{compute.BF16, 2048, 2048},
 		{compute.F16, 2048, 2048},
 		{compute.FP8, 4096, 4096},
+		{compute.FP8, 8192, 1024}, // short rows, as DeepSeek-V4's wq_b and wo_a
 		{compute.FP4, 2048, 1024},
 	}
 	rng := rand.New(rand.NewPCG(4, 4))

