@@ -35,10 +35,17 @@ func BenchmarkMatMul(b *testing.B) {
 		{compute.FP8, 4096, 4096},
 		{compute.FP4, 1024, 2048},
 		{compute.FP4, 2048, 1024},
+		// DeepSeek-V4-Flash's decode shapes: a slice of the bf16 head,
+		// wq_b, the experts' W1/W3 and W2.
+		{compute.BF16, 8192, 4096},
+		{compute.FP8, 8192, 1024},
+		{compute.FP4, 2048, 4096},
+		{compute.FP4, 4096, 2048},
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, sh := range shapes {
 		m := benchMatrix(rng, sh.dt, sh.rows, sh.cols)
+		m.NaNFree = sh.dt == compute.FP8 // as the binder promises for checkpoints
 		for _, T := range []int{1, 128} {
 			ks := families()
 			if KernelsAMX.Available() && amxTakes(sh.dt) {
