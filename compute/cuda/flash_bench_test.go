@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -124,7 +125,7 @@ func BenchmarkFlash(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	fmt.Printf("FLASH loaded on %s in %.1fs\n", be.Name(), time.Since(start).Seconds())
+	fmt.Printf("FLASH loaded on %s (pdl %v) in %.1fs\n", be.Name(), be.PDL(), time.Since(start).Seconds())
 	cfg := m.Cfg
 	ctx := context.Background()
 
@@ -154,6 +155,20 @@ func BenchmarkFlash(b *testing.B) {
 		return float64(kv)
 	}
 
+	// lastFirst: the logits of the first step of decode's last call, by
+	// batch (every call starts from the same state: variants that keep the
+	// bits give the same logits).
+	lastFirst := map[int][]float32{}
+	sameBits := func(B int, want []float32, what string) {
+		got := lastFirst[B]
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				fmt.Printf("FLASH BITS %s batch %d: logit %d is %g, default %g: DIFFERENT\n", what, B, i, got[i], want[i])
+				return
+			}
+		}
+		fmt.Printf("FLASH BITS %s batch %d: %d logits identical to the default\n", what, B, len(got))
+	}
 	decode := func(B, n, steps int, profile bool) (float64, *Profile) {
 		pool, err := cache.PoolFor(be, m.CacheSpecs(), n+steps+4, B)
 		if err != nil {
@@ -177,14 +192,20 @@ func BenchmarkFlash(b *testing.B) {
 				s.Release()
 			}
 		}()
+		var first []float32
 		step := func() {
-			if _, err := m.Forward(ctx, batch); err != nil {
+			lg, err := m.Forward(ctx, batch)
+			if err != nil {
 				b.Fatal(err)
+			}
+			if first == nil {
+				first = slices.Clone(lg)
 			}
 		}
 		for range 3 { // capture and warm
 			step()
 		}
+		lastFirst[B] = first
 		if profile {
 			be.StartProfile()
 			step()
@@ -230,11 +251,66 @@ func BenchmarkFlash(b *testing.B) {
 		fmt.Printf("FLASH | %d | %d | %.3f | %.0f | %.3f | %.2fx | moe-r3 |\n", B, contexts[0], 1e3*sec, float64(B)/sec, 1e3*floor, sec/floor)
 	}
 	be.moeRun3 = false
+	// The T = 1 products on gemv4 (gemv_persist, gemv2's bits) at each of
+	// STRATA_FLASH_PERSIST blocks an SM (0 is gemv2), FP8 only and with
+	// BF16 (bf16 in the tag).
+	persist0, persistBF0 := be.persistBPS, be.persistBF16
+	decode(1, contexts[0], 1, false)
+	want1 := lastFirst[1]
+	decode(8, contexts[0], 1, false)
+	want8 := lastFirst[8]
+	for _, v := range intList(os.Getenv("STRATA_FLASH_MOEP1"), nil) {
+		be.moeP1 = v
+		for _, B := range []int{1, 8} {
+			sec, _ := decode(B, contexts[0], 6, false)
+			floor := (weightsFor(B) + float64(B)*kvFor(contexts[0])) / hbmBytesPerSec
+			fmt.Printf("FLASH | %d | %d | %.3f | %.0f | %.3f | %.2fx | moe-v%d |\n", B, contexts[0], 1e3*sec, float64(B)/sec, 1e3*floor, sec/floor, v)
+			sameBits(B, map[int][]float32{1: want1, 8: want8}[B], fmt.Sprintf("moe-v%d", v))
+		}
+	}
+	be.moeP1 = 0
+	// Run 5's attention key loads (channel by channel): the time beside,
+	// and the bits.
+	be.attnScalar = true
+	for _, B := range []int{1, 8} {
+		sec, _ := decode(B, contexts[0], 6, false)
+		floor := (weightsFor(B) + float64(B)*kvFor(contexts[0])) / hbmBytesPerSec
+		fmt.Printf("FLASH | %d | %d | %.3f | %.0f | %.3f | %.2fx | attn-r5 |\n", B, contexts[0], 1e3*sec, float64(B)/sec, 1e3*floor, sec/floor)
+		sameBits(B, map[int][]float32{1: want1, 8: want8}[B], "attn-r5")
+	}
+	be.attnScalar = false
+	for _, bps := range intList(os.Getenv("STRATA_FLASH_PERSIST"), nil) {
+		for _, bf := range []bool{false, true} {
+			if bf && bps == 0 {
+				continue
+			}
+			be.persistBPS, be.persistBF16 = bps, bf
+			sec, _ := decode(1, contexts[0], 6, false)
+			floor := (weightsFor(1) + kvFor(contexts[0])) / hbmBytesPerSec
+			tag := fmt.Sprintf("persist%d", bps)
+			if bf {
+				tag += "-bf16"
+			}
+			fmt.Printf("FLASH | 1 | %d | %.3f | %.0f | %.3f | %.2fx | %s |\n", contexts[0], 1e3*sec, 1/sec, 1e3*floor, sec/floor, tag)
+			sameBits(1, want1, tag)
+		}
+	}
+	be.persistBPS, be.persistBF16 = persist0, persistBF0
 
 	// Kernel breakdowns: batch 1 as "FLASH kernel" lines, other batches of
-	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines.
+	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines; a negative
+	// entry -n is batch 1 with gemv4 on n blocks an SM ("FLASH kernel P=n").
 	for _, B := range intList(os.Getenv("STRATA_FLASH_PROFILE"), []int{1}) {
+		tag := "FLASH kernel"
+		if B < 0 {
+			be.persistBPS = -B
+			tag = fmt.Sprintf("FLASH kernel P=%d", -B)
+			B = 1
+		} else if B != 1 {
+			tag = fmt.Sprintf("FLASH kernel B=%d", B)
+		}
 		_, p := decode(B, contexts[0], 1, true)
+		be.persistBPS = persist0
 		type row struct {
 			name string
 			kt   *KernelTime
@@ -248,11 +324,7 @@ func BenchmarkFlash(b *testing.B) {
 			launches += kt.Launches
 		}
 		sort.Slice(rows, func(i, j int) bool { return rows[i].kt.Ms > rows[j].kt.Ms })
-		tag := "FLASH kernel"
-		if B != 1 {
-			tag = fmt.Sprintf("FLASH kernel B=%d", B)
-		}
-		fmt.Printf("FLASH kernels of one decode step (batch %d, context %d): %.3f ms of GPU time in all, %d launches\n", B, contexts[0], total, launches)
+		fmt.Printf("FLASH kernels of one decode step (batch %d, context %d, %s): %.3f ms of GPU time in all, %d launches\n", B, contexts[0], tag, total, launches)
 		for _, r := range rows {
 			fmt.Printf("%s | %s | %d | %.3f ms | %.0f%% |\n", tag, r.name, r.kt.Launches, r.kt.Ms, 100*r.kt.Ms/total)
 		}
@@ -284,6 +356,25 @@ func BenchmarkFlash(b *testing.B) {
 		pool.Close()
 		flops := 2 * float64(L) * float64(activeParams(m)) // matrix products only
 		fmt.Printf("FLASH prefill %d tokens: %.3f s, %.0f tokens/s, %.1f TFLOP/s of matrix products (bf16 dense peak ~790)\n", L, sec, float64(L)/sec, flops/sec/1e12)
+	}
+
+	// Programmatic dependent launch the other way round from the default
+	// (Backend.SetPDL), at every batch of the table at the first context:
+	// the time, and the bits of batches 1 and 8. Last, so that a driver
+	// that refuses it costs nothing else.
+	if os.Getenv("STRATA_FLASH_PDL_AB") != "0" {
+		pdl0 := be.PDL()
+		be.SetPDL(!pdl0)
+		tag := map[bool]string{true: "pdl-on", false: "pdl-off"}[!pdl0]
+		for _, B := range batches {
+			sec, _ := decode(B, contexts[0], 6, false)
+			floor := (weightsFor(B) + float64(B)*kvFor(contexts[0])) / hbmBytesPerSec
+			fmt.Printf("FLASH | %d | %d | %.3f | %.0f | %.3f | %.2fx | %s |\n", B, contexts[0], 1e3*sec, float64(B)/sec, 1e3*floor, sec/floor, tag)
+			if w, ok := map[int][]float32{1: want1, 8: want8}[B]; ok {
+				sameBits(B, w, tag)
+			}
+		}
+		be.SetPDL(pdl0)
 	}
 }
 

@@ -66,6 +66,11 @@ func init() {
 			}
 			modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p2_r3", kind, dn))
 		}
+		for _, dn := range []string{"fp4", "fp8"} {
+			for v := 1; v <= 3; v++ {
+				modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p1_v%d", kind, dn, v))
+			}
+		}
 	}
 	for _, dn := range dtypeNames {
 		modelKernels = append(modelKernels, "moe_gemm_"+dn)
@@ -75,6 +80,49 @@ func init() {
 			modelKernels = append(modelKernels, v.name(sp))
 		}
 	}
+	for _, v := range gemvPersistVariants {
+		for si := range 4 {
+			modelKernels = append(modelKernels, v.name(si))
+		}
+	}
+}
+
+// gemvPersist is one of gemv3.cu's gemv4 entries (gemv_persist): the T = 1
+// product on a grid of at most BPS blocks an SM, each block looping over
+// row groups with the next step's loads (U chunks of each of 2 rows a
+// lane) in flight; gemv2's bits at the same split.
+type gemvPersist struct {
+	DType compute.DType
+	U     int
+}
+
+// gemvPersistVariants are gemv3.cu's gemv4 entries, in its order.
+var gemvPersistVariants = []gemvPersist{{compute.FP8, 2}, {compute.FP8, 4}, {compute.FP8, 8}, {compute.BF16, 2}, {compute.BF16, 4}}
+
+func (v gemvPersist) name(si int) string {
+	return fmt.Sprintf("gemv4_%s_u%d_s%d", dtypeNames[v.DType], v.U, 1<<si)
+}
+
+// gemvPersistT1 queues y = W·x (T = 1; with tab, the G matrices of tab as
+// groupedGEMV) through v at gemv2's split for w's shape, on at most bps
+// blocks an SM.
+func (k *Kernels) gemvPersistT1(t *Thread, s Stream, y, x Ptr, w *Matrix, v gemvPersist, bps, sms, G int, tab Ptr) error {
+	if err := checkMatMul(1, w); err != nil {
+		return err
+	}
+	if w.DType != v.DType || !w.vec() {
+		return fmt.Errorf("cuda: gemv4 %v for a %v matrix", v.DType, w.DType)
+	}
+	si, rowsPerBlock := gemv2Split(w.Rows, int(w.rowBytes()/16))
+	fn := k.fns[v.name(si)]
+	if fn == 0 {
+		return fmt.Errorf("cuda: no kernel %s", v.name(si))
+	}
+	G = max(G, 1)
+	n := G * ((w.Rows + rowsPerBlock - 1) / rowsPerBlock)
+	a := t.Args().Ptr(y).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Ptr(tab).Int(G).Int(w.Rows).Int(w.Cols).
+		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols())
+	return k.launch(t, fn, Dim3{X: min(n, bps*sms)}, Dim3{X: 256}, s, a)
 }
 
 // gemvVariant is one of gemv3.cu's T = 1 products: U chunks of each of R

@@ -223,3 +223,119 @@ __device__ __forceinline__ void gemv_rows(float* __restrict__ y, long long ldy, 
   }
 }
 
+
+// gemv_persist is gemv_rows' product at T = 1 (the same bits at the same
+// SPLIT, whatever U: each lane still adds its chunks c = part·32 + lane,
+// + 32·SPLIT, ... in order) on a grid of fewer blocks than row groups:
+// block b takes row groups b, b + gridDim.x, ... (of every group of a
+// grouped product: ng matrices of tab, as the _g entries of gemv2.cu, or
+// the one matrix w when tab is null; group g reads x[g·K, (g+1)·K) and
+// writes y[g·rows, (g+1)·rows)), in steps of U chunks of each of its
+// R rows a lane, and issues the next step's loads (chunks and scale bytes)
+// before it computes the current one, so that a lane's loads stay in
+// flight across its rows.
+template <int FMT, int SPLIT, int U, int R>
+__device__ __forceinline__ void gemv_persist(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w, const u8* __restrict__ sc,
+                                             const u64* __restrict__ tab, int ng, int rows, int K, int blockRows,
+                                             int blockCols, int scaleCols) {
+  typedef gemv_fmt<FMT> F;
+  const int G = 8 / SPLIT;
+  __shared__ float red[8][R];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int grp = warp / SPLIT, part = warp % SPLIT;
+  const long long rowBytes =
+      FMT == FMT_F32 ? 4ll * K : (FMT == FMT_FP8 ? (long long)K : (FMT == FMT_FP4 ? K / 2 : 2ll * K));
+  const int nch = (int)(rowBytes / 16);
+  const int stride = 32 * SPLIT, span = U * stride;
+  const int nb = (nch + span - 1) / span;
+  const int nRG = (rows + G * R - 1) / (G * R), nAll = nRG * ng;
+  const int mine = nAll > (int)blockIdx.x ? (nAll - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x : 0;
+  const int steps = mine * nb;
+  if (steps == 0) return;
+  uint4 q[U][R];
+  u32 sr[U][R];
+  auto load = [&](int s, uint4 (&qq)[U][R], u32 (&ss)[U][R]) {
+    const int rg = (int)blockIdx.x + (s / nb) * (int)gridDim.x, bb = s % nb;
+    const int g = rg / nRG, r0 = ((rg - g * nRG) * G + grp) * R;
+    const u8* wg = tab ? (const u8*)tab[2 * g] : w;
+    const u8* sg = tab ? (const u8*)tab[2 * g + 1] : sc;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = bb * span + part * 32 + lane + u * stride;
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const long long rr = min(r0 + i, rows - 1);
+        qq[u][i] = c < nch ? __ldg((const uint4*)(wg + rr * rowBytes) + c) : make_uint4(0, 0, 0, 0);
+        ss[u][i] = c < nch ? chunk_scale_byte<FMT>(sg, rr, c, K, blockRows, blockCols, scaleCols) : 0u;
+      }
+    }
+  };
+  load(0, q, sr);
+  float acc[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+  for (int s = 0; s < steps; ++s) {
+    uint4 qn[U][R];
+    u32 srn[U][R];
+    if (s + 1 < steps) load(s + 1, qn, srn);
+    const int rg = (int)blockIdx.x + (s / nb) * (int)gridDim.x, bb = s % nb;
+    const int g = rg / nRG, r0 = ((rg - g * nRG) * G + grp) * R;
+    const float* xg = x + (long long)g * K;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = bb * span + part * 32 + lane + u * stride;
+      if (c >= nch) break;
+      float p[R];
+#pragma unroll
+      for (int i = 0; i < R; ++i) p[i] = 0.0f;
+#pragma unroll
+      for (int sb = 0; sb < F::SUBS; ++sb) {
+        float wv[R][F::SUB];
+#pragma unroll
+        for (int i = 0; i < R; ++i) decode_sub_dec<FMT, 1>(q[u][i], sb, wv[i]);
+        float xv[F::SUB];
+        const float4* xp = (const float4*)(xg + c * F::PER + sb * F::SUB);
+#pragma unroll
+        for (int j = 0; j < F::SUB / 4; ++j) {
+          float4 f = __ldg(xp + j);
+          xv[4 * j] = f.x; xv[4 * j + 1] = f.y; xv[4 * j + 2] = f.z; xv[4 * j + 3] = f.w;
+        }
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+#pragma unroll
+          for (int j = 0; j < F::SUB; ++j) p[i] = __fmaf_rn(wv[i][j], xv[j], p[i]);
+      }
+#pragma unroll
+      for (int i = 0; i < R; ++i) acc[i] = __fmaf_rn(p[i], chunk_scale_from<FMT>(q[u][i], sr[u][i]), acc[i]);
+    }
+    if (bb == nb - 1) {
+      float* yg = y + (long long)g * rows;
+#pragma unroll
+      for (int i = 0; i < R; ++i) acc[i] = warp_sum(acc[i]);
+      if (SPLIT == 1) {
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+          if (lane == i && r0 + i < rows) yg[r0 + i] = acc[i];
+      } else {
+        if (lane == 0) {
+#pragma unroll
+          for (int i = 0; i < R; ++i) red[warp][i] = acc[i];
+        }
+        __syncthreads();
+        if (part == 0 && lane < R) {
+          float v = red[warp][lane];
+#pragma unroll
+          for (int j = 1; j < SPLIT; ++j) v = __fadd_rn(v, red[warp + j][lane]);
+          if (r0 + lane < rows) yg[r0 + lane] = v;
+        }
+        __syncthreads();
+      }
+#pragma unroll
+      for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int i = 0; i < R; ++i) q[u][i] = qn[u][i], sr[u][i] = srn[u][i];
+  }
+}
