@@ -57,15 +57,9 @@ type Backend struct {
 	// moeRun3: the grouped expert kernels' run-3 entries for tiles of 2
 	// pairs (the same bits; BenchmarkFlash measures both).
 	moeRun3 bool
-	// persistBPS > 0: T = 1 products of FP8 (and with persistBF16 BF16)
-	// matrices, plain and grouped, take gemv4 (gemv_persist: gemv2's bits)
-	// on at most persistBPS blocks an SM; 0 keeps gemv2.
-	persistBPS  int
-	persistU    int
-	persistBF16 bool
-	// moeP1 > 0: tiles of 1 pair take moe.cu's _v<moeP1> entries (other
-	// rows a warp; the same sums).
-	moeP1 int
+	// fp4Dec2: the grouped FP4 expert kernels decode through bf16x2
+	// (e2m1x8_bf16; the same values).
+	fp4Dec2 bool
 	// attnScalar: attention decodes its keys channel by channel (run 5's
 	// loads) instead of ATT_G channels a load; the same values.
 	attnScalar bool

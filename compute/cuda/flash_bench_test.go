@@ -159,15 +159,15 @@ func BenchmarkFlash(b *testing.B) {
 	// batch (every call starts from the same state: variants that keep the
 	// bits give the same logits).
 	lastFirst := map[int][]float32{}
-	sameBits := func(B int, want []float32, what string) {
+	sameBits := func(B int, want []float32, what string) bool {
 		got := lastFirst[B]
 		for i := range got {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 				fmt.Printf("FLASH BITS %s batch %d: logit %d is %g, default %g: DIFFERENT\n", what, B, i, got[i], want[i])
-				return
+				return false
 			}
 		}
-		fmt.Printf("FLASH BITS %s batch %d: %d logits identical to the default\n", what, B, len(got))
+		return len(got) == len(want)
 	}
 	decode := func(B, n, steps int, profile bool) (float64, *Profile) {
 		pool, err := cache.PoolFor(be, m.CacheSpecs(), n+steps+4, B)
@@ -251,66 +251,52 @@ func BenchmarkFlash(b *testing.B) {
 		fmt.Printf("FLASH | %d | %d | %.3f | %.0f | %.3f | %.2fx | moe-r3 |\n", B, contexts[0], 1e3*sec, float64(B)/sec, 1e3*floor, sec/floor)
 	}
 	be.moeRun3 = false
-	// The T = 1 products on gemv4 (gemv_persist, gemv2's bits) at each of
-	// STRATA_FLASH_PERSIST blocks an SM (0 is gemv2), FP8 only and with
-	// BF16 (bf16 in the tag).
-	persist0, persistBF0 := be.persistBPS, be.persistBF16
-	decode(1, contexts[0], 1, false)
-	want1 := lastFirst[1]
-	decode(8, contexts[0], 1, false)
-	want8 := lastFirst[8]
-	for _, v := range intList(os.Getenv("STRATA_FLASH_MOEP1"), nil) {
-		be.moeP1 = v
-		for _, B := range []int{1, 8} {
-			sec, _ := decode(B, contexts[0], 6, false)
-			floor := (weightsFor(B) + float64(B)*kvFor(contexts[0])) / hbmBytesPerSec
-			fmt.Printf("FLASH | %d | %d | %.3f | %.0f | %.3f | %.2fx | moe-v%d |\n", B, contexts[0], 1e3*sec, float64(B)/sec, 1e3*floor, sec/floor, v)
-			sameBits(B, map[int][]float32{1: want1, 8: want8}[B], fmt.Sprintf("moe-v%d", v))
+
+	// A/B comparisons at the first context: set(false) is the default,
+	// set(true) the alternative; each batch of abBatches alternates them
+	// (STRATA_FLASH_AB_ROUNDS rounds of 20 timed steps each, default 3)
+	// and prints the median of each side, and the alternative's bits
+	// against the default's.
+	abBatches := intList(os.Getenv("STRATA_FLASH_AB_BATCHES"), []int{1, 8})
+	rounds := envInt("STRATA_FLASH_AB_ROUNDS", 3)
+	ab := func(name string, set func(bool)) {
+		for _, B := range abBatches {
+			var t [2][]float64
+			var want []float32
+			same := true
+			for range rounds {
+				for side := range 2 {
+					set(side == 1)
+					sec, _ := decode(B, contexts[0], 20, false)
+					t[side] = append(t[side], sec)
+					if side == 0 {
+						want = lastFirst[B]
+					} else if !sameBits(B, want, name) {
+						same = false
+					}
+				}
+			}
+			set(false)
+			med := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
+			a, b := med(t[0]), med(t[1])
+			fmt.Printf("FLASH AB %s | batch %d | %d | default %.3f ms | %s %.3f ms | %+.1f%% | logits %s |\n", name, B, contexts[0], 1e3*a, name, 1e3*b, 100*(b-a)/a,
+				map[bool]string{true: "identical", false: "DIFFERENT"}[same])
 		}
 	}
-	be.moeP1 = 0
-	// Run 5's attention key loads (channel by channel): the time beside,
-	// and the bits.
-	be.attnScalar = true
-	for _, B := range []int{1, 8} {
-		sec, _ := decode(B, contexts[0], 6, false)
-		floor := (weightsFor(B) + float64(B)*kvFor(contexts[0])) / hbmBytesPerSec
-		fmt.Printf("FLASH | %d | %d | %.3f | %.0f | %.3f | %.2fx | attn-r5 |\n", B, contexts[0], 1e3*sec, float64(B)/sec, 1e3*floor, sec/floor)
-		sameBits(B, map[int][]float32{1: want1, 8: want8}[B], "attn-r5")
-	}
-	be.attnScalar = false
-	for _, bps := range intList(os.Getenv("STRATA_FLASH_PERSIST"), nil) {
-		for _, bf := range []bool{false, true} {
-			if bf && bps == 0 {
-				continue
-			}
-			be.persistBPS, be.persistBF16 = bps, bf
-			sec, _ := decode(1, contexts[0], 6, false)
-			floor := (weightsFor(1) + kvFor(contexts[0])) / hbmBytesPerSec
-			tag := fmt.Sprintf("persist%d", bps)
-			if bf {
-				tag += "-bf16"
-			}
-			fmt.Printf("FLASH | 1 | %d | %.3f | %.0f | %.3f | %.2fx | %s |\n", contexts[0], 1e3*sec, 1/sec, 1e3*floor, sec/floor, tag)
-			sameBits(1, want1, tag)
-		}
-	}
-	be.persistBPS, be.persistBF16 = persist0, persistBF0
+	ab("attn-r5", func(on bool) { be.attnScalar = on })
+	ab("t8-r4", func(on bool) { be.k.t8R4 = on })
+	ab("fp4-d2", func(on bool) { be.fp4Dec2 = on })
+	pdl0 := be.PDL()
+	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
 
 	// Kernel breakdowns: batch 1 as "FLASH kernel" lines, other batches of
-	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines; a negative
-	// entry -n is batch 1 with gemv4 on n blocks an SM ("FLASH kernel P=n").
+	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines.
 	for _, B := range intList(os.Getenv("STRATA_FLASH_PROFILE"), []int{1}) {
 		tag := "FLASH kernel"
-		if B < 0 {
-			be.persistBPS = -B
-			tag = fmt.Sprintf("FLASH kernel P=%d", -B)
-			B = 1
-		} else if B != 1 {
+		if B != 1 {
 			tag = fmt.Sprintf("FLASH kernel B=%d", B)
 		}
 		_, p := decode(B, contexts[0], 1, true)
-		be.persistBPS = persist0
 		type row struct {
 			name string
 			kt   *KernelTime
@@ -358,24 +344,6 @@ func BenchmarkFlash(b *testing.B) {
 		fmt.Printf("FLASH prefill %d tokens: %.3f s, %.0f tokens/s, %.1f TFLOP/s of matrix products (bf16 dense peak ~790)\n", L, sec, float64(L)/sec, flops/sec/1e12)
 	}
 
-	// Programmatic dependent launch the other way round from the default
-	// (Backend.SetPDL), at every batch of the table at the first context:
-	// the time, and the bits of batches 1 and 8. Last, so that a driver
-	// that refuses it costs nothing else.
-	if os.Getenv("STRATA_FLASH_PDL_AB") != "0" {
-		pdl0 := be.PDL()
-		be.SetPDL(!pdl0)
-		tag := map[bool]string{true: "pdl-on", false: "pdl-off"}[!pdl0]
-		for _, B := range batches {
-			sec, _ := decode(B, contexts[0], 6, false)
-			floor := (weightsFor(B) + float64(B)*kvFor(contexts[0])) / hbmBytesPerSec
-			fmt.Printf("FLASH | %d | %d | %.3f | %.0f | %.3f | %.2fx | %s |\n", B, contexts[0], 1e3*sec, float64(B)/sec, 1e3*floor, sec/floor, tag)
-			if w, ok := map[int][]float32{1: want1, 8: want8}[B]; ok {
-				sameBits(B, w, tag)
-			}
-		}
-		be.SetPDL(pdl0)
-	}
 }
 
 // activeParams is the weights one token multiplies: every matrix but the

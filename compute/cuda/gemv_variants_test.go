@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"github.com/strata-inference/strata/compute"
@@ -77,10 +76,6 @@ func TestGEMVVariants(t *testing.T) {
 	}
 }
 
-// benchOldVariants: BenchmarkGEMVVariants also times run 4's gemv3
-// variants (STRATA_GEMV_OLD=1).
-var benchOldVariants = os.Getenv("STRATA_GEMV_OLD") == "1"
-
 // BenchmarkGEMVVariants times gemv2 and every gemv3 variant of the same
 // format at T = 1 on the Flash model's matrix shapes, graph replays of
 // launches over >= 512 MB of copies (L2 does not serve them); one line
@@ -126,7 +121,7 @@ func BenchmarkGEMVVariants(b *testing.B) {
 						return err
 					}
 					for _, v := range gemvVariants {
-						if v.DType != c.dt || !benchOldVariants {
+						if v.DType != c.dt {
 							continue
 						}
 						si, _ := gemvSplitR(c.rows, int(ws[0].rowBytes()/16), v.R)
@@ -136,19 +131,6 @@ func BenchmarkGEMVVariants(b *testing.B) {
 							return err
 						}
 					}
-					sms := device(b).Props().SMs
-					for _, v := range gemvPersistVariants {
-						if v.DType != c.dt {
-							continue
-						}
-						for _, bps := range []int{1, 2, 4, 8} {
-							if err := report(fmt.Sprintf("gemv4-u%d-bps%d-s%d", v.U, bps, 1<<si), func(i int) error {
-								return k.gemvPersistT1(th, th.Stream(), y, x, ws[i%len(ws)], v, bps, sms, 1, 0)
-							}); err != nil {
-								return err
-							}
-						}
-					}
 					return nil
 				})
 			}
@@ -156,38 +138,78 @@ func BenchmarkGEMVVariants(b *testing.B) {
 	}
 }
 
-// TestGEMVPersist: every gemv4 entry (gemv_persist), on 1 and 3 blocks an
-// SM (so that blocks loop over several row groups), gives gemv2's bits at
-// T = 1, plain and grouped (3 matrices), at shapes that take each split.
-func TestGEMVPersist(t *testing.T) {
-	d := device(t)
-	k, sms := d.Kernels(), d.Props().SMs
-	const G = 3
-	for _, v := range gemvPersistVariants {
-		for _, K := range []int{1024, 2048, 4096, 8192} {
-			if v.DType == compute.BF16 && K > 4096 {
-				continue
-			}
-			rng := rand.New(rand.NewPCG(uint64(K), uint64(v.U)))
-			ms := make([]*compute.Matrix, G)
-			for g := range ms {
-				ms[g], _ = testMatrix(rng, v.DType, 37, K, 128, 128)
-			}
-			x := randFloats(rng, G*K)
-			var want [2][]float32 // plain and grouped gemv2; gotB the same through v per bps
-			var gotB [2][2][]float32
+// TestGEMV5: gemv5 (BF16 and FP8, 8 tokens a pass, 4 rows a warp) gives
+// gemv2's bits at every split, at T = 8 and T = 11 (a second, partial
+// pass).
+func TestGEMV5(t *testing.T) {
+	k := device(t).Kernels()
+	for _, c := range [][2]int{{int(compute.BF16), 512}, {int(compute.BF16), 1024}, {int(compute.BF16), 2048}, {int(compute.BF16), 4096},
+		{int(compute.FP8), 1024}, {int(compute.FP8), 2048}, {int(compute.FP8), 4096}, {int(compute.FP8), 8192}} {
+		K := c[1]
+		m, _ := testMatrix(rand.New(rand.NewPCG(uint64(K), 9)), compute.DType(c[0]), 37, K, 128, 128)
+		for _, T := range []int{8, 11} {
+			x := randFloats(rand.New(rand.NewPCG(5, uint64(T))), T*K)
+			var out [2][]float32
 			do(t, func(th *Thread) error {
-				ws := make([]*Matrix, G)
-				tabv := make([]uint64, 2*G)
-				for g := range ws {
-					w, err := th.UploadMatrix(ms[g], th.Stream())
-					if err != nil {
+				w, err := th.UploadMatrix(m, th.Stream())
+				if err != nil {
+					return err
+				}
+				defer th.FreeMatrix(w)
+				xs, err := upload(th, x)
+				if err != nil {
+					return err
+				}
+				defer th.Free(xs)
+				ys, err := allocPoisoned(th, T*m.Rows)
+				if err != nil {
+					return err
+				}
+				defer th.Free(ys)
+				defer func() { k.t8R4 = false }()
+				for i, r4 := range []bool{false, true} {
+					k.t8R4 = r4
+					if err := th.Memset32(ys, poison, int64(T*m.Rows), th.Stream()); err != nil {
 						return err
 					}
-					defer th.FreeMatrix(w)
-					ws[g], tabv[2*g], tabv[2*g+1] = w, uint64(w.Data), uint64(w.Scale)
+					if err := k.matMulGEMV(th, th.Stream(), ys, xs, T, w); err != nil {
+						return err
+					}
+					out[i] = make([]float32, T*m.Rows)
+					if err := download(th, out[i], ys); err != nil {
+						return err
+					}
 				}
-				tab, err := upload(th, tabv)
+				return nil
+			})
+			for i := range out[0] {
+				if math.Float32bits(out[0][i]) != math.Float32bits(out[1][i]) {
+					t.Errorf("%v K=%d T=%d value %d: gemv5 %g, gemv2 %g", m.DType, K, T, i, out[1][i], out[0][i])
+					break
+				}
+			}
+		}
+	}
+}
+
+// TestGEMV5Grouped: gemv5's grouped entries give gemv2's grouped bits (3
+// groups of an FP8 and a BF16 matrix, T = 8 and 11).
+func TestGEMV5Grouped(t *testing.T) {
+	k := device(t).Kernels()
+	const G = 3
+	for _, dt := range []compute.DType{compute.FP8, compute.BF16} {
+		K := 2048
+		m, _ := testMatrix(rand.New(rand.NewPCG(uint64(dt), 10)), dt, 37, K, 128, 128)
+		for _, T := range []int{8, 11} {
+			x := randFloats(rand.New(rand.NewPCG(6, uint64(T))), T*G*K)
+			var out [2][]float32
+			do(t, func(th *Thread) error {
+				w, err := th.UploadMatrix(m, th.Stream())
+				if err != nil {
+					return err
+				}
+				defer th.FreeMatrix(w)
+				tab, err := upload(th, []uint64{uint64(w.Data), uint64(w.Scale), uint64(w.Data), uint64(w.Scale), uint64(w.Data), uint64(w.Scale)})
 				if err != nil {
 					return err
 				}
@@ -197,119 +219,34 @@ func TestGEMVPersist(t *testing.T) {
 					return err
 				}
 				defer th.Free(xs)
-				ys, err := allocPoisoned(th, G*37)
+				n := T * G * m.Rows
+				ys, err := allocPoisoned(th, n)
 				if err != nil {
 					return err
 				}
 				defer th.Free(ys)
-				run := func(n int, call func() error) ([]float32, error) {
-					if err := th.Memset32(ys, poison, int64(G*37), th.Stream()); err != nil {
-						return nil, err
-					}
-					if err := call(); err != nil {
-						return nil, err
-					}
-					out := make([]float32, n)
-					return out, download(th, out, ys)
-				}
-				if want[0], err = run(37, func() error { return k.matMulGEMVVersion(th, th.Stream(), ys, xs, 1, ws[0], 2) }); err != nil {
-					return err
-				}
-				if want[1], err = run(G*37, func() error { return k.groupedGEMV(th, th.Stream(), ys, xs, 1, ws[0], G, tab) }); err != nil {
-					return err
-				}
-				for bi, bps := range []int{1, 3} {
-					if gotB[bi][0], err = run(37, func() error { return k.gemvPersistT1(th, th.Stream(), ys, xs, ws[0], v, bps, 1, 1, 0) }); err != nil {
+				defer func() { k.t8R4 = false }()
+				for i, r4 := range []bool{false, true} {
+					k.t8R4 = r4
+					if err := th.Memset32(ys, poison, int64(n), th.Stream()); err != nil {
 						return err
 					}
-					if gotB[bi][1], err = run(G*37, func() error { return k.gemvPersistT1(th, th.Stream(), ys, xs, ws[0], v, bps, sms, G, tab) }); err != nil {
+					if err := k.groupedGEMV(th, th.Stream(), ys, xs, T, w, G, tab); err != nil {
+						return err
+					}
+					out[i] = make([]float32, n)
+					if err := download(th, out[i], ys); err != nil {
 						return err
 					}
 				}
 				return nil
 			})
-			for bi := range gotB {
-				for wi := range 2 {
-					for r, a := range gotB[bi][wi] {
-						b := want[wi][r]
-						if math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
-							t.Errorf("%v u%d K=%d bps %d grouped=%v row %d: %g, gemv2 %g", v.DType, v.U, K, bi, wi == 1, r, a, b)
-							break
-						}
-					}
+			for i := range out[0] {
+				if math.Float32bits(out[0][i]) != math.Float32bits(out[1][i]) {
+					t.Errorf("%v T=%d value %d: gemv5 %g, gemv2 %g", dt, T, i, out[1][i], out[0][i])
+					break
 				}
 			}
 		}
-	}
-}
-
-// BenchmarkGEMVGrouped times the grouped product of the Flash output
-// projection (wo_a: 8 groups of fp8 1024x4096) at T = 1: gemv2's _g entry
-// against gemv4's grouped form per blocks an SM (GEMVG lines), rotating
-// over >= 512 MB of matrices.
-func BenchmarkGEMVGrouped(b *testing.B) {
-	const G = 8
-	c := benchMatrix{compute.FP8, 1024, 4096}
-	for b.Loop() {
-		d := device(b)
-		m := c.make()
-		benchDo(b, func(th *Thread) error {
-			ws, err := deviceMatrices(th, m, 512<<20)
-			if err != nil {
-				return err
-			}
-			defer freeMatrices(th, ws)
-			nset := len(ws) / G
-			tabs := make([]Ptr, nset)
-			for si := range tabs {
-				tv := make([]uint64, 2*G)
-				for g := range G {
-					w := ws[si*G+g]
-					tv[2*g], tv[2*g+1] = uint64(w.Data), uint64(w.Scale)
-				}
-				if tabs[si], err = upload(th, tv); err != nil {
-					return err
-				}
-				defer th.Free(tabs[si])
-			}
-			x, err := upload(th, randFloats(rand.New(rand.NewPCG(2, 3)), G*c.cols))
-			if err != nil {
-				return err
-			}
-			defer th.Free(x)
-			y, err := th.Alloc(int64(4 * G * c.rows))
-			if err != nil {
-				return err
-			}
-			defer th.Free(y)
-			k := d.Kernels()
-			bytes := float64(G * m.Bytes())
-			report := func(name string, call func(i int) error) error {
-				ms, err := timeGraph(th, 4*nset, 7, call)
-				if err != nil {
-					return err
-				}
-				fmt.Printf("GEMVG %dx%v %s %.2f us %.0f GB/s\n", G, c, name, ms*1e3, bytes/ms/1e6)
-				return nil
-			}
-			if err := report("gemv2-g", func(i int) error {
-				return k.groupedGEMV(th, th.Stream(), y, x, 1, ws[0], G, tabs[i%nset])
-			}); err != nil {
-				return err
-			}
-			for _, v := range gemvPersistVariants {
-				if v.DType != c.dt {
-					continue
-				}
-				for _, bps := range []int{1, 2, 4, 8} {
-					if err := report(fmt.Sprintf("gemv4-u%d-bps%d", v.U, bps), func(i int) error {
-						return k.gemvPersistT1(th, th.Stream(), y, x, ws[0], v, bps, d.Props().SMs, G, tabs[i%nset])
-					}); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		})
 	}
 }

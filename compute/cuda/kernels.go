@@ -39,6 +39,10 @@ type Kernels struct {
 
 	rmsnorm, rope, softmax, topk, gather, empty Func
 
+	// t8R4: BF16 and FP8 products of 8 or more tokens (plain and grouped)
+	// take gemv5 (4 rows a warp, gemv2's bits) instead of gemv2.
+	t8R4 bool
+
 	// fns are the model-level kernels (model.cu, moe.cu) by name; names
 	// every loaded kernel's name (profiles).
 	fns   map[string]Func
@@ -66,11 +70,10 @@ func init() {
 			}
 			modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p2_r3", kind, dn))
 		}
-		for _, dn := range []string{"fp4", "fp8"} {
-			for v := 1; v <= 3; v++ {
-				modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p1_v%d", kind, dn, v))
-			}
+		for _, pt := range []int{1, 2, 4, 8} {
+			modelKernels = append(modelKernels, fmt.Sprintf("%s_fp4_p%d_d2", kind, pt))
 		}
+
 	}
 	for _, dn := range dtypeNames {
 		modelKernels = append(modelKernels, "moe_gemm_"+dn)
@@ -80,49 +83,11 @@ func init() {
 			modelKernels = append(modelKernels, v.name(sp))
 		}
 	}
-	for _, v := range gemvPersistVariants {
-		for si := range 4 {
-			modelKernels = append(modelKernels, v.name(si))
+	for _, dn := range []string{"bf16", "fp8"} {
+		for _, sp := range []int{1, 2, 4, 8} {
+			modelKernels = append(modelKernels, fmt.Sprintf("gemv5_%s_t8_s%d", dn, sp), fmt.Sprintf("gemv5_%s_t8_s%d_g", dn, sp))
 		}
 	}
-}
-
-// gemvPersist is one of gemv3.cu's gemv4 entries (gemv_persist): the T = 1
-// product on a grid of at most BPS blocks an SM, each block looping over
-// row groups with the next step's loads (U chunks of each of 2 rows a
-// lane) in flight; gemv2's bits at the same split.
-type gemvPersist struct {
-	DType compute.DType
-	U     int
-}
-
-// gemvPersistVariants are gemv3.cu's gemv4 entries, in its order.
-var gemvPersistVariants = []gemvPersist{{compute.FP8, 2}, {compute.FP8, 4}, {compute.FP8, 8}, {compute.BF16, 2}, {compute.BF16, 4}}
-
-func (v gemvPersist) name(si int) string {
-	return fmt.Sprintf("gemv4_%s_u%d_s%d", dtypeNames[v.DType], v.U, 1<<si)
-}
-
-// gemvPersistT1 queues y = W·x (T = 1; with tab, the G matrices of tab as
-// groupedGEMV) through v at gemv2's split for w's shape, on at most bps
-// blocks an SM.
-func (k *Kernels) gemvPersistT1(t *Thread, s Stream, y, x Ptr, w *Matrix, v gemvPersist, bps, sms, G int, tab Ptr) error {
-	if err := checkMatMul(1, w); err != nil {
-		return err
-	}
-	if w.DType != v.DType || !w.vec() {
-		return fmt.Errorf("cuda: gemv4 %v for a %v matrix", v.DType, w.DType)
-	}
-	si, rowsPerBlock := gemv2Split(w.Rows, int(w.rowBytes()/16))
-	fn := k.fns[v.name(si)]
-	if fn == 0 {
-		return fmt.Errorf("cuda: no kernel %s", v.name(si))
-	}
-	G = max(G, 1)
-	n := G * ((w.Rows + rowsPerBlock - 1) / rowsPerBlock)
-	a := t.Args().Ptr(y).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Ptr(tab).Int(G).Int(w.Rows).Int(w.Cols).
-		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols())
-	return k.launch(t, fn, Dim3{X: min(n, bps*sms)}, Dim3{X: 256}, s, a)
 }
 
 // gemvVariant is one of gemv3.cu's T = 1 products: U chunks of each of R
@@ -296,6 +261,11 @@ func (k *Kernels) matMulGEMVVersion(t *Thread, s Stream, y, x Ptr, T int, w *Mat
 		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols())
 	if version == 2 && w.vec() {
 		si, rowsPerBlock := gemv2Split(w.Rows, int(w.rowBytes()/16))
+		if f := k.gemv5(w, g, si, false); f != 0 {
+			// gemv5: 4 rows a warp at gemv2's split (the same bits).
+			rowsPerBlock = (8 >> si) * 4
+			return k.launch(t, f, Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock}, Dim3{X: 256}, s, a)
+		}
 		return k.launch(t, k.gemv2[w.DType][g][si], Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock}, Dim3{X: 256}, s, a)
 	}
 	v := 0
@@ -317,7 +287,25 @@ func (k *Kernels) groupedGEMV(t *Thread, s Stream, y, x Ptr, T int, w *Matrix, G
 	a := t.Args().Ptr(y).Int(G * w.Rows).Ptr(x).Int(G * w.Cols).Ptr(tab).Int(w.Rows).Int(w.Cols).Int(T).
 		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols())
 	si, rowsPerBlock := gemv2Split(w.Rows, int(w.rowBytes()/16))
+	if f := k.gemv5(w, g, si, true); f != 0 {
+		rowsPerBlock = (8 >> si) * 4
+		return k.launch(t, f, Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock, Y: G}, Dim3{X: 256}, s, a)
+	}
 	return k.launch(t, k.gemv2g[w.DType][g][si], Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock, Y: G}, Dim3{X: 256}, s, a)
+}
+
+// gemv5 returns gemv3.cu's gemv5 entry (4 rows a warp, 8 tokens a pass,
+// gemv2's bits at split index si) for w at token group g, if t8R4 is set
+// and there is one (BF16 and FP8 at 8 tokens a pass); 0 otherwise.
+func (k *Kernels) gemv5(w *Matrix, g, si int, grouped bool) Func {
+	if !k.t8R4 || g != 3 || (w.DType != compute.BF16 && w.DType != compute.FP8) {
+		return 0
+	}
+	name := fmt.Sprintf("gemv5_%s_t8_s%d", dtypeNames[w.DType], 1<<si)
+	if grouped {
+		name += "_g"
+	}
+	return k.fns[name]
 }
 
 // gemv2Group is the index of the tokens a pass (1, 2, 4, 8) gemv2 takes

@@ -97,13 +97,10 @@ func moeTile(P, E int) int {
 
 // moeRows is the rows a block of moe.cu's grouped kernels takes: 8 warps
 // of MOE_GROUPED_ENTRY's RG (gate/up) or RD (down) rows.
-func moeRows(kind string, pt int, run3 bool, v int) int {
+func moeRows(kind string, pt int, run3 bool) int {
 	r := 2 // tiles of 1, 4 and 8 pairs: 2 rows of W1 and W3 a warp, 4 of W2
 	if pt == 2 && !run3 {
 		r = 4
-	}
-	if pt == 1 && (v == 1 || v == 2) {
-		r = 1
 	}
 	if kind == "moe_down" {
 		r *= 2
@@ -119,13 +116,10 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, y, x Ptr, xDiv int,
 	run3 := b.moeRun3 && pt == 2
 	if run3 {
 		name += "_r3"
+	} else if b.fp4Dec2 && m.DType == compute.FP4 {
+		name += "_d2"
 	}
-	v := 0
-	if pt == 1 && b.moeP1 > 0 && (m.DType == compute.FP4 || m.DType == compute.FP8) {
-		v = b.moeP1
-		name += fmt.Sprintf("_v%d", v)
-	}
-	b.launch(name, Dim3{X: blocks(m.Rows, moeRows(kind, pt, run3, v)), Y: tiles}, Dim3{X: 256}, 0,
+	b.launch(name, Dim3{X: blocks(m.Rows, moeRows(kind, pt, run3)), Y: tiles}, Dim3{X: 256}, 0,
 		b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
 			Int(m.Rows).Int(m.Cols).Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()).F32(limit))
 }

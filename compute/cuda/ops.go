@@ -44,10 +44,6 @@ func (b *Backend) matMul(y, x compute.Tensor, w *compute.Matrix, mode Mode) {
 	}
 	m := b.mustMat(w)
 	T := x.Rows
-	if v, ok := b.persistFor(T, m); ok {
-		b.fail(b.k.gemvPersistT1(b.rt, 0, b.ptr(y), b.ptr(x), m, v, b.persistBPS, b.dev.Props().SMs, 1, 0))
-		return
-	}
 	if mode != Fast || T <= FastGEMVMaxT || !bf16Exact(m.DType) || !b.k.tensorCores {
 		b.fail(b.k.MatMul(b.rt, 0, b.ptr(y), b.ptr(x), T, m, Strict))
 		return
@@ -64,22 +60,6 @@ func (b *Backend) matMul(y, x compute.Tensor, w *compute.Matrix, mode Mode) {
 	b.fail(b.k.MatMul(b.rt, 0, b.ptr(part), b.ptr(hi), T, m, Fast))
 	b.fail(b.k.MatMul(b.rt, 0, b.ptr(y), b.ptr(lo), T, m, Fast))
 	b.AddRepeated(y, part, 1)
-}
-
-// persistFor returns the gemv4 entry a product of T tokens by m takes,
-// if any (persistBPS; gemv4 gives gemv2's bits).
-func (b *Backend) persistFor(T int, m *Matrix) (gemvPersist, bool) {
-	if b.persistBPS <= 0 || T != 1 || !m.vec() || !(m.DType == compute.FP8 || (b.persistBF16 && m.DType == compute.BF16)) {
-		return gemvPersist{}, false
-	}
-	u := b.persistU
-	if u == 0 {
-		u = 4
-	}
-	if m.DType == compute.BF16 {
-		u = min(u, 4)
-	}
-	return gemvPersist{m.DType, u}, true
 }
 
 // bf16Exact reports whether every weight of a format is a bfloat16 value
@@ -114,10 +94,6 @@ func (b *Backend) GroupedMatMul(y, x compute.Tensor, ws []*compute.Matrix) {
 		return
 	}
 	if tab, w0, ok := b.groupTable(ws); ok && (b.mode == Strict || T <= FastGEMVMaxT || !bf16Exact(w0.DType) || !b.k.tensorCores) {
-		if v, ok := b.persistFor(T, w0); ok {
-			b.fail(b.k.gemvPersistT1(b.rt, 0, b.ptr(y), b.ptr(x), w0, v, b.persistBPS, b.dev.Props().SMs, G, tab))
-			return
-		}
 		b.fail(b.k.groupedGEMV(b.rt, 0, b.ptr(y), b.ptr(x), T, w0, G, tab))
 		return
 	}

@@ -1,6 +1,6 @@
 #!/bin/bash
 # run6.sh: run 6's GPU measurement in one call (NOTES.md, "Run 6"; run4.sh
-# plus: TestGEMVPersist and the PDL source check in the tests, the tests
+# plus: TestGEMV5 and the PDL source check in the tests, the tests
 # again with programmatic dependent launch on (PDLTEST=1), the grouped
 # GEMV benchmark beside the variants (GEMV=1), FLASH BITS lines). From
 # the repository root, with the carry folder C holding cuda.test.gz and,
@@ -41,7 +41,7 @@ SYN=$!
 
 stage tests
 timeout $(left 150) "$B/cuda.test" -test.v -test.timeout 200s \
-	-test.run 'TestBackend|TestMatMul|TestRMSNorm|TestRoPE|TestSoftmax|TestTopK|TestGather|TestGEMV2Split|TestGEMVVariants|TestGEMVPersist|TestKernelsOpenWithPDLWait|TestHandOff|TestDeviceMemory|TestEventsAndGraph' \
+	-test.run 'TestBackend|TestMatMul|TestRMSNorm|TestRoPE|TestSoftmax|TestTopK|TestGather|TestGEMV2Split|TestGEMVVariants|TestGEMV5|TestKernelsOpenWithPDLWait|TestHandOff|TestDeviceMemory|TestEventsAndGraph' \
 	> "$OUT/tests.log" 2>&1
 echo "tests rc=$?" >> "$OUT/tests.log"
 if [ "${PDLTEST:-0}" = 1 ]; then

@@ -31,12 +31,12 @@ __device__ __forceinline__ void gemv2_body(float* __restrict__ y, long long ldy,
 #define GEMV2_ENTRY(NAME, FMT, TT, SPLIT)                                                                   \
   extern "C" __global__ void __launch_bounds__(256)                                                        \
       NAME(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,                    \
-           const u8* __restrict__ sc, int rows, int K, int T, int blockRows, int blockCols, int scaleCols) { PDL_WAIT(); \
+           const u8* __restrict__ sc, int rows, int K, int T, int blockRows, int blockCols, int scaleCols) { PDL_OPEN_EARLY(); \
     gemv2_body<FMT, TT, SPLIT>(y, rows, x, K, w, sc, rows, K, T, blockRows, blockCols, scaleCols);         \
   }                                                                                                         \
   extern "C" __global__ void __launch_bounds__(256)                                                        \
       NAME##_g(float* __restrict__ y, int ldy, const float* __restrict__ x, int ldx, const u64* __restrict__ tab, \
-               int rows, int K, int T, int blockRows, int blockCols, int scaleCols) { PDL_WAIT();                       \
+               int rows, int K, int T, int blockRows, int blockCols, int scaleCols) { PDL_OPEN_EARLY();                       \
     const int g = blockIdx.y;                                                                               \
     gemv2_body<FMT, TT, SPLIT>(y + (long long)g * rows, ldy, x + (long long)g * K, ldx, (const u8*)tab[2 * g], \
                                (const u8*)tab[2 * g + 1], rows, K, T, blockRows, blockCols, scaleCols);      \

@@ -97,10 +97,39 @@ __device__ __forceinline__ void e4m3x4_hw(u32 w, float* v) {
 #endif
 }
 
-// decode_sub_dec is decode_sub, with DEC = 1 the hardware FP8 decoder.
+// e2m1x8_bf16 decodes the 8 FP4 codes of w (low nibble first) in bf16x2
+// arithmetic: codes b and b + 4 placed as the two halves of a bf16x2 word
+// (the sign at bit 15, the exponent's low 2 bits and the mantissa's top
+// bit at bits 8..6: e2m1 · 2^-126 exactly, subnormal for the codes ±0 and
+// ±0.5 as in e2m1 itself), times 2^126 in one bf16x2 multiply (exact:
+// each product is an e2m1 value; bf16 arithmetic keeps subnormals), then
+// each half widened to float32 by a shift: the values of e2m1, in about
+// half its instructions. The emulator decodes with e2m1.
+__device__ __forceinline__ void e2m1x8_bf16(u32 w, float* v) {
+#ifdef STRATA_EMU
+#pragma unroll
+  for (int b = 0; b < 8; ++b) v[b] = e2m1(w >> (4 * b));
+#else
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    const u32 s1 = b < 2 ? (w << (6 - 4 * b)) : (w >> (4 * b - 6));
+    const u32 s2 = w << (12 - 4 * b);
+    const u32 placed = (s1 & 0x01C001C0u) | (s2 & 0x80008000u);
+    u32 r;
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(placed), "r"(0x7E807E80u));
+    v[b] = __uint_as_float(r << 16);
+    v[b + 4] = __uint_as_float(r & 0xFFFF0000u);
+  }
+#endif
+}
+
+// decode_sub_dec is decode_sub, with DEC = 1 the hardware FP8 decoder and
+// DEC = 2 the bf16x2 FP4 decoder (e2m1x8_bf16); the same values.
 template <int FMT, int DEC>
 __device__ __forceinline__ void decode_sub_dec(const uint4& q, int s, float* v) {
-  if (FMT == FMT_FP8 && DEC == 1) {
+  if (FMT == FMT_FP4 && DEC == 2) {
+    e2m1x8_bf16(word_of(q, s), v);
+  } else if (FMT == FMT_FP8 && DEC == 1) {
     e4m3x4_hw(word_of(q, 2 * s), v);
     e4m3x4_hw(word_of(q, 2 * s + 1), v + 4);
   } else {
@@ -130,6 +159,18 @@ __device__ __forceinline__ void gemv_rows(float* __restrict__ y, long long ldy, 
       FMT == FMT_F32 ? 4ll * K : (FMT == FMT_FP8 ? (long long)K : (FMT == FMT_FP4 ? K / 2 : 2ll * K));
   const int nch = (int)(rowBytes / 16);
   const int stride = 32 * SPLIT;
+  // The first step's chunks (weights only) before PDL_WAIT_LATE: in flight
+  // while the kernel before this one finishes, under programmatic
+  // dependent launch (common.cuh).
+  const int cfirst = part * 32 + lane;
+  uint4 pre[U][R];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int c = cfirst + u * stride;
+#pragma unroll
+    for (int i = 0; i < R; ++i) pre[u][i] = c < nch ? __ldg((const uint4*)(w + rr[i] * rowBytes) + c) : make_uint4(0, 0, 0, 0);
+  }
+  PDL_WAIT_LATE();
 
   for (int t0 = 0; t0 < T; t0 += TT) {
     float acc[R][TT];
@@ -140,15 +181,16 @@ __device__ __forceinline__ void gemv_rows(float* __restrict__ y, long long ldy, 
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i][tt] = 0.0f;
     }
-    for (int c0 = part * 32 + lane; c0 < nch; c0 += U * stride) {
+    for (int c0 = cfirst; c0 < nch; c0 += U * stride) {
       uint4 q[U][R];
       u32 sraw[U][R];
+      const bool usePre = t0 == 0 && c0 == cfirst;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int c = c0 + u * stride;
 #pragma unroll
         for (int i = 0; i < R; ++i)
-          q[u][i] = c < nch ? __ldg((const uint4*)(w + rr[i] * rowBytes) + c) : make_uint4(0, 0, 0, 0);
+          q[u][i] = usePre ? pre[u][i] : (c < nch ? __ldg((const uint4*)(w + rr[i] * rowBytes) + c) : make_uint4(0, 0, 0, 0));
         if (PF)
 #pragma unroll
           for (int i = 0; i < R; ++i)
@@ -224,118 +266,3 @@ __device__ __forceinline__ void gemv_rows(float* __restrict__ y, long long ldy, 
 }
 
 
-// gemv_persist is gemv_rows' product at T = 1 (the same bits at the same
-// SPLIT, whatever U: each lane still adds its chunks c = part·32 + lane,
-// + 32·SPLIT, ... in order) on a grid of fewer blocks than row groups:
-// block b takes row groups b, b + gridDim.x, ... (of every group of a
-// grouped product: ng matrices of tab, as the _g entries of gemv2.cu, or
-// the one matrix w when tab is null; group g reads x[g·K, (g+1)·K) and
-// writes y[g·rows, (g+1)·rows)), in steps of U chunks of each of its
-// R rows a lane, and issues the next step's loads (chunks and scale bytes)
-// before it computes the current one, so that a lane's loads stay in
-// flight across its rows.
-template <int FMT, int SPLIT, int U, int R>
-__device__ __forceinline__ void gemv_persist(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w, const u8* __restrict__ sc,
-                                             const u64* __restrict__ tab, int ng, int rows, int K, int blockRows,
-                                             int blockCols, int scaleCols) {
-  typedef gemv_fmt<FMT> F;
-  const int G = 8 / SPLIT;
-  __shared__ float red[8][R];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int grp = warp / SPLIT, part = warp % SPLIT;
-  const long long rowBytes =
-      FMT == FMT_F32 ? 4ll * K : (FMT == FMT_FP8 ? (long long)K : (FMT == FMT_FP4 ? K / 2 : 2ll * K));
-  const int nch = (int)(rowBytes / 16);
-  const int stride = 32 * SPLIT, span = U * stride;
-  const int nb = (nch + span - 1) / span;
-  const int nRG = (rows + G * R - 1) / (G * R), nAll = nRG * ng;
-  const int mine = nAll > (int)blockIdx.x ? (nAll - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x : 0;
-  const int steps = mine * nb;
-  if (steps == 0) return;
-  uint4 q[U][R];
-  u32 sr[U][R];
-  auto load = [&](int s, uint4 (&qq)[U][R], u32 (&ss)[U][R]) {
-    const int rg = (int)blockIdx.x + (s / nb) * (int)gridDim.x, bb = s % nb;
-    const int g = rg / nRG, r0 = ((rg - g * nRG) * G + grp) * R;
-    const u8* wg = tab ? (const u8*)tab[2 * g] : w;
-    const u8* sg = tab ? (const u8*)tab[2 * g + 1] : sc;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = bb * span + part * 32 + lane + u * stride;
-#pragma unroll
-      for (int i = 0; i < R; ++i) {
-        const long long rr = min(r0 + i, rows - 1);
-        qq[u][i] = c < nch ? __ldg((const uint4*)(wg + rr * rowBytes) + c) : make_uint4(0, 0, 0, 0);
-        ss[u][i] = c < nch ? chunk_scale_byte<FMT>(sg, rr, c, K, blockRows, blockCols, scaleCols) : 0u;
-      }
-    }
-  };
-  load(0, q, sr);
-  float acc[R];
-#pragma unroll
-  for (int i = 0; i < R; ++i) acc[i] = 0.0f;
-  for (int s = 0; s < steps; ++s) {
-    uint4 qn[U][R];
-    u32 srn[U][R];
-    if (s + 1 < steps) load(s + 1, qn, srn);
-    const int rg = (int)blockIdx.x + (s / nb) * (int)gridDim.x, bb = s % nb;
-    const int g = rg / nRG, r0 = ((rg - g * nRG) * G + grp) * R;
-    const float* xg = x + (long long)g * K;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = bb * span + part * 32 + lane + u * stride;
-      if (c >= nch) break;
-      float p[R];
-#pragma unroll
-      for (int i = 0; i < R; ++i) p[i] = 0.0f;
-#pragma unroll
-      for (int sb = 0; sb < F::SUBS; ++sb) {
-        float wv[R][F::SUB];
-#pragma unroll
-        for (int i = 0; i < R; ++i) decode_sub_dec<FMT, 1>(q[u][i], sb, wv[i]);
-        float xv[F::SUB];
-        const float4* xp = (const float4*)(xg + c * F::PER + sb * F::SUB);
-#pragma unroll
-        for (int j = 0; j < F::SUB / 4; ++j) {
-          float4 f = __ldg(xp + j);
-          xv[4 * j] = f.x; xv[4 * j + 1] = f.y; xv[4 * j + 2] = f.z; xv[4 * j + 3] = f.w;
-        }
-#pragma unroll
-        for (int i = 0; i < R; ++i)
-#pragma unroll
-          for (int j = 0; j < F::SUB; ++j) p[i] = __fmaf_rn(wv[i][j], xv[j], p[i]);
-      }
-#pragma unroll
-      for (int i = 0; i < R; ++i) acc[i] = __fmaf_rn(p[i], chunk_scale_from<FMT>(q[u][i], sr[u][i]), acc[i]);
-    }
-    if (bb == nb - 1) {
-      float* yg = y + (long long)g * rows;
-#pragma unroll
-      for (int i = 0; i < R; ++i) acc[i] = warp_sum(acc[i]);
-      if (SPLIT == 1) {
-#pragma unroll
-        for (int i = 0; i < R; ++i)
-          if (lane == i && r0 + i < rows) yg[r0 + i] = acc[i];
-      } else {
-        if (lane == 0) {
-#pragma unroll
-          for (int i = 0; i < R; ++i) red[warp][i] = acc[i];
-        }
-        __syncthreads();
-        if (part == 0 && lane < R) {
-          float v = red[warp][lane];
-#pragma unroll
-          for (int j = 1; j < SPLIT; ++j) v = __fadd_rn(v, red[warp + j][lane]);
-          if (r0 + lane < rows) yg[r0 + lane] = v;
-        }
-        __syncthreads();
-      }
-#pragma unroll
-      for (int i = 0; i < R; ++i) acc[i] = 0.0f;
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int i = 0; i < R; ++i) q[u][i] = qn[u][i], sr[u][i] = srn[u][i];
-  }
-}

@@ -317,7 +317,7 @@ extern "C" __global__ void __launch_bounds__(256)
 // then the butterfly over the lanes: it depends on the row's width and the
 // format only (the same order as moe_gemv), never on PT, the tile or the
 // other pairs: batch-invariant.
-template <int FMT, int PT, int NM, int R, int U>
+template <int FMT, int PT, int NM, int R, int U, int DEC = 0>
 __device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int xDiv, const int* order, const int* idx,
                                                  const int* chunks, const u64* tab1, const u64* tab3, int rows,
                                                  int cols, int blockRows, int blockCols, int scaleCols, float L) {
@@ -376,7 +376,7 @@ __device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int x
       for (int s = 0; s < F::SUBS; ++s) {
         float wv[NM * R][F::SUB];
 #pragma unroll
-        for (int m = 0; m < NM * R; ++m) decode_sub<FMT>(q[u][m], s, wv[m]);
+        for (int m = 0; m < NM * R; ++m) decode_sub_dec<FMT, DEC>(q[u][m], s, wv[m]);
         const int col = c * F::PER + s * F::SUB;
 #pragma unroll
         for (int pi = 0; pi < PT; ++pi) {
@@ -462,30 +462,27 @@ __device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int x
     moe_grouped_body<FMT, PT, 1, 4, 4>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,      \
                                        blockCols, scaleCols, L);                                                 \
   }
-// The _v<n> entries are tiles of 1 pair on other rows a warp and chunks in
-// flight (RG, UG, RD, UD: v1 1, 4, 2, 4; v2 1, 2, 2, 2; v3 2, 2, 4, 2),
-// measured beside (Backend.moeP1); the same sums.
-#define MOE_GROUPED_V(F, FMT, V, RG, UG, RD, UD)                                                                \
+// The _d2 entries decode FP4 through bf16x2 (e2m1x8_bf16, the same
+// values; Backend.fp4Dec2), on the default rows and chunks.
+#define MOE_GROUPED_D2(PT, RG, UG, RD, UD)                                                                      \
   extern "C" __global__ void __launch_bounds__(256)                                                             \
-      moe_gateup_##F##_p1_v##V(float* h, const float* x, int xDiv, const int* order, const int* idx,            \
-                               const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,         \
-                               int blockRows, int blockCols, int scaleCols, float L) { PDL_WAIT();                          \
-    moe_grouped_body<FMT, 1, 2, RG, UG>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows,       \
-                                        blockCols, scaleCols, L);                                                \
+      moe_gateup_fp4_p##PT##_d2(float* h, const float* x, int xDiv, const int* order, const int* idx,           \
+                                const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,        \
+                                int blockRows, int blockCols, int scaleCols, float L) { PDL_WAIT();              \
+    moe_grouped_body<FMT_FP4, PT, 2, RG, UG, 2>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols,          \
+                                                blockRows, blockCols, scaleCols, L);                            \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(256)                                                             \
-      moe_down_##F##_p1_v##V(float* y, const float* x, int xDiv, const int* order, const int* idx,              \
-                             const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,         \
-                             int blockRows, int blockCols, int scaleCols, float L) { PDL_WAIT();                            \
-    moe_grouped_body<FMT, 1, 1, RD, UD>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,     \
-                                        blockCols, scaleCols, L);                                                \
+      moe_down_fp4_p##PT##_d2(float* y, const float* x, int xDiv, const int* order, const int* idx,             \
+                              const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,        \
+                              int blockRows, int blockCols, int scaleCols, float L) { PDL_WAIT();                \
+    moe_grouped_body<FMT_FP4, PT, 1, RD, UD, 2>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols,        \
+                                                blockRows, blockCols, scaleCols, L);                            \
   }
-MOE_GROUPED_V(fp4, FMT_FP4, 1, 1, 4, 2, 4)
-MOE_GROUPED_V(fp4, FMT_FP4, 2, 1, 2, 2, 2)
-MOE_GROUPED_V(fp4, FMT_FP4, 3, 2, 2, 4, 2)
-MOE_GROUPED_V(fp8, FMT_FP8, 1, 1, 4, 2, 4)
-MOE_GROUPED_V(fp8, FMT_FP8, 2, 1, 2, 2, 2)
-MOE_GROUPED_V(fp8, FMT_FP8, 3, 2, 2, 4, 2)
+MOE_GROUPED_D2(1, 2, 4, 4, 4)
+MOE_GROUPED_D2(2, 4, 2, 8, 2)
+MOE_GROUPED_D2(4, 2, 2, 4, 2)
+MOE_GROUPED_D2(8, 2, 1, 4, 1)
 #define MOE_GROUPED_ENTRIES(F, FMT)          \
   MOE_GROUPED_ENTRY(F, FMT, 1, 2, 4, 4, 4)   \
   MOE_GROUPED_ENTRY(F, FMT, 2, 4, 2, 8, 2)   \
