@@ -11,8 +11,8 @@ import (
 
 var _ compute.Backend = (*Backend)(nil)
 
-// pdlDefault is SetPDL's default: STRATA_CUDA_PDL=1 on, else off.
-func pdlDefault() bool { return os.Getenv("STRATA_CUDA_PDL") == "1" }
+// pdlDefault is SetPDL's default: on, unless STRATA_CUDA_PDL=0.
+func pdlDefault() bool { return os.Getenv("STRATA_CUDA_PDL") != "0" }
 
 // Backend is a compute.Backend on one GPU: every tensor is device memory,
 // weights are uploaded once in their stored formats, and every op is a
@@ -58,7 +58,7 @@ type Backend struct {
 	// pairs (the same bits; BenchmarkFlash measures both).
 	moeRun3 bool
 	// fp4Dec2: the grouped FP4 expert kernels decode through bf16x2
-	// (e2m1x8_bf16; the same values).
+	// (e2m1x8_bf16; the same values). On by default.
 	fp4Dec2 bool
 	// attnScalar: attention decodes its keys channel by channel (run 5's
 	// loads) instead of ATT_G channels a load; the same values.
@@ -124,6 +124,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)
 	b.rt.pdl = pdlDefault()
+	b.fp4Dec2 = true
 	// The opt-in covers static and dynamic shared memory together: leave
 	// the kernels' static buffers (a few hundred bytes) their room.
 	b.optin = dev.Props().SharedPerBlockOptin - 1024

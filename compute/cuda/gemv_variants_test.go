@@ -166,7 +166,7 @@ func TestGEMV5(t *testing.T) {
 					return err
 				}
 				defer th.Free(ys)
-				defer func() { k.t8R4 = false }()
+				defer func() { k.t8R4 = true }()
 				for i, r4 := range []bool{false, true} {
 					k.t8R4 = r4
 					if err := th.Memset32(ys, poison, int64(T*m.Rows), th.Stream()); err != nil {
@@ -225,7 +225,7 @@ func TestGEMV5Grouped(t *testing.T) {
 					return err
 				}
 				defer th.Free(ys)
-				defer func() { k.t8R4 = false }()
+				defer func() { k.t8R4 = true }()
 				for i, r4 := range []bool{false, true} {
 					k.t8R4 = r4
 					if err := th.Memset32(ys, poison, int64(n), th.Stream()); err != nil {

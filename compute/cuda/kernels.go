@@ -40,7 +40,8 @@ type Kernels struct {
 	rmsnorm, rope, softmax, topk, gather, empty Func
 
 	// t8R4: BF16 and FP8 products of 8 or more tokens (plain and grouped)
-	// take gemv5 (4 rows a warp, gemv2's bits) instead of gemv2.
+	// take gemv5 (4 rows a warp, gemv2's bits) instead of gemv2. On by
+	// default.
 	t8R4 bool
 
 	// fns are the model-level kernels (model.cu, moe.cu) by name; names
@@ -140,7 +141,7 @@ var dtypeNames = [5]string{"f32", "bf16", "f16", "fp8", "fp4"}
 // keepGoing, units that failed to build and kernels not found are left
 // out (their Func is 0) instead of failing.
 func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernels, error) {
-	k := &Kernels{tensorCores: tensorCores}
+	k := &Kernels{tensorCores: tensorCores, t8R4: true}
 	var missing []error
 	for _, u := range units {
 		if u.err != nil {
