@@ -11,8 +11,9 @@ import (
 
 var _ compute.Backend = (*Backend)(nil)
 
-// pdlDefault is SetPDL's default: on, unless STRATA_CUDA_PDL=0.
-func pdlDefault() bool { return os.Getenv("STRATA_CUDA_PDL") != "0" }
+// pdlDefault is SetPDL's default: off (run 6 measured PDL 2-4% slower
+// per decode step), on with STRATA_CUDA_PDL=1.
+func pdlDefault() bool { return os.Getenv("STRATA_CUDA_PDL") == "1" }
 
 // Backend is a compute.Backend on one GPU: every tensor is device memory,
 // weights are uploaded once in their stored formats, and every op is a
@@ -57,9 +58,9 @@ type Backend struct {
 	// moeRun3: the grouped expert kernels' run-3 entries for tiles of 2
 	// pairs (the same bits; BenchmarkFlash measures both).
 	moeRun3 bool
-	// fp4Dec2: the grouped FP4 expert kernels decode through bf16x2
-	// (e2m1x8_bf16; the same values). On by default.
-	fp4Dec2 bool
+	// moeOcc > 0: FP4 tiles of 1 pair take moe.cu's _o<moeOcc> entries
+	// (launch bounds of moeOcc blocks an SM; the same sums).
+	moeOcc int
 	// attnScalar: attention decodes its keys channel by channel (run 5's
 	// loads) instead of ATT_G channels a load; the same values.
 	attnScalar bool
@@ -124,7 +125,6 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)
 	b.rt.pdl = pdlDefault()
-	b.fp4Dec2 = true
 	// The opt-in covers static and dynamic shared memory together: leave
 	// the kernels' static buffers (a few hundred bytes) their room.
 	b.optin = dev.Props().SharedPerBlockOptin - 1024
@@ -160,7 +160,7 @@ func (b *Backend) Device() *Device { return b.dev }
 func (b *Backend) SetGraphs(on bool) { b.graphs = on }
 
 // SetPDL turns programmatic dependent launch on or off for the launches
-// recorded from now on (on by default; STRATA_CUDA_PDL=0 turns it off): a
+// recorded from now on (off by default; STRATA_CUDA_PDL=1 turns it on): a
 // kernel may launch while the one before it finishes, and waits for it
 // in PDL_WAIT (common.cuh) before it touches memory, so that results do
 // not change, only the gaps between kernels.

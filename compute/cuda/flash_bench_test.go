@@ -285,10 +285,13 @@ func BenchmarkFlash(b *testing.B) {
 	}
 	ab("attn-r5", func(on bool) { be.attnScalar = on })
 	ab("t8-r2", func(on bool) { be.k.t8R4 = !on })
-	ab("fp4-d0", func(on bool) { be.fp4Dec2 = !on })
+	ab("grouped-r5", func(on bool) { be.k.groupedR5 = on })
+	for _, n := range []int{2, 3, 4} {
+		ab(fmt.Sprintf("moe-o%d", n), func(on bool) { be.moeOcc = map[bool]int{true: n}[on] })
+	}
 	pdl0 := be.PDL()
 	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
-	be.k.t8R4, be.fp4Dec2 = true, true
+	be.k.t8R4 = true
 
 	// Kernel breakdowns: batch 1 as "FLASH kernel" lines, other batches of
 	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines.

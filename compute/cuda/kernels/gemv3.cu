@@ -49,11 +49,11 @@ GEMV3_SPLITS(bf16, FMT_BF16, 4, 1, 0, 0)
     gemv_rows<FMT, 8, SPLIT, 2, 4, 0, 0>(y, rows, x, K, w, sc, rows, K, T, blockRows, blockCols, scaleCols);         \
   }                                                                                                                \
   extern "C" __global__ void __launch_bounds__(256)                                                              \
-      gemv5_##F##_t8_s##SPLIT##_g(float* __restrict__ y, int ldy, const float* __restrict__ x, int ldx,            \
-                                  const u64* __restrict__ tab, int rows, int K, int T, int blockRows,             \
+      gemv5_##F##_t8_s##SPLIT##_g(float* __restrict__ y, int ldy, int ygs, const float* __restrict__ x, int ldx,   \
+                                  int xgs, const u64* __restrict__ tab, int rows, int K, int T, int blockRows,    \
                                   int blockCols, int scaleCols) { PDL_OPEN_EARLY();                                \
     const int g = blockIdx.y;                                                                                      \
-    gemv_rows<FMT, 8, SPLIT, 2, 4, 0, 0>(y + (long long)g * rows, ldy, x + (long long)g * K, ldx,                   \
+    gemv_rows<FMT, 8, SPLIT, 2, 4, 0, 0>(y + (long long)g * ygs, ldy, x + (long long)g * xgs, ldx,                  \
                                          (const u8*)tab[2 * g], (const u8*)tab[2 * g + 1], rows, K, T, blockRows,   \
                                          blockCols, scaleCols);                                                    \
   }

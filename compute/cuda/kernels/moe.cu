@@ -317,7 +317,7 @@ extern "C" __global__ void __launch_bounds__(256)
 // then the butterfly over the lanes: it depends on the row's width and the
 // format only (the same order as moe_gemv), never on PT, the tile or the
 // other pairs: batch-invariant.
-template <int FMT, int PT, int NM, int R, int U, int DEC = 0>
+template <int FMT, int PT, int NM, int R, int U>
 __device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int xDiv, const int* order, const int* idx,
                                                  const int* chunks, const u64* tab1, const u64* tab3, int rows,
                                                  int cols, int blockRows, int blockCols, int scaleCols, float L) {
@@ -376,7 +376,7 @@ __device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int x
       for (int s = 0; s < F::SUBS; ++s) {
         float wv[NM * R][F::SUB];
 #pragma unroll
-        for (int m = 0; m < NM * R; ++m) decode_sub_dec<FMT, DEC>(q[u][m], s, wv[m]);
+        for (int m = 0; m < NM * R; ++m) decode_sub<FMT>(q[u][m], s, wv[m]);
         const int col = c * F::PER + s * F::SUB;
 #pragma unroll
         for (int pi = 0; pi < PT; ++pi) {
@@ -462,27 +462,27 @@ __device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int x
     moe_grouped_body<FMT, PT, 1, 4, 4>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,      \
                                        blockCols, scaleCols, L);                                                 \
   }
-// The _d2 entries decode FP4 through bf16x2 (e2m1x8_bf16, the same
-// values; Backend.fp4Dec2), on the default rows and chunks.
-#define MOE_GROUPED_D2(PT, RG, UG, RD, UD)                                                                      \
-  extern "C" __global__ void __launch_bounds__(256)                                                             \
-      moe_gateup_fp4_p##PT##_d2(float* h, const float* x, int xDiv, const int* order, const int* idx,           \
-                                const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,        \
-                                int blockRows, int blockCols, int scaleCols, float L) { PDL_WAIT();              \
-    moe_grouped_body<FMT_FP4, PT, 2, RG, UG, 2>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols,          \
-                                                blockRows, blockCols, scaleCols, L);                            \
+// The _o<n> entries are the FP4 tiles of 1 pair with __launch_bounds__(256,
+// n) (at least n blocks an SM: fewer registers a thread, more warps in
+// flight; Backend.moeOcc), measured beside; the same sums.
+#define MOE_GROUPED_OCC(N)                                                                                       \
+  extern "C" __global__ void __launch_bounds__(256, N)                                                          \
+      moe_gateup_fp4_p1_o##N(float* h, const float* x, int xDiv, const int* order, const int* idx,              \
+                             const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,           \
+                             int blockRows, int blockCols, int scaleCols, float L) { PDL_WAIT();                 \
+    moe_grouped_body<FMT_FP4, 1, 2, 2, 4>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows,     \
+                                          blockCols, scaleCols, L);                                              \
   }                                                                                                              \
-  extern "C" __global__ void __launch_bounds__(256)                                                             \
-      moe_down_fp4_p##PT##_d2(float* y, const float* x, int xDiv, const int* order, const int* idx,             \
-                              const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,        \
-                              int blockRows, int blockCols, int scaleCols, float L) { PDL_WAIT();                \
-    moe_grouped_body<FMT_FP4, PT, 1, RD, UD, 2>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols,        \
-                                                blockRows, blockCols, scaleCols, L);                            \
+  extern "C" __global__ void __launch_bounds__(256, N)                                                          \
+      moe_down_fp4_p1_o##N(float* y, const float* x, int xDiv, const int* order, const int* idx,                \
+                           const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,           \
+                           int blockRows, int blockCols, int scaleCols, float L) { PDL_WAIT();                   \
+    moe_grouped_body<FMT_FP4, 1, 1, 4, 4>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,   \
+                                          blockCols, scaleCols, L);                                              \
   }
-MOE_GROUPED_D2(1, 2, 4, 4, 4)
-MOE_GROUPED_D2(2, 4, 2, 8, 2)
-MOE_GROUPED_D2(4, 2, 2, 4, 2)
-MOE_GROUPED_D2(8, 2, 1, 4, 1)
+MOE_GROUPED_OCC(2)
+MOE_GROUPED_OCC(3)
+MOE_GROUPED_OCC(4)
 #define MOE_GROUPED_ENTRIES(F, FMT)          \
   MOE_GROUPED_ENTRY(F, FMT, 1, 2, 4, 4, 4)   \
   MOE_GROUPED_ENTRY(F, FMT, 2, 4, 2, 8, 2)   \
