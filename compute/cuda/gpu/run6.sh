@@ -1,7 +1,7 @@
 #!/bin/bash
 # run6.sh: run 6's GPU measurement in one call (NOTES.md, "Run 6"; run4.sh
 # plus: TestGEMV5 and the PDL source check in the tests, the tests
-# again with programmatic dependent launch off (PDLTEST=1), the grouped
+# again with programmatic dependent launch on (PDLTEST=1), the grouped
 # GEMV benchmark beside the variants (GEMV=1), FLASH BITS lines). From
 # the repository root, with the carry folder C holding cuda.test.gz and,
 # if room is left, strata.gz (gzip -9 of the CGO_ENABLED=0 -ldflags=-s -w
@@ -46,7 +46,7 @@ timeout $(left 150) "$B/cuda.test" -test.v -test.timeout 200s \
 echo "tests rc=$?" >> "$OUT/tests.log"
 if [ "${PDLTEST:-0}" = 1 ]; then
 	stage tests-pdl
-	STRATA_CUDA_PDL=0 timeout $(left 120) "$B/cuda.test" -test.v -test.timeout 200s \
+	STRATA_CUDA_PDL=1 timeout $(left 120) "$B/cuda.test" -test.v -test.timeout 200s \
 		-test.run 'TestBackendGolden|TestBackendInvariance|TestBackendCacheFormats|TestBackendBatched' \
 		> "$OUT/tests-pdl.log" 2>&1
 	echo "tests-pdl rc=$?" >> "$OUT/tests-pdl.log"
