@@ -174,11 +174,15 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 	win, comp := b.paged(a.Window), b.paged(a.Compressed)
 	pos, sel, cnt, sink := b.ptr(sp.Pos), b.ptr(a.Sel), b.ptr(a.N), b.ptr(a.Sink)
 	rate := max(a.Rate, 1)
+	vec := 1
+	if b.attnScalar {
+		vec = 0
+	}
 	for t0 := 0; t0 < T; t0 += Tn {
 		n := min(Tn, T-t0)
 		ar := b.args().Ptr(b.ptr(lg)).Int(t0).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.KV))
 		b.spanArgs(ar, sp).Ptr(pos).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(rate).
-			Ptr(sel).Ptr(cnt).Int(selK).Int(H).Int(d).F32(a.Scale).Int(maxKeys)
+			Ptr(sel).Ptr(cnt).Int(selK).Int(H).Int(d).F32(a.Scale).Int(maxKeys).Int(vec)
 		b.launch("attn_logits", Dim3{X: n, Y: HGs, Z: S}, Dim3{X: opThreads}, shared, ar)
 		z, sp1 := 1, 0
 		if split {
@@ -186,7 +190,7 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 		}
 		ar = b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(po)).Ptr(b.ptr(pl)).Ptr(b.ptr(pm)).Int(sp1).Ptr(b.ptr(lg)).Int(t0).Ptr(b.ptr(a.KV))
 		b.spanArgs(ar, sp).Ptr(pos).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(rate).
-			Ptr(sel).Ptr(cnt).Int(selK).Ptr(sink).Int(H).Int(d).Int(maxKeys)
+			Ptr(sel).Ptr(cnt).Int(selK).Ptr(sink).Int(H).Int(d).Int(maxKeys).Int(vec)
 		b.launch("attn_values", Dim3{X: n, Y: HGs, Z: z}, Dim3{X: opThreads}, 4*attnChunk*d+12*attnChunk, ar)
 		if split {
 			ar = b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(po)).Ptr(b.ptr(pl)).Ptr(b.ptr(pm)).Int(S).Int(t0)

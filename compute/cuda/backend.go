@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/strata-inference/strata/compute"
 )
 
 var _ compute.Backend = (*Backend)(nil)
+
+// pdlDefault is SetPDL's default: off (run 6 measured PDL 2-4% slower
+// per decode step), on with STRATA_CUDA_PDL=1.
+func pdlDefault() bool { return os.Getenv("STRATA_CUDA_PDL") == "1" }
 
 // Backend is a compute.Backend on one GPU: every tensor is device memory,
 // weights are uploaded once in their stored formats, and every op is a
@@ -53,7 +58,13 @@ type Backend struct {
 	// moeRun3: the grouped expert kernels' run-3 entries for tiles of 2
 	// pairs (the same bits; BenchmarkFlash measures both).
 	moeRun3 bool
-	closed  bool
+	// moeOcc > 0: FP4 tiles of 1 pair take moe.cu's _o<moeOcc> entries
+	// (launch bounds of moeOcc blocks an SM; the same sums).
+	moeOcc int
+	// attnScalar: attention decodes its keys channel by channel (run 5's
+	// loads) instead of ATT_G channels a load; the same values.
+	attnScalar bool
+	closed     bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile
@@ -113,6 +124,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		gc: graphCache{limit: 16}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)
+	b.rt.pdl = pdlDefault()
 	// The opt-in covers static and dynamic shared memory together: leave
 	// the kernels' static buffers (a few hundred bytes) their room.
 	b.optin = dev.Props().SharedPerBlockOptin - 1024
@@ -146,6 +158,16 @@ func (b *Backend) Device() *Device { return b.dev }
 // SetGraphs turns the capture and replay of recurring recordings on or off
 // (on by default).
 func (b *Backend) SetGraphs(on bool) { b.graphs = on }
+
+// SetPDL turns programmatic dependent launch on or off for the launches
+// recorded from now on (off by default; STRATA_CUDA_PDL=1 turns it on): a
+// kernel may launch while the one before it finishes, and waits for it
+// in PDL_WAIT (common.cuh) before it touches memory, so that results do
+// not change, only the gaps between kernels.
+func (b *Backend) SetPDL(on bool) { b.rt.pdl = on }
+
+// PDL reports whether launches allow programmatic dependent launch.
+func (b *Backend) PDL() bool { return b.rt.pdl }
 
 // Stats returns the counts of what the backend has queued so far.
 func (b *Backend) Stats() Stats { return b.stats }

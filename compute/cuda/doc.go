@@ -54,6 +54,11 @@
 // chunk sums added in chunk order whether one block or many computed
 // them), so that in Strict mode every kernel is batch-invariant.
 //
+// Every kernel opens with PDL_WAIT (kernels/common.cuh), so that launches
+// may allow programmatic dependent launch (Backend.SetPDL,
+// STRATA_CUDA_PDL=1): the results are the same either way; it is off by
+// default because it measured slower on the H200 (NOTES.md, run 6).
+//
 // RMSNorm, RoPE, Softmax, TopK and Gather compute as the CPU backend does
 // (float32, with float64 where the CPU uses it), up to the order of their
 // float32 sums; TopK and Gather are exact.

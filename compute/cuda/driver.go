@@ -23,6 +23,9 @@ type driver struct {
 	cuGraphLaunch, cuGraphDestroy, cuGraphExecDestroy                         uintptr
 	cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuFuncSetAttribute uintptr
 	cuLaunchKernel                                                            uintptr
+	// cuLaunchKernelEx is optional (0 where the driver lacks it): launches
+	// with programmatic stream serialization (Thread.pdl).
+	cuLaunchKernelEx uintptr
 }
 
 // loadDriver loads libcuda.so.1 from the first candidate that loads and
@@ -100,6 +103,9 @@ func (d *driver) resolve(h uintptr) error {
 	sym(&d.cuModuleGetFunction, "cuModuleGetFunction")
 	sym(&d.cuFuncSetAttribute, "cuFuncSetAttribute")
 	sym(&d.cuLaunchKernel, "cuLaunchKernel")
+	if f, err := dlsym(h, "cuLaunchKernelEx"); err == nil {
+		d.cuLaunchKernelEx = f
+	}
 	if len(missing) > 0 {
 		return fmt.Errorf("missing entry points %v", missing)
 	}

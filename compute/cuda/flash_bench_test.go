@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -124,7 +125,7 @@ func BenchmarkFlash(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	fmt.Printf("FLASH loaded on %s in %.1fs\n", be.Name(), time.Since(start).Seconds())
+	fmt.Printf("FLASH loaded on %s (pdl %v) in %.1fs\n", be.Name(), be.PDL(), time.Since(start).Seconds())
 	cfg := m.Cfg
 	ctx := context.Background()
 
@@ -154,6 +155,20 @@ func BenchmarkFlash(b *testing.B) {
 		return float64(kv)
 	}
 
+	// lastFirst: the logits of the first step of decode's last call, by
+	// batch (every call starts from the same state: variants that keep the
+	// bits give the same logits).
+	lastFirst := map[int][]float32{}
+	sameBits := func(B int, want []float32, what string) bool {
+		got := lastFirst[B]
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				fmt.Printf("FLASH BITS %s batch %d: logit %d is %g, default %g: DIFFERENT\n", what, B, i, got[i], want[i])
+				return false
+			}
+		}
+		return len(got) == len(want)
+	}
 	decode := func(B, n, steps int, profile bool) (float64, *Profile) {
 		pool, err := cache.PoolFor(be, m.CacheSpecs(), n+steps+4, B)
 		if err != nil {
@@ -177,14 +192,20 @@ func BenchmarkFlash(b *testing.B) {
 				s.Release()
 			}
 		}()
+		var first []float32
 		step := func() {
-			if _, err := m.Forward(ctx, batch); err != nil {
+			lg, err := m.Forward(ctx, batch)
+			if err != nil {
 				b.Fatal(err)
+			}
+			if first == nil {
+				first = slices.Clone(lg)
 			}
 		}
 		for range 3 { // capture and warm
 			step()
 		}
+		lastFirst[B] = first
 		if profile {
 			be.StartProfile()
 			step()
@@ -231,9 +252,54 @@ func BenchmarkFlash(b *testing.B) {
 	}
 	be.moeRun3 = false
 
+	// A/B comparisons at the first context: set(false) is the default,
+	// set(true) the alternative; each batch of abBatches alternates them
+	// (STRATA_FLASH_AB_ROUNDS rounds of 20 timed steps each, default 3)
+	// and prints the median of each side, and the alternative's bits
+	// against the default's.
+	abBatches := intList(os.Getenv("STRATA_FLASH_AB_BATCHES"), []int{1, 8})
+	rounds := envInt("STRATA_FLASH_AB_ROUNDS", 3)
+	ab := func(name string, set func(bool)) {
+		for _, B := range abBatches {
+			var t [2][]float64
+			var want []float32
+			same := true
+			for range rounds {
+				for side := range 2 {
+					set(side == 1)
+					sec, _ := decode(B, contexts[0], 20, false)
+					t[side] = append(t[side], sec)
+					if side == 0 {
+						want = lastFirst[B]
+					} else if !sameBits(B, want, name) {
+						same = false
+					}
+				}
+			}
+			set(false)
+			med := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
+			a, b := med(t[0]), med(t[1])
+			fmt.Printf("FLASH AB %s | batch %d | %d | default %.3f ms | %s %.3f ms | %+.1f%% | logits %s |\n", name, B, contexts[0], 1e3*a, name, 1e3*b, 100*(b-a)/a,
+				map[bool]string{true: "identical", false: "DIFFERENT"}[same])
+		}
+	}
+	ab("attn-r5", func(on bool) { be.attnScalar = on })
+	ab("t8-r2", func(on bool) { be.k.t8R4 = !on })
+	ab("grouped-r5", func(on bool) { be.k.groupedR5 = on })
+	for _, n := range []int{2, 3, 4} {
+		ab(fmt.Sprintf("moe-o%d", n), func(on bool) { be.moeOcc = map[bool]int{true: n}[on] })
+	}
+	pdl0 := be.PDL()
+	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
+	be.k.t8R4 = true
+
 	// Kernel breakdowns: batch 1 as "FLASH kernel" lines, other batches of
 	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines.
 	for _, B := range intList(os.Getenv("STRATA_FLASH_PROFILE"), []int{1}) {
+		tag := "FLASH kernel"
+		if B != 1 {
+			tag = fmt.Sprintf("FLASH kernel B=%d", B)
+		}
 		_, p := decode(B, contexts[0], 1, true)
 		type row struct {
 			name string
@@ -248,11 +314,7 @@ func BenchmarkFlash(b *testing.B) {
 			launches += kt.Launches
 		}
 		sort.Slice(rows, func(i, j int) bool { return rows[i].kt.Ms > rows[j].kt.Ms })
-		tag := "FLASH kernel"
-		if B != 1 {
-			tag = fmt.Sprintf("FLASH kernel B=%d", B)
-		}
-		fmt.Printf("FLASH kernels of one decode step (batch %d, context %d): %.3f ms of GPU time in all, %d launches\n", B, contexts[0], total, launches)
+		fmt.Printf("FLASH kernels of one decode step (batch %d, context %d, %s): %.3f ms of GPU time in all, %d launches\n", B, contexts[0], tag, total, launches)
 		for _, r := range rows {
 			fmt.Printf("%s | %s | %d | %.3f ms | %.0f%% |\n", tag, r.name, r.kt.Launches, r.kt.Ms, 100*r.kt.Ms/total)
 		}
@@ -285,6 +347,7 @@ func BenchmarkFlash(b *testing.B) {
 		flops := 2 * float64(L) * float64(activeParams(m)) // matrix products only
 		fmt.Printf("FLASH prefill %d tokens: %.3f s, %.0f tokens/s, %.1f TFLOP/s of matrix products (bf16 dense peak ~790)\n", L, sec, float64(L)/sec, flops/sec/1e12)
 	}
+
 }
 
 // activeParams is the weights one token multiplies: every matrix but the

@@ -137,3 +137,116 @@ func BenchmarkGEMVVariants(b *testing.B) {
 		})
 	}
 }
+
+// TestGEMV5: gemv5 (BF16 and FP8, 8 tokens a pass, 4 rows a warp) gives
+// gemv2's bits at every split, at T = 8 and T = 11 (a second, partial
+// pass).
+func TestGEMV5(t *testing.T) {
+	k := device(t).Kernels()
+	for _, c := range [][2]int{{int(compute.BF16), 512}, {int(compute.BF16), 1024}, {int(compute.BF16), 2048}, {int(compute.BF16), 4096},
+		{int(compute.FP8), 1024}, {int(compute.FP8), 2048}, {int(compute.FP8), 4096}, {int(compute.FP8), 8192}} {
+		K := c[1]
+		m, _ := testMatrix(rand.New(rand.NewPCG(uint64(K), 9)), compute.DType(c[0]), 37, K, 128, 128)
+		for _, T := range []int{8, 11} {
+			x := randFloats(rand.New(rand.NewPCG(5, uint64(T))), T*K)
+			var out [2][]float32
+			do(t, func(th *Thread) error {
+				w, err := th.UploadMatrix(m, th.Stream())
+				if err != nil {
+					return err
+				}
+				defer th.FreeMatrix(w)
+				xs, err := upload(th, x)
+				if err != nil {
+					return err
+				}
+				defer th.Free(xs)
+				ys, err := allocPoisoned(th, T*m.Rows)
+				if err != nil {
+					return err
+				}
+				defer th.Free(ys)
+				defer func() { k.t8R4 = true }()
+				for i, r4 := range []bool{false, true} {
+					k.t8R4 = r4
+					if err := th.Memset32(ys, poison, int64(T*m.Rows), th.Stream()); err != nil {
+						return err
+					}
+					if err := k.matMulGEMV(th, th.Stream(), ys, xs, T, w); err != nil {
+						return err
+					}
+					out[i] = make([]float32, T*m.Rows)
+					if err := download(th, out[i], ys); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			for i := range out[0] {
+				if math.Float32bits(out[0][i]) != math.Float32bits(out[1][i]) {
+					t.Errorf("%v K=%d T=%d value %d: gemv5 %g, gemv2 %g", m.DType, K, T, i, out[1][i], out[0][i])
+					break
+				}
+			}
+		}
+	}
+}
+
+// TestGEMV5Grouped: gemv5's grouped entries give gemv2's grouped bits (3
+// groups of an FP8 and a BF16 matrix, T = 8 and 11).
+func TestGEMV5Grouped(t *testing.T) {
+	k := device(t).Kernels()
+	const G = 3
+	for _, dt := range []compute.DType{compute.FP8, compute.BF16} {
+		K := 2048
+		m, _ := testMatrix(rand.New(rand.NewPCG(uint64(dt), 10)), dt, 37, K, 128, 128)
+		for _, T := range []int{8, 11} {
+			x := randFloats(rand.New(rand.NewPCG(6, uint64(T))), T*G*K)
+			var out [2][]float32
+			do(t, func(th *Thread) error {
+				w, err := th.UploadMatrix(m, th.Stream())
+				if err != nil {
+					return err
+				}
+				defer th.FreeMatrix(w)
+				tab, err := upload(th, []uint64{uint64(w.Data), uint64(w.Scale), uint64(w.Data), uint64(w.Scale), uint64(w.Data), uint64(w.Scale)})
+				if err != nil {
+					return err
+				}
+				defer th.Free(tab)
+				xs, err := upload(th, x)
+				if err != nil {
+					return err
+				}
+				defer th.Free(xs)
+				n := T * G * m.Rows
+				ys, err := allocPoisoned(th, n)
+				if err != nil {
+					return err
+				}
+				defer th.Free(ys)
+				defer func() { k.t8R4 = true }()
+				for i, r4 := range []bool{false, true} {
+					k.t8R4 = r4
+					if err := th.Memset32(ys, poison, int64(n), th.Stream()); err != nil {
+						return err
+					}
+					if err := k.groupedGEMV(th, th.Stream(), ys, xs, T, w, G, tab); err != nil {
+						return err
+					}
+					out[i] = make([]float32, n)
+					if err := download(th, out[i], ys); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			for i := range out[0] {
+				if math.Float32bits(out[0][i]) != math.Float32bits(out[1][i]) {
+					t.Errorf("%v T=%d value %d: gemv5 %g, gemv2 %g", dt, T, i, out[1][i], out[0][i])
+					break
+				}
+			}
+		}
+	}
+}

@@ -39,6 +39,15 @@ type Kernels struct {
 
 	rmsnorm, rope, softmax, topk, gather, empty Func
 
+	// t8R4: BF16 and FP8 products of 8 or more tokens (plain and grouped)
+	// take gemv5 (4 rows a warp, gemv2's bits) instead of gemv2. On by
+	// default.
+	t8R4 bool
+	// groupedR5: run 5's grouped products (the split chosen for one
+	// matrix of the group; the shared expert's W1 and W3 in two launches),
+	// measured beside (other bits).
+	groupedR5 bool
+
 	// fns are the model-level kernels (model.cu, moe.cu) by name; names
 	// every loaded kernel's name (profiles).
 	fns   map[string]Func
@@ -66,6 +75,10 @@ func init() {
 			}
 			modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p2_r3", kind, dn))
 		}
+		for _, n := range []int{2, 3, 4} {
+			modelKernels = append(modelKernels, fmt.Sprintf("%s_fp4_p1_o%d", kind, n))
+		}
+
 	}
 	for _, dn := range dtypeNames {
 		modelKernels = append(modelKernels, "moe_gemm_"+dn)
@@ -73,6 +86,11 @@ func init() {
 	for _, v := range gemvVariants {
 		for _, sp := range []int{1, 2, 4, 8} {
 			modelKernels = append(modelKernels, v.name(sp))
+		}
+	}
+	for _, dn := range []string{"bf16", "fp8"} {
+		for _, sp := range []int{1, 2, 4, 8} {
+			modelKernels = append(modelKernels, fmt.Sprintf("gemv5_%s_t8_s%d", dn, sp), fmt.Sprintf("gemv5_%s_t8_s%d_g", dn, sp))
 		}
 	}
 }
@@ -127,7 +145,7 @@ var dtypeNames = [5]string{"f32", "bf16", "f16", "fp8", "fp4"}
 // keepGoing, units that failed to build and kernels not found are left
 // out (their Func is 0) instead of failing.
 func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernels, error) {
-	k := &Kernels{tensorCores: tensorCores}
+	k := &Kernels{tensorCores: tensorCores, t8R4: true}
 	var missing []error
 	for _, u := range units {
 		if u.err != nil {
@@ -248,6 +266,11 @@ func (k *Kernels) matMulGEMVVersion(t *Thread, s Stream, y, x Ptr, T int, w *Mat
 		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols())
 	if version == 2 && w.vec() {
 		si, rowsPerBlock := gemv2Split(w.Rows, int(w.rowBytes()/16))
+		if f := k.gemv5(w, g, si, false); f != 0 {
+			// gemv5: 4 rows a warp at gemv2's split (the same bits).
+			rowsPerBlock = (8 >> si) * 4
+			return k.launch(t, f, Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock}, Dim3{X: 256}, s, a)
+		}
 		return k.launch(t, k.gemv2[w.DType][g][si], Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock}, Dim3{X: 256}, s, a)
 	}
 	v := 0
@@ -259,17 +282,47 @@ func (k *Kernels) matMulGEMVVersion(t *Thread, s Stream, y, x Ptr, T int, w *Mat
 
 // groupedGEMV queues y[t][g·R:(g+1)·R] = W_g·x[t][g·K:(g+1)·K] for the G
 // matrices of tab ([G][data, scale] device pointers), all of w's shape and
-// format (w.vec() must hold): gemv2.cu's grouped entries, each group
-// reduced as MatMul reduces w.
+// format (w.vec() must hold): gemv2.cu's grouped entries (gemv5's at 8+
+// tokens a pass), each group reduced as a MatMul of G·R rows would reduce
+// it (the split is chosen for the whole group: run 5 chose it for one
+// matrix of R rows, 2048 short blocks for the Flash wo_a).
 func (k *Kernels) groupedGEMV(t *Thread, s Stream, y, x Ptr, T int, w *Matrix, G int, tab Ptr) error {
+	return k.groupedGEMVStrided(t, s, y, G*w.Rows, w.Rows, x, G*w.Cols, w.Cols, T, w, G, tab)
+}
+
+// groupedGEMVStrided is groupedGEMV with group g's input at x + g·xgs
+// (rows ldx apart) and its output at y + g·ygs (rows ldy apart), in floats.
+func (k *Kernels) groupedGEMVStrided(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx, xgs int, T int, w *Matrix, G int, tab Ptr) error {
 	if err := checkMatMul(T, w); err != nil || T == 0 {
 		return err
 	}
 	g := gemv2Group(T)
-	a := t.Args().Ptr(y).Int(G * w.Rows).Ptr(x).Int(G * w.Cols).Ptr(tab).Int(w.Rows).Int(w.Cols).Int(T).
+	a := t.Args().Ptr(y).Int(ldy).Int(ygs).Ptr(x).Int(ldx).Int(xgs).Ptr(tab).Int(w.Rows).Int(w.Cols).Int(T).
 		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols())
-	si, rowsPerBlock := gemv2Split(w.Rows, int(w.rowBytes()/16))
+	splitRows := G * w.Rows
+	if k.groupedR5 {
+		splitRows = w.Rows
+	}
+	si, rowsPerBlock := gemv2Split(splitRows, int(w.rowBytes()/16))
+	if f := k.gemv5(w, g, si, true); f != 0 {
+		rowsPerBlock = (8 >> si) * 4
+		return k.launch(t, f, Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock, Y: G}, Dim3{X: 256}, s, a)
+	}
 	return k.launch(t, k.gemv2g[w.DType][g][si], Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock, Y: G}, Dim3{X: 256}, s, a)
+}
+
+// gemv5 returns gemv3.cu's gemv5 entry (4 rows a warp, 8 tokens a pass,
+// gemv2's bits at split index si) for w at token group g, if t8R4 is set
+// and there is one (BF16 and FP8 at 8 tokens a pass); 0 otherwise.
+func (k *Kernels) gemv5(w *Matrix, g, si int, grouped bool) Func {
+	if !k.t8R4 || g != 3 || (w.DType != compute.BF16 && w.DType != compute.FP8) {
+		return 0
+	}
+	name := fmt.Sprintf("gemv5_%s_t8_s%d", dtypeNames[w.DType], 1<<si)
+	if grouped {
+		name += "_g"
+	}
+	return k.fns[name]
 }
 
 // gemv2Group is the index of the tokens a pass (1, 2, 4, 8) gemv2 takes

@@ -116,6 +116,8 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, y, x Ptr, xDiv int,
 	run3 := b.moeRun3 && pt == 2
 	if run3 {
 		name += "_r3"
+	} else if b.moeOcc > 0 && pt == 1 && m.DType == compute.FP4 {
+		name += fmt.Sprintf("_o%d", b.moeOcc)
 	}
 	b.launch(name, Dim3{X: blocks(m.Rows, moeRows(kind, pt, run3)), Y: tiles}, Dim3{X: 256}, 0,
 		b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
@@ -239,9 +241,16 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	if s := a.Shared; s.W1 != nil {
 		Is := s.W1.Rows
 		sh := b.Scratch(compute.F32, T, D)
-		gs, us := b.Scratch(compute.F32, T, Is), b.Scratch(compute.F32, T, Is)
-		b.MatMul(gs, x, s.W1)
-		b.MatMul(us, x, s.W3)
+		gu := b.Scratch(compute.F32, 2*T, Is)
+		gs, us := gu.Slice(0, T), gu.Slice(T, 2*T)
+		if tab, w0, ok := b.groupTable([]*compute.Matrix{s.W1, s.W3}); ok && !b.k.groupedR5 && (b.mode == Strict || T <= FastGEMVMaxT || !bf16Exact(w0.DType) || !b.k.tensorCores) {
+			// W1 and W3 in one grouped launch on the same input (the
+			// split chosen for their 2·Is rows together).
+			b.fail(b.k.groupedGEMVStrided(b.rt, 0, b.ptr(gu), Is, T*Is, b.ptr(x), D, 0, T, w0, 2, tab))
+		} else {
+			b.MatMul(gs, x, s.W1)
+			b.MatMul(us, x, s.W3)
+		}
 		b.swiglu(b.ptr(gs), b.ptr(us), T*Is, a.Limit)
 		b.MatMul(sh, gs, s.W2)
 		shared = b.ptr(sh)

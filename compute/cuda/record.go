@@ -13,6 +13,7 @@ type launchRec struct {
 	shared      int
 	vals        []uint64
 	offs        []uint8
+	pdl         bool // programmatic dependent launch (Thread.pdl)
 }
 
 // recording is the launches a Backend has queued since its last flush.
@@ -37,13 +38,17 @@ func newRecorder(rec *recording) *Thread {
 func (r *recording) key() []byte {
 	n := 0
 	for i := range r.launches {
-		n += 64 + 8*len(r.launches[i].vals) + len(r.launches[i].offs)
+		n += 68 + 8*len(r.launches[i].vals) + len(r.launches[i].offs)
 	}
 	b := make([]byte, 0, n)
 	for i := range r.launches {
 		l := &r.launches[i]
 		b = binary.LittleEndian.AppendUint64(b, uint64(l.f))
-		for _, v := range []int{l.grid.X, l.grid.Y, l.grid.Z, l.block.X, l.block.Y, l.block.Z, l.shared, len(l.vals), len(l.offs)} {
+		pdl := 0
+		if l.pdl {
+			pdl = 1
+		}
+		for _, v := range []int{l.grid.X, l.grid.Y, l.grid.Z, l.block.X, l.block.Y, l.block.Z, l.shared, len(l.vals), len(l.offs), pdl} {
 			b = binary.LittleEndian.AppendUint32(b, uint32(v))
 		}
 		for _, v := range l.vals {

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"unsafe"
@@ -43,7 +44,24 @@ type Thread struct {
 	params uintptr
 	args   Args
 	rec    *recording // set on a recording Thread (no driver): Launch records
+	// pdl: launches (recorded ones: at their replay) allow programmatic
+	// dependent launch (every kernel opens with PDL_WAIT, common.cuh), where
+	// the driver has cuLaunchKernelEx.
+	pdl bool
 }
+
+// Launch configuration for cuLaunchKernelEx in the thread's pinned block,
+// after the parameters: CUlaunchConfig (56 bytes: grid, block, shared
+// bytes as uint32s, the stream at 32, attrs at 40, numAttrs at 48), then
+// one CUlaunchAttribute (72 bytes: id, then the value at 8).
+const (
+	launchCfgOff   = maxArgs * 16
+	launchAttrOff  = launchCfgOff + 56
+	launchExtBytes = 56 + 72
+	// attrProgrammaticStreamSerialization is
+	// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION.
+	attrProgrammaticStreamSerialization = 6
+)
 
 // maxArgs bounds the 8-byte parameter slots of one kernel launch (a
 // struct parameter takes several).
@@ -66,7 +84,7 @@ func (t *Thread) init() error {
 	if err := t.drv.check(ccall(t.drv.cuStreamCreate, uintptr(unsafe.Pointer(&t.stream)), streamNonBlocking), "cuStreamCreate"); err != nil {
 		return err
 	}
-	size := maxArgs * 16
+	size := maxArgs*16 + launchExtBytes
 	if err := t.drv.check(ccall(t.drv.cuMemAllocHost, uintptr(unsafe.Pointer(&t.params)), uintptr(size)), "cuMemAllocHost_v2(launch parameters)"); err != nil {
 		return err
 	}
@@ -418,12 +436,16 @@ func (a *Args) F32(v float32) *Args { *a.slot() = uint64(math.Float32bits(v)); r
 // Launch queues kernel f on s with the parameters in a (from t.Args()).
 // On a recording Thread it appends the launch to the recording instead.
 func (t *Thread) Launch(f Func, grid, block Dim3, shared int, s Stream, a *Args) error {
+	return t.launch(f, grid, block, shared, s, a, t.pdl)
+}
+
+func (t *Thread) launch(f Func, grid, block Dim3, shared int, s Stream, a *Args, pdl bool) error {
 	if err := t.ok(); err != nil {
 		return err
 	}
 	g, b := grid.norm(), block.norm()
 	if t.rec != nil {
-		r := launchRec{f: f, grid: g, block: b, shared: shared}
+		r := launchRec{f: f, grid: g, block: b, shared: shared, pdl: pdl}
 		if a != nil {
 			r.vals = append([]uint64(nil), a.vals[:a.used]...)
 			r.offs = append([]uint8(nil), a.offs[:a.n]...)
@@ -435,8 +457,23 @@ func (t *Thread) Launch(f Func, grid, block Dim3, shared int, s Stream, a *Args)
 	if a != nil && a.n > 0 {
 		params = t.params + maxArgs*8
 	}
-	r := ccall(t.drv.cuLaunchKernel, uintptr(f), uintptr(g.X), uintptr(g.Y), uintptr(g.Z),
-		uintptr(b.X), uintptr(b.Y), uintptr(b.Z), uintptr(shared), uintptr(s), params, 0)
+	var r uintptr
+	if pdl && t.drv.cuLaunchKernelEx != 0 {
+		c := cBytes(t.params+launchCfgOff, launchExtBytes)
+		clear(c)
+		for i, v := range []int{g.X, g.Y, g.Z, b.X, b.Y, b.Z, shared} {
+			binary.LittleEndian.PutUint32(c[4*i:], uint32(v))
+		}
+		binary.LittleEndian.PutUint64(c[32:], uint64(s))
+		binary.LittleEndian.PutUint64(c[40:], uint64(t.params+launchAttrOff))
+		binary.LittleEndian.PutUint32(c[48:], 1)
+		binary.LittleEndian.PutUint32(c[56:], attrProgrammaticStreamSerialization)
+		binary.LittleEndian.PutUint32(c[56+8:], 1)
+		r = ccall(t.drv.cuLaunchKernelEx, t.params+launchCfgOff, uintptr(f), params, 0)
+	} else {
+		r = ccall(t.drv.cuLaunchKernel, uintptr(f), uintptr(g.X), uintptr(g.Y), uintptr(g.Z),
+			uintptr(b.X), uintptr(b.Y), uintptr(b.Z), uintptr(shared), uintptr(s), params, 0)
+	}
 	if r != 0 {
 		return t.drv.check(r, fmt.Sprintf("cuLaunchKernel(grid %v, block %v, shared %d)", g, b, shared))
 	}
@@ -451,7 +488,7 @@ func (t *Thread) replay(r *launchRec, s Stream) error {
 		a.ptrs[i] = a.base + uintptr(8*int(o))
 	}
 	a.n, a.used = len(r.offs), len(r.vals)
-	return t.Launch(r.f, r.grid, r.block, r.shared, s, a)
+	return t.launch(r.f, r.grid, r.block, r.shared, s, a, r.pdl)
 }
 
 func (d Dim3) norm() Dim3 {

@@ -323,3 +323,15 @@ API CUresult cuLaunchKernel(const emu::Entry* e, unsigned gx, unsigned gy, unsig
   }
   return run_launch(l);
 }
+// cuLaunchKernelEx: CUlaunchConfig's grid, block, shared bytes and stream
+// (the attributes, programmatic serialization among them, change nothing
+// here: launches run one after another).
+struct EmuLaunchConfig {
+  unsigned gx, gy, gz, bx, by, bz, shared;
+  void* stream;
+  void* attrs;
+  unsigned nattrs;
+};
+API CUresult cuLaunchKernelEx(const EmuLaunchConfig* c, const emu::Entry* e, void** params, void** extra) {
+  return cuLaunchKernel(e, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->shared, c->stream, params, extra);
+}

@@ -38,6 +38,7 @@ unsigned long long emu_warp_op(int op, unsigned long long v, int arg);
 enum { EMU_SHFL_XOR = 1, EMU_SHFL_UP = 2, EMU_SHFL_IDX = 3, EMU_SHFL_DOWN = 4, EMU_BALLOT = 5, EMU_SYNCWARP = 6 };
 
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
+inline uint2 make_uint2(unsigned a, unsigned b) { return uint2{a, b}; }
 inline float __uint_as_float(unsigned int u) { float f; memcpy(&f, &u, 4); return f; }
 inline float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
 inline unsigned int __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }

@@ -20,6 +20,7 @@ struct dim3 { unsigned int x, y, z; };
 extern const __device__ dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 __device__ uint4 make_uint4(unsigned int, unsigned int, unsigned int, unsigned int);
+__device__ uint2 make_uint2(unsigned int, unsigned int);
 __device__ float __uint_as_float(unsigned int);
 __device__ float __int_as_float(int);
 __device__ unsigned int __float_as_uint(float);

@@ -117,3 +117,26 @@ __device__ __forceinline__ float elem(const u8* __restrict__ w, const u8* __rest
   float s = ue8m0(__ldg(sc + r * (K / 32) + k / 32));
   return __fmul_rn(e2m1((k & 1) ? (b >> 4) : b), s);
 }
+
+// PDL_WAIT opens every kernel: it lets the next kernel of the stream
+// launch (programmatic dependent launch: its blocks start and wait in their
+// own PDL_WAIT), then waits until every earlier grid this one depends on
+// has completed and its memory is visible. Launched without the
+// programmatic-serialization attribute, both are no-ops. Nothing before it
+// touches memory, so a launch with the attribute orders exactly as a
+// plain one. (The emulator runs launches one after another.)
+//
+// PDL_OPEN_EARLY opens the kernels that read their weights (immutable
+// while kernels run: uploaded before, freed after) before they wait: it
+// only lets the next kernel launch; such a kernel calls PDL_WAIT_LATE
+// before it touches any other memory (gemv_rows: the first chunks of its
+// rows are in flight while the kernel before it finishes).
+#ifdef STRATA_EMU
+#define PDL_WAIT()
+#define PDL_OPEN_EARLY()
+#define PDL_WAIT_LATE()
+#else
+#define PDL_WAIT() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#define PDL_OPEN_EARLY() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#define PDL_WAIT_LATE() asm volatile("griddepcontrol.wait;" ::: "memory")
+#endif

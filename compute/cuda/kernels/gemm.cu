@@ -295,7 +295,7 @@ __device__ __forceinline__ void gemm_body(float* __restrict__ y, const float* __
   extern "C" __global__ void __launch_bounds__(256)                                                           \
       NAME(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,                       \
            const u8* __restrict__ sc, int M, int K, int N, int blockRows, int blockCols, int scaleCols, int wvec, \
-           int xvec) {                                                                                          \
+           int xvec) { PDL_WAIT();                                                                                          \
     gemm_body<FMT>(y, x, w, sc, M, K, N, blockRows, blockCols, scaleCols, wvec, xvec);                         \
   }
 
@@ -305,7 +305,7 @@ __device__ __forceinline__ void gemm_body(float* __restrict__ y, const float* __
   extern "C" __global__ void __launch_bounds__(256)                                                           \
       NAME(float* __restrict__ y, const float* __restrict__ x, int xDiv, const int* order, const int* idx,       \
            const int* chunks, const u64* tab, int accum, int M, int K, int N, int blockRows, int blockCols,     \
-           int scaleCols, int wvec, int xvec) {                                                                 \
+           int scaleCols, int wvec, int xvec) { PDL_WAIT();                                                                 \
     const GemmGroup g = {order, idx, chunks, tab, xDiv, accum};                                                 \
     gemm_body<FMT>(y, x, 0, 0, M, K, N, blockRows, blockCols, scaleCols, wvec, xvec, &g);                      \
   }

@@ -110,7 +110,7 @@ __device__ __forceinline__ void gemv_body(float* __restrict__ y, const float* __
 #define GEMV_ENTRY(NAME, FMT, TT, VEC)                                                                      \
   extern "C" __global__ void __launch_bounds__(GEMV_THREADS)                                               \
       NAME(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,                    \
-           const u8* __restrict__ sc, int rows, int K, int T, int blockRows, int blockCols, int scaleCols) { \
+           const u8* __restrict__ sc, int rows, int K, int T, int blockRows, int blockCols, int scaleCols) { PDL_WAIT(); \
     gemv_body<FMT, TT, VEC>(y, x, w, sc, rows, K, T, blockRows, blockCols, scaleCols);                     \
   }
 #define GEMV_ENTRIES(F, FMT)                  \

@@ -13,8 +13,10 @@
 //
 // The _g entries are the grouped product of compute.Linear's
 // GroupedMatMul: block row y takes group g = blockIdx.y, matrix tab[g]
-// (data, scale), input columns [g·K, (g+1)·K) of rows ldx apart and output
-// columns [g·rows, (g+1)·rows) of rows ldy apart (no copies).
+// (data, scale), its input from x + g·xgs (rows ldx apart) and its output
+// to y + g·ygs (rows ldy apart): GroupedMatMul's column blocks (xgs = K,
+// ygs = rows), or the shared expert's W1 and W3 on the same input (xgs =
+// 0) into consecutive tensors.
 
 #define GEMV2_ROWS 2
 #define GEMV2_UNROLL 4
@@ -31,14 +33,14 @@ __device__ __forceinline__ void gemv2_body(float* __restrict__ y, long long ldy,
 #define GEMV2_ENTRY(NAME, FMT, TT, SPLIT)                                                                   \
   extern "C" __global__ void __launch_bounds__(256)                                                        \
       NAME(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,                    \
-           const u8* __restrict__ sc, int rows, int K, int T, int blockRows, int blockCols, int scaleCols) { \
+           const u8* __restrict__ sc, int rows, int K, int T, int blockRows, int blockCols, int scaleCols) { PDL_OPEN_EARLY(); \
     gemv2_body<FMT, TT, SPLIT>(y, rows, x, K, w, sc, rows, K, T, blockRows, blockCols, scaleCols);         \
   }                                                                                                         \
   extern "C" __global__ void __launch_bounds__(256)                                                        \
-      NAME##_g(float* __restrict__ y, int ldy, const float* __restrict__ x, int ldx, const u64* __restrict__ tab, \
-               int rows, int K, int T, int blockRows, int blockCols, int scaleCols) {                       \
+      NAME##_g(float* __restrict__ y, int ldy, int ygs, const float* __restrict__ x, int ldx, int xgs,        \
+               const u64* __restrict__ tab, int rows, int K, int T, int blockRows, int blockCols, int scaleCols) { PDL_OPEN_EARLY(); \
     const int g = blockIdx.y;                                                                               \
-    gemv2_body<FMT, TT, SPLIT>(y + (long long)g * rows, ldy, x + (long long)g * K, ldx, (const u8*)tab[2 * g], \
+    gemv2_body<FMT, TT, SPLIT>(y + (long long)g * ygs, ldy, x + (long long)g * xgs, ldx, (const u8*)tab[2 * g], \
                                (const u8*)tab[2 * g + 1], rows, K, T, blockRows, blockCols, scaleCols);      \
   }
 #define GEMV2_SPLITS(F, FMT, TT)                \

@@ -130,6 +130,18 @@ __device__ __forceinline__ void gemv_rows(float* __restrict__ y, long long ldy, 
       FMT == FMT_F32 ? 4ll * K : (FMT == FMT_FP8 ? (long long)K : (FMT == FMT_FP4 ? K / 2 : 2ll * K));
   const int nch = (int)(rowBytes / 16);
   const int stride = 32 * SPLIT;
+  // The first step's chunks (weights only) before PDL_WAIT_LATE: in flight
+  // while the kernel before this one finishes, under programmatic
+  // dependent launch (common.cuh).
+  const int cfirst = part * 32 + lane;
+  uint4 pre[U][R];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int c = cfirst + u * stride;
+#pragma unroll
+    for (int i = 0; i < R; ++i) pre[u][i] = c < nch ? __ldg((const uint4*)(w + rr[i] * rowBytes) + c) : make_uint4(0, 0, 0, 0);
+  }
+  PDL_WAIT_LATE();
 
   for (int t0 = 0; t0 < T; t0 += TT) {
     float acc[R][TT];
@@ -140,15 +152,16 @@ __device__ __forceinline__ void gemv_rows(float* __restrict__ y, long long ldy, 
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i][tt] = 0.0f;
     }
-    for (int c0 = part * 32 + lane; c0 < nch; c0 += U * stride) {
+    for (int c0 = cfirst; c0 < nch; c0 += U * stride) {
       uint4 q[U][R];
       u32 sraw[U][R];
+      const bool usePre = t0 == 0 && c0 == cfirst;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int c = c0 + u * stride;
 #pragma unroll
         for (int i = 0; i < R; ++i)
-          q[u][i] = c < nch ? __ldg((const uint4*)(w + rr[i] * rowBytes) + c) : make_uint4(0, 0, 0, 0);
+          q[u][i] = usePre ? pre[u][i] : (c < nch ? __ldg((const uint4*)(w + rr[i] * rowBytes) + c) : make_uint4(0, 0, 0, 0));
         if (PF)
 #pragma unroll
           for (int i = 0; i < R; ++i)
@@ -222,4 +235,5 @@ __device__ __forceinline__ void gemv_rows(float* __restrict__ y, long long ldy, 
     }
   }
 }
+
 

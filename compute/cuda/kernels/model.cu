@@ -25,7 +25,7 @@ __device__ __forceinline__ void embed_body(float* h, const u8* w, const u8* sc, 
 #define EMBED_ENTRY(F, FMT)                                                                                   \
   extern "C" __global__ void __launch_bounds__(MT) embed_##F(float* h, const u8* w, const u8* sc,            \
                                                              const int* tokens, int rows, int D, int copies, \
-                                                             int blockRows, int blockCols, int scaleCols) {  \
+                                                             int blockRows, int blockCols, int scaleCols) { PDL_WAIT();  \
     embed_body<FMT>(h, w, sc, tokens, rows, D, copies, blockRows, blockCols, scaleCols);                     \
   }
 EMBED_ENTRY(f32, FMT_F32)
@@ -35,7 +35,7 @@ EMBED_ENTRY(fp8, FMT_FP8)
 EMBED_ENTRY(fp4, FMT_FP4)
 
 // add_repeated: h[r] += e[r / n], rows of cols; grid (rows, ceil(cols/MT)).
-extern "C" __global__ void __launch_bounds__(MT) add_repeated(float* h, const float* e, int cols, int n) {
+extern "C" __global__ void __launch_bounds__(MT) add_repeated(float* h, const float* e, int cols, int n) { PDL_WAIT();
   const int r = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
   if (i >= cols) return;
   h[(long long)r * cols + i] = __fadd_rn(h[(long long)r * cols + i], e[(long long)(r / n) * cols + i]);
@@ -43,14 +43,14 @@ extern "C" __global__ void __launch_bounds__(MT) add_repeated(float* h, const fl
 
 // copy_cols copies cols values of each row between strided rows; grid (rows,
 // ceil(cols/MT)).
-extern "C" __global__ void __launch_bounds__(MT) copy_cols(float* dst, int ldd, const float* src, int lds, int cols) {
+extern "C" __global__ void __launch_bounds__(MT) copy_cols(float* dst, int ldd, const float* src, int lds, int cols) { PDL_WAIT();
   const int r = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
   if (i >= cols) return;
   dst[(long long)r * ldd + i] = src[(long long)r * lds + i];
 }
 
 // scale_f32: x[i] *= s for n values.
-extern "C" __global__ void __launch_bounds__(MT) scale_f32(float* x, int n, float s) {
+extern "C" __global__ void __launch_bounds__(MT) scale_f32(float* x, int n, float s) { PDL_WAIT();
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) x[i] = __fmul_rn(x[i], s);
 }
@@ -58,7 +58,7 @@ extern "C" __global__ void __launch_bounds__(MT) scale_f32(float* x, int n, floa
 // rope_heads is rope (rows.cu) with one position per heads rows: row r
 // turns by pos[r / heads]. Grid (rows, ceil(nf/MT)).
 extern "C" __global__ void __launch_bounds__(MT)
-    rope_heads(float* x, int n, const int* pos, int heads, const float* invFreq, int nf, int inverse) {
+    rope_heads(float* x, int n, const int* pos, int heads, const float* invFreq, int nf, int inverse) { PDL_WAIT();
   const int i = blockIdx.y * blockDim.x + threadIdx.x;
   if (i >= nf) return;
   const int r = blockIdx.x;
@@ -113,7 +113,7 @@ __device__ __forceinline__ void sinkhorn_rows(float* c, int hc, float eps) {
 // Σ_j pre_j·h[t][j]. One block a token; thread 0 does the small algebra.
 extern "C" __global__ void __launch_bounds__(MT)
     hc_pre_finish(float* x, float* post, float* comb, const float* h, const float* mix, const float* base,
-                  const float* scale, int hc, int D, float eps, int iters) {
+                  const float* scale, int hc, int D, float eps, int iters) { PDL_WAIT();
   __shared__ float pre[HC_MAX];
   __shared__ float c[HC_MAX * HC_MAX];
   const int t = blockIdx.x, nMix = (2 + hc) * hc;
@@ -161,7 +161,7 @@ extern "C" __global__ void __launch_bounds__(MT)
 
 extern "C" __global__ void __launch_bounds__(MT)
     hc_mix_partial(float* __restrict__ part, const float* __restrict__ h, const float* __restrict__ fn, int nMix, int n,
-                   int seg) {
+                   int seg) { PDL_WAIT();
   __shared__ float red[MT / 32][HC_MIX_MAX + 1];
   const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int k0 = s * seg, k1 = min(n, k0 + seg);
@@ -225,7 +225,7 @@ __device__ __forceinline__ void hc_mix_sum(float* mix, const float* part, int t,
 
 // hc_mix_reduce writes mix[t][r] from the partials. Grid T, one warp.
 extern "C" __global__ void __launch_bounds__(32)
-    hc_mix_reduce(float* mix, const float* part, int S, int nMix, int n, float normEps) {
+    hc_mix_reduce(float* mix, const float* part, int S, int nMix, int n, float normEps) { PDL_WAIT();
   __shared__ float m[HC_MIX_MAX];
   const int t = blockIdx.x;
   hc_mix_sum(m, part, t, S, nMix, n, normEps);
@@ -278,7 +278,7 @@ __device__ __forceinline__ float hc_sinkhorn_lane(float v, int hcr, int e, int i
 extern "C" __global__ void __launch_bounds__(MT)
     hc_pre_split(float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb, const float* __restrict__ h,
                  const float* __restrict__ part, int S, int n, float normEps, const float* __restrict__ base,
-                 const float* __restrict__ scale, int hc, int D, float eps, int iters, int cw) {
+                 const float* __restrict__ scale, int hc, int D, float eps, int iters, int cw) { PDL_WAIT();
   __shared__ float mix[HC_MIX_MAX];
   __shared__ float pre[HC_MAX];
   __shared__ float c[HC_MAX * HC_MAX];
@@ -380,7 +380,7 @@ extern "C" __global__ void __launch_bounds__(MT)
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
 // ceil(D/MT)).
 extern "C" __global__ void __launch_bounds__(MT)
-    hc_post(float* h, const float* y, const float* post, const float* comb, int hc, int D) {
+    hc_post(float* h, const float* y, const float* post, const float* comb, int hc, int D) { PDL_WAIT();
   const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
   if (i >= D) return;
   float old[HC_MAX];
@@ -398,7 +398,7 @@ extern "C" __global__ void __launch_bounds__(MT)
 // + base[j]) + eps; grid (R, ceil(D/MT)).
 extern "C" __global__ void __launch_bounds__(MT)
     hc_head_finish(float* x, const float* h, const float* mix, const float* base, const float* scale, int hc, int D,
-                   float eps) {
+                   float eps) { PDL_WAIT();
   const int r = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
   if (i >= D) return;
   float acc = 0.0f;
@@ -413,7 +413,7 @@ extern "C" __global__ void __launch_bounds__(MT)
 
 // compress_bias: z[t] += ape[pos[t] % rate]; grid (T, ceil(cw/MT)).
 extern "C" __global__ void __launch_bounds__(MT) compress_bias(float* z, const float* ape, const int* pos, int cw,
-                                                               int rate) {
+                                                               int rate) { PDL_WAIT();
   const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
   if (i >= cw) return;
   const int p = pos[t] % rate;
@@ -442,7 +442,7 @@ __device__ __forceinline__ void cmp_token(const float* A, const float* Z, const 
 // One block a token; dynamic shared memory: width floats.
 extern "C" __global__ void __launch_bounds__(MT)
     compress_emit(const float* A, const float* Z, const int* tab, int nspans, const int* pos, Paged ring, Paged ents,
-                  const float* norm, const float* invFreq, int nf, int width, int rate, int overlap, float eps) {
+                  const float* norm, const float* invFreq, int nf, int width, int rate, int overlap, float eps) { PDL_WAIT();
   __shared__ float buf[32];
   DYN_SHARED(float, out);
   const int t = blockIdx.x, p = pos[t];
@@ -509,7 +509,7 @@ extern "C" __global__ void __launch_bounds__(MT)
 // values and scores in ring slot p % ringSlots. One block a token.
 extern "C" __global__ void __launch_bounds__(MT) compress_ring(const float* A, const float* Z, const int* tab,
                                                                int nspans, const int* pos, Paged ring, int cw,
-                                                               int ringSlots) {
+                                                               int ringSlots) { PDL_WAIT();
   const int t = blockIdx.x, p = pos[t];
   const Span sp = span_of(tab, nspans, t);
   if (sp.index < 0 || p < max(sp.pos0, sp.pos0 + sp.n - ringSlots)) return;
@@ -547,7 +547,7 @@ __device__ __forceinline__ float dot4(const float* a, const float* b, int n) {
 // + IDX_WARPS·(dim + heads) floats.
 extern "C" __global__ void __launch_bounds__(MT)
     indexer_scores(float* scores, const float* Q, const float* W, const int* tab, int nspans, const int* pos,
-                   Paged keys, int heads, int dim, int rate, int maxE, int topk, float sscale, int ipw) {
+                   Paged keys, int heads, int dim, int rate, int maxE, int topk, float sscale, int ipw) { PDL_WAIT();
   DYN_SHARED(float, sm);
   const int t = blockIdx.x, n = (pos[t] + 1) / rate;
   if (n <= topk) return;
@@ -596,7 +596,7 @@ extern "C" __global__ void __launch_bounds__(MT)
 
 // indexer_fix writes, for tokens with at most topk closed entries, all of
 // them in order (then -1s), and every token's count. One block a token.
-extern "C" __global__ void __launch_bounds__(MT) indexer_fix(int* sel, int* cnt, const int* pos, int rate, int topk) {
+extern "C" __global__ void __launch_bounds__(MT) indexer_fix(int* sel, int* cnt, const int* pos, int rate, int topk) { PDL_WAIT();
   const int t = blockIdx.x, n = (pos[t] + 1) / rate;
   if (n <= topk) {
     for (int i = threadIdx.x; i < topk; i += blockDim.x) sel[(long long)t * topk + i] = i < n ? i : -1;
@@ -624,7 +624,7 @@ __device__ __forceinline__ float key_value(const u8* p, int kind, const Paged& w
 extern "C" __global__ void __launch_bounds__(MT)
     attention(float* out, const float* Q, const float* KV, const int* tab, int nspans, const int* pos, Paged win,
               int winSize, Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK,
-              const float* sink, int heads, int dim, float scale, int maxKeys) {
+              const float* sink, int heads, int dim, float scale, int maxKeys) { PDL_WAIT();
   __shared__ float buf[32];
   DYN_SHARED(u8, sm);
   const u8** kp = (const u8**)sm;
@@ -749,16 +749,153 @@ __device__ __forceinline__ const u8* attn_key_ptr(const AttnTok& a, int t, int j
   return slot_ptr(comp, a.sp.index, sel ? sel[(long long)t * selK + c] : c);
 }
 
+// ATT_G channels of a key are decoded from one load (8 bytes of FP8, 16
+// of BF16, 32 of F32) where the slot layout allows; key_group8 gives the
+// same values as key_value channel by channel (the same decoders), so the
+// bits do not depend on the path.
+#define ATT_G 8
+#define ATT_GU 4  // groups a thread has in flight in attn_load_keys
+
+__device__ __forceinline__ bool al8(const void* p) { return (((unsigned long long)p) & 7ull) == 0; }
+__device__ __forceinline__ bool al16(const void* p) { return (((unsigned long long)p) & 15ull) == 0; }
+
+// KeyGroup is one group's raw bytes (up to 32) and how to decode them.
+struct KeyGroup {
+  uint2 r[4];
+  int mode;  // 0: fp8 (r[0], times sc), 1: bf16 (r[0..1]), 2: f32 (r[0..3]), 3: channel by channel
+  float sc;
+};
+
+// key_group_load loads channels [i0, i0 + ATT_G) of key p (kind as
+// key_value) into g; i0 is a multiple of ATT_G below dim.
+__device__ __forceinline__ void key_group_load(KeyGroup& g, const u8* p, int kind, const Paged& win, const Paged& comp,
+                                               int dim, int i0) {
+  g.mode = 3;
+  if (i0 + ATT_G > dim) return;
+  if (kind == 0) {
+    const float* f = (const float*)p + i0;
+    if (al16(f)) {
+      const uint4 a = *(const uint4*)f, b = *(const uint4*)(f + 4);
+      g.r[0] = make_uint2(a.x, a.y); g.r[1] = make_uint2(a.z, a.w);
+      g.r[2] = make_uint2(b.x, b.y); g.r[3] = make_uint2(b.z, b.w);
+      g.mode = 2;
+    }
+    return;
+  }
+  const Paged& pg = kind == 1 ? win : comp;
+  switch (pg.fmt) {
+    case SLOT_F32: {
+      const u8* q = p + 4 * i0;
+      if (al8(q)) {
+        const uint2* u = (const uint2*)q;
+        g.r[0] = u[0]; g.r[1] = u[1]; g.r[2] = u[2]; g.r[3] = u[3];
+        g.mode = 2;
+      }
+      return;
+    }
+    case SLOT_BF16: {
+      const u8* q = p + 2 * i0;
+      if (al8(q)) {
+        const uint2* u = (const uint2*)q;
+        g.r[0] = u[0]; g.r[1] = u[1];
+        g.mode = 1;
+      }
+      return;
+    }
+    case SLOT_FP8KV: {
+      const int nope = dim - pg.rope;
+      if (i0 + ATT_G <= nope) {
+        const u8* q = p + i0;
+        if (al8(q)) {
+          g.r[0] = *(const uint2*)q;
+          g.sc = ue8m0(p[nope + 2 * pg.rope + i0 / KV_BLOCK]);
+          g.mode = 0;
+        }
+      } else if (i0 >= nope) {
+        const u8* q = p + nope + 2 * (i0 - nope);
+        if (al8(q)) {
+          const uint2* u = (const uint2*)q;
+          g.r[0] = u[0]; g.r[1] = u[1];
+          g.mode = 1;
+        }
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// key_group_store writes the group's ATT_G values to v (channel by channel
+// through key_value for mode 3).
+__device__ __forceinline__ void key_group_store(float* v, const KeyGroup& g, const u8* p, int kind, const Paged& win,
+                                                const Paged& comp, int dim, int i0) {
+  switch (g.mode) {
+    case 0: {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = __fmul_rn(e4m3((g.r[0].x >> (8 * k)) & 0xFFu), g.sc);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[4 + k] = __fmul_rn(e4m3((g.r[0].y >> (8 * k)) & 0xFFu), g.sc);
+      break;
+    }
+    case 1: {
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        v[4 * k] = bf16_to_f32(g.r[k].x);
+        v[4 * k + 1] = bf16_to_f32(g.r[k].x >> 16);
+        v[4 * k + 2] = bf16_to_f32(g.r[k].y);
+        v[4 * k + 3] = bf16_to_f32(g.r[k].y >> 16);
+      }
+      break;
+    }
+    case 2: {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        v[2 * k] = __uint_as_float(g.r[k].x);
+        v[2 * k + 1] = __uint_as_float(g.r[k].y);
+      }
+      break;
+    }
+    default:
+      for (int k = 0; k < ATT_G && i0 + k < dim; ++k) v[k] = key_value(p, kind, win, comp, dim, i0 + k);
+  }
+}
+
 // attn_load_keys decodes keys [j0, j0 + kn) of token t into ks (kn rows of
-// dim floats); every thread of the block calls it.
+// dim floats); every thread of the block calls it. Each thread decodes
+// groups of ATT_G channels, ATT_GU groups' loads in flight at once.
 __device__ __forceinline__ void attn_load_keys(float* ks, const u8** kp, int* kind, const AttnTok& a, int t, int j0,
                                                int kn, const float* KV, int dim, const Paged& win, int winSize,
-                                               const Paged& comp, const int* sel, int selK) {
+                                               const Paged& comp, const int* sel, int selK, int vec) {
   for (int j = threadIdx.x; j < kn; j += blockDim.x) kp[j] = attn_key_ptr(a, t, j0 + j, KV, dim, win, winSize, comp, sel, selK, &kind[j]);
   __syncthreads();
-  for (int e = threadIdx.x; e < kn * dim; e += blockDim.x) {
-    const int j = e / dim, i = e - j * dim;
-    ks[e] = key_value(kp[j], kind[j], win, comp, dim, i);
+  if (!vec) {  // run 5's loads, channel by channel (the same values)
+    for (int e = threadIdx.x; e < kn * dim; e += blockDim.x) {
+      const int j = e / dim, i = e - j * dim;
+      ks[e] = key_value(kp[j], kind[j], win, comp, dim, i);
+    }
+    __syncthreads();
+    return;
+  }
+  const int G = (dim + ATT_G - 1) / ATT_G, ng = kn * G;
+  for (int e0 = 0; e0 < ng; e0 += ATT_GU * (int)blockDim.x) {
+    KeyGroup g[ATT_GU];
+#pragma unroll
+    for (int u = 0; u < ATT_GU; ++u) {
+      const int e = e0 + u * (int)blockDim.x + (int)threadIdx.x;
+      g[u].mode = 4;
+      if (e < ng) {
+        const int j = e / G, i0 = (e - j * G) * ATT_G;
+        key_group_load(g[u], kp[j], kind[j], win, comp, dim, i0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < ATT_GU; ++u) {
+      const int e = e0 + u * (int)blockDim.x + (int)threadIdx.x;
+      if (g[u].mode == 4) continue;
+      const int j = e / G, i0 = (e - j * G) * ATT_G;
+      key_group_store(ks + j * dim + i0, g[u], kp[j], kind[j], win, comp, dim, i0);
+    }
   }
   __syncthreads();
 }
@@ -770,7 +907,7 @@ __device__ __forceinline__ void attn_load_keys(float* ks, const u8** kp, int* ki
 extern "C" __global__ void __launch_bounds__(MT)
     attn_logits(float* lg, int t0, const float* Q, const float* KV, const int* tab, int nspans, const int* pos,
                 Paged win, int winSize, Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK,
-                int heads, int dim, float scale, int maxKeys) {
+                int heads, int dim, float scale, int maxKeys, int vec) { PDL_WAIT();
   DYN_SHARED(float, sm);
   float* ks = sm;
   float* qs = ks + ATT_KC * dim;
@@ -781,7 +918,7 @@ extern "C" __global__ void __launch_bounds__(MT)
   if (a.bad || j0 >= a.nk) return;
   const int kn = min(ATT_KC, a.nk - j0), hn = min(ATT_HG, heads - h0);
   for (int i = threadIdx.x; i < hn * dim; i += blockDim.x) qs[i] = Q[((long long)t * heads + h0) * dim + i];
-  attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK);
+  attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int j = warp; j < kn; j += (int)(blockDim.x >> 5)) {
     const float* k = ks + j * dim;
@@ -801,7 +938,7 @@ extern "C" __global__ void __launch_bounds__(MT)
 extern "C" __global__ void __launch_bounds__(MT)
     attn_values(float* out, float* po, float* pl, float* pm, int split, const float* lg, int t0, const float* KV,
                 const int* tab, int nspans, const int* pos, Paged win, int winSize, Paged comp, int hasComp, int rate,
-                const int* sel, const int* cnt, int selK, const float* sink, int heads, int dim, int maxKeys) {
+                const int* sel, const int* cnt, int selK, const float* sink, int heads, int dim, int maxKeys, int vec) { PDL_WAIT();
   __shared__ float sM[ATT_HG], sE[ATT_HG][ATT_KC], sL[ATT_HG];
   DYN_SHARED(float, sm);
   float* ks = sm;
@@ -841,7 +978,7 @@ extern "C" __global__ void __launch_bounds__(MT)
   }
   for (int s = s0; s < s1; ++s) {
     const int j0 = s * ATT_KC, kn = min(ATT_KC, a.nk - j0);
-    attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK);
+    attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec);
     if (warp < hn) {
       const int h = h0 + warp;
       if (lane < kn) sE[warp][lane] = exp_f(__fsub_rn(lrow[(long long)h * maxKeys + j0 + lane], sM[warp]));
@@ -905,7 +1042,7 @@ extern "C" __global__ void __launch_bounds__(MT)
 extern "C" __global__ void __launch_bounds__(MT)
     attn_combine(float* out, const float* po, const float* pl, const float* pm, int S, int t0, const int* tab,
                  int nspans, const int* pos, int winSize, int hasComp, int rate, const int* sel, const int* cnt,
-                 const float* sink, int heads, int dim, int maxKeys) {
+                 const float* sink, int heads, int dim, int maxKeys) { PDL_WAIT();
   const int tl = blockIdx.x, t = t0 + tl, h = blockIdx.y;
   const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
   float* o = out + ((long long)t * heads + h) * dim;
@@ -931,7 +1068,7 @@ extern "C" __global__ void __launch_bounds__(MT)
 // (cols wide) into ring slots p % size, in the ring's format. One block a
 // row of src; rows in no span are left alone.
 extern "C" __global__ void __launch_bounds__(MT) store_ring(Paged ring, int size, const float* src, int cols,
-                                                            const int* tab, int nspans) {
+                                                            const int* tab, int nspans) { PDL_WAIT();
   __shared__ float buf[32];
   const int t = blockIdx.x;
   const Span sp = span_of(tab, nspans, t);
@@ -943,7 +1080,7 @@ extern "C" __global__ void __launch_bounds__(MT) store_ring(Paged ring, int size
 
 // load_ring writes into dst[t] the ring slot of t's span at pos[t] % size.
 extern "C" __global__ void __launch_bounds__(MT) load_ring(float* dst, int cols, Paged ring, int size, const int* tab,
-                                                           int nspans, const int* pos) {
+                                                           int nspans, const int* pos) { PDL_WAIT();
   const int t = blockIdx.x;
   const Span sp = span_of(tab, nspans, t);
   if (sp.index < 0) return;
@@ -953,7 +1090,7 @@ extern "C" __global__ void __launch_bounds__(MT) load_ring(float* dst, int cols,
 
 // round_trip writes each row of src as a slot of format fmt gives it back.
 // Dynamic shared memory: the slot's bytes.
-extern "C" __global__ void __launch_bounds__(MT) round_trip(float* dst, const float* src, int cols, int fmt, int rope) {
+extern "C" __global__ void __launch_bounds__(MT) round_trip(float* dst, const float* src, int cols, int fmt, int rope) { PDL_WAIT();
   __shared__ float buf[32];
   DYN_SHARED(u8, sl);
   const long long r = blockIdx.x;
@@ -965,7 +1102,7 @@ extern "C" __global__ void __launch_bounds__(MT) round_trip(float* dst, const fl
 // and lo = x - hi (exact), both as float32: the fast products multiply each
 // on the tensor cores, whose bf16 rounding then leaves only lo's, ~2^-17 of
 // x. For n values.
-extern "C" __global__ void __launch_bounds__(MT) split_bf16(float* hi, float* lo, const float* x, int n) {
+extern "C" __global__ void __launch_bounds__(MT) split_bf16(float* hi, float* lo, const float* x, int n) { PDL_WAIT();
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float v = x[i];

@@ -29,7 +29,7 @@ __device__ __forceinline__ double softplus_d(double x) { return x > 20.0 ? x : l
 // weights (normalized, times routedScale). One warp a token.
 extern "C" __global__ void __launch_bounds__(32)
     moe_route(int* idx, float* wt, float* scores, const float* bias, const int* tid2eid, const int* tokens, int E,
-              int K, int scoring, float routedScale) {
+              int K, int scoring, float routedScale) { PDL_WAIT();
   __shared__ unsigned char chosen[MOE_MAX_E];
   __shared__ float biased[MOE_MAX_E];
   const int t = blockIdx.x, lane = threadIdx.x;
@@ -137,7 +137,7 @@ __device__ __forceinline__ void block_scan2(int a, int b, int* pa, int* pb, int*
 // 1024 threads (E <= 1024: thread e owns expert e); dynamic shared memory:
 // 2·E ints.
 extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, int* chunks, const int* idx, int P, int E,
-                                                              int maxChunks, int tile) {
+                                                              int maxChunks, int tile) { PDL_WAIT();
   DYN_SHARED(int, cnt);
   int* cur = cnt + E;
   for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
@@ -250,7 +250,7 @@ __device__ __forceinline__ void moe_gemv_body(float* y1, float* y3, const float*
       moe_gemv_##F(float* y1, float* y3, const float* x, int xDiv, const int* order, const int* idx,            \
                    const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols, int blockRows,      \
                    int blockCols,                                                                                \
-                   int scaleCols) {                                                                              \
+                   int scaleCols) { PDL_WAIT();                                                                              \
     moe_gemv_body<FMT, true>(y1, y3, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows, blockCols,     \
                              scaleCols);                                                                         \
   }                                                                                                              \
@@ -258,7 +258,7 @@ __device__ __forceinline__ void moe_gemv_body(float* y1, float* y3, const float*
       moe_gemv_##F##_s(float* y1, float* y3, const float* x, int xDiv, const int* order, const int* idx,        \
                        const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols, int blockRows,  \
                        int blockCols,                                                                            \
-                       int scaleCols) {                                                                          \
+                       int scaleCols) { PDL_WAIT();                                                                          \
     moe_gemv_body<FMT, false>(y1, y3, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows, blockCols,    \
                               scaleCols);                                                                        \
   }
@@ -270,7 +270,7 @@ MOE_GEMV_ENTRY(fp4, FMT_FP4)
 
 
 // swiglu_act: g = silu(min(g, L)) · clamp(u, -L, L), for n values.
-extern "C" __global__ void __launch_bounds__(256) swiglu_act(float* g, const float* u, int n, float L) {
+extern "C" __global__ void __launch_bounds__(256) swiglu_act(float* g, const float* u, int n, float L) { PDL_WAIT();
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   g[i] = swiglu_f(g[i], u[i], L);
@@ -280,7 +280,7 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_act(float* g, const flo
 // the CPU's order (by expert, then choice), plus shared[t] when given.
 // Grid (T, ceil(D/256)).
 extern "C" __global__ void __launch_bounds__(256)
-    moe_combine(float* y, const float* ye, const float* wt, const int* idx, const float* shared, int K, int D) {
+    moe_combine(float* y, const float* ye, const float* wt, const int* idx, const float* shared, int K, int D) { PDL_WAIT();
   const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
   if (i >= D) return;
   int ord[16];
@@ -434,14 +434,14 @@ __device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int x
   extern "C" __global__ void __launch_bounds__(256)                                                             \
       moe_gateup_##F##_p##PT(float* h, const float* x, int xDiv, const int* order, const int* idx,              \
                              const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,           \
-                             int blockRows, int blockCols, int scaleCols, float L) {                            \
+                             int blockRows, int blockCols, int scaleCols, float L) { PDL_WAIT();                            \
     moe_grouped_body<FMT, PT, 2, RG, UG>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows,      \
                                          blockCols, scaleCols, L);                                               \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(256)                                                             \
       moe_down_##F##_p##PT(float* y, const float* x, int xDiv, const int* order, const int* idx,                \
                            const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,           \
-                           int blockRows, int blockCols, int scaleCols, float L) {                              \
+                           int blockRows, int blockCols, int scaleCols, float L) { PDL_WAIT();                              \
     moe_grouped_body<FMT, PT, 1, RD, UD>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,    \
                                          blockCols, scaleCols, L);                                               \
   }
@@ -451,17 +451,38 @@ __device__ __forceinline__ void moe_grouped_body(float* y, const float* x, int x
   extern "C" __global__ void __launch_bounds__(256)                                                             \
       moe_gateup_##F##_p##PT##_r3(float* h, const float* x, int xDiv, const int* order, const int* idx,         \
                                   const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,      \
-                                  int blockRows, int blockCols, int scaleCols, float L) {                       \
+                                  int blockRows, int blockCols, int scaleCols, float L) { PDL_WAIT();                       \
     moe_grouped_body<FMT, PT, 2, 2, 4>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows,        \
                                        blockCols, scaleCols, L);                                                 \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(256)                                                             \
       moe_down_##F##_p##PT##_r3(float* y, const float* x, int xDiv, const int* order, const int* idx,           \
                                 const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,      \
-                                int blockRows, int blockCols, int scaleCols, float L) {                         \
+                                int blockRows, int blockCols, int scaleCols, float L) { PDL_WAIT();                         \
     moe_grouped_body<FMT, PT, 1, 4, 4>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,      \
                                        blockCols, scaleCols, L);                                                 \
   }
+// The _o<n> entries are the FP4 tiles of 1 pair with __launch_bounds__(256,
+// n) (at least n blocks an SM: fewer registers a thread, more warps in
+// flight; Backend.moeOcc), measured beside; the same sums.
+#define MOE_GROUPED_OCC(N)                                                                                       \
+  extern "C" __global__ void __launch_bounds__(256, N)                                                          \
+      moe_gateup_fp4_p1_o##N(float* h, const float* x, int xDiv, const int* order, const int* idx,              \
+                             const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,           \
+                             int blockRows, int blockCols, int scaleCols, float L) { PDL_WAIT();                 \
+    moe_grouped_body<FMT_FP4, 1, 2, 2, 4>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows,     \
+                                          blockCols, scaleCols, L);                                              \
+  }                                                                                                              \
+  extern "C" __global__ void __launch_bounds__(256, N)                                                          \
+      moe_down_fp4_p1_o##N(float* y, const float* x, int xDiv, const int* order, const int* idx,                \
+                           const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,           \
+                           int blockRows, int blockCols, int scaleCols, float L) { PDL_WAIT();                   \
+    moe_grouped_body<FMT_FP4, 1, 1, 4, 4>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,   \
+                                          blockCols, scaleCols, L);                                              \
+  }
+MOE_GROUPED_OCC(2)
+MOE_GROUPED_OCC(3)
+MOE_GROUPED_OCC(4)
 #define MOE_GROUPED_ENTRIES(F, FMT)          \
   MOE_GROUPED_ENTRY(F, FMT, 1, 2, 4, 4, 4)   \
   MOE_GROUPED_ENTRY(F, FMT, 2, 4, 2, 8, 2)   \

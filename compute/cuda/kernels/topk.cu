@@ -21,7 +21,7 @@ __device__ __forceinline__ u64 topk_key(float v, int i) {
 }
 
 extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
-    topk(int* __restrict__ idx, const float* __restrict__ x, int n, int k) {
+    topk(int* __restrict__ idx, const float* __restrict__ x, int n, int k) { PDL_WAIT();
   __shared__ u32 hist[256];
   __shared__ u64 sel[TOPK_MAX];
   __shared__ u32 s_bin, s_above, s_count;

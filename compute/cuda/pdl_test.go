@@ -1,0 +1,85 @@
+package cuda
+
+import (
+	"io/fs"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestKernelsOpenWithPDLWait: every kernel of the embedded sources opens
+// with PDL_WAIT() (its first statement), so that a launch that allows
+// programmatic dependent launch (Backend.SetPDL) touches no memory before
+// the kernels before it have finished; or, the gemv2/gemv5 entries, with
+// PDL_OPEN_EARLY() and straight into gemv_rows (gemv2_body), which reads
+// only weights before its PDL_WAIT_LATE().
+func TestKernelsOpenWithPDLWait(t *testing.T) {
+	names, err := fs.Glob(kernelFS, "kernels/*.cu")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no kernel sources: %v", err)
+	}
+	body := regexp.MustCompile(`^\s*(\\\s*)?PDL_WAIT\(\);`)
+	early := regexp.MustCompile(`^\s*(\\\s*)?PDL_OPEN_EARLY\(\);[\s\\]*(const int g = blockIdx\.y;[\s\\]*)?(gemv2_body|gemv_rows)<`)
+	common, err := kernelFS.ReadFile("kernels/gemv_common.cuh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := string(common)[strings.Index(string(common), "__device__ __forceinline__ void gemv_rows("):]
+	if w, l := strings.Index(rows, "PDL_WAIT_LATE();"), strings.Index(rows, "x + (long long)"); w < 0 || l < 0 || w > l {
+		t.Error("gemv_rows does not wait (PDL_WAIT_LATE) before it reads its activations")
+	}
+	total := 0
+	for _, name := range names {
+		b, err := kernelFS.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := string(b)
+		for off := 0; ; {
+			i := strings.Index(src[off:], "__global__")
+			if i < 0 {
+				break
+			}
+			i += off
+			// The parameter list: the parentheses after the name
+			// (__launch_bounds__'s first), then the body's brace.
+			j := i
+			for k := 0; k < 2; k++ {
+				open := strings.IndexByte(src[j:], '(')
+				if open < 0 {
+					t.Fatalf("%s: kernel at byte %d without parameters", name, i)
+				}
+				j += open
+				depth := 0
+				for ; ; j++ {
+					if src[j] == '(' {
+						depth++
+					} else if src[j] == ')' {
+						depth--
+						if depth == 0 {
+							j++
+							break
+						}
+					}
+				}
+				if k == 0 && !strings.Contains(src[i:j], "__launch_bounds__") {
+					break
+				}
+			}
+			brace := strings.IndexByte(src[j:], '{')
+			if brace < 0 {
+				t.Fatalf("%s: kernel at byte %d without a body", name, i)
+			}
+			if !body.MatchString(src[j+brace+1:]) && !early.MatchString(src[j+brace+1:]) {
+				end := min(len(src), j+brace+80)
+				t.Errorf("%s: kernel does not open with PDL_WAIT(): %q", name, src[i:end])
+			}
+			total++
+			off = j + brace
+		}
+	}
+	if total < 40 {
+		t.Errorf("found %d kernels, expected more", total)
+	}
+	t.Logf("%d kernels open with PDL_WAIT", total)
+}
