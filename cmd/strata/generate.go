@@ -38,6 +38,7 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.Uint64Var(&sp.Seed, "seed", 1, "sampling seed")
 	threads := fs.Int("threads", 0, "compute goroutines (0: one per CPU)")
 	device := deviceFlag(fs)
+	profile := fs.String("cpuprofile", "", "write a CPU profile of the generation (not the loading) to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: strata generate [flags]\n\nGenerates from a prompt (greedily unless -temperature is set) and prints the\ntokens as they come, then the prefill and decode speed.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -102,6 +103,13 @@ func runGenerate(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "model %s (loaded in %s)\nprompt %d tokens: %v\n", *dir, loadTime.Round(time.Millisecond), len(in), in)
 	if *prompt != "" {
 		fmt.Fprint(stdout, *prompt)
+	}
+	if *profile != "" {
+		stop, err := startCPUProfile(*profile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	eos := m.Info().EOS
 	if tok == nil {
