@@ -128,8 +128,12 @@ func runBenchDecode(ctx context.Context, args []string, stdout io.Writer) error 
 				acc = fmt.Sprintf(", acceptance %.1f%% (%d of %d drafts), %.2f tokens per verification", 100*float64(r.stats.SpecAccepted)/float64(r.stats.SpecDrafted),
 					r.stats.SpecAccepted, r.stats.SpecDrafted, float64(r.stats.SpecAccepted+r.stats.SpecSteps)/float64(max(1, r.stats.SpecSteps)))
 			}
-			fmt.Fprintf(stdout, "batch %2d %-14s decode %7.1f tokens/s (%.2fx plain), %d steps%s; greedy output %s\n",
-				B, name, r.decodeRate, r.decodeRate/base[0].decodeRate, r.stats.Steps, acc, same)
+			of := ""
+			if B == 1 && floor > 0 {
+				of = fmt.Sprintf("; %.0f%% of the floor, %.2fx its time", 100*r.decodeRate*floor, 1/(r.decodeRate*floor))
+			}
+			fmt.Fprintf(stdout, "batch %2d %-14s decode %7.1f tokens/s (%.2fx plain%s), %d steps%s; greedy output %s\n",
+				B, name, r.decodeRate, r.decodeRate/base[0].decodeRate, of, r.stats.Steps, acc, same)
 			fmt.Fprintf(stdout, "         step cost model: %.2f ms + %.3f ms per token; MTP drafting pass %.2f ms\n",
 				r.stats.StepSeconds*1e3, r.stats.TokenSeconds*1e3, r.stats.DraftSeconds*1e3)
 		}

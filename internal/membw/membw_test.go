@@ -3,7 +3,7 @@ package membw
 import "testing"
 
 func TestSum(t *testing.T) {
-	for _, n := range []int{0, 1, 7, 8, 9, 100} {
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 100, 1000} {
 		a := make([]uint64, n)
 		var want uint64
 		for i := range a {
@@ -12,6 +12,9 @@ func TestSum(t *testing.T) {
 		}
 		if got := sum(a); got != want {
 			t.Errorf("sum of %d values = %d, want %d", n, got, want)
+		}
+		if got := sumFast(a); got != want {
+			t.Errorf("sumFast of %d values = %d, want %d", n, got, want)
 		}
 	}
 }
