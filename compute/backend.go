@@ -285,3 +285,17 @@ type MoEArgs struct {
 	// its routed experts only).
 	SharedUnclamped bool
 }
+
+// FusedNorms is optionally implemented by a backend that can run an RMS
+// norm together with the op before or after it in one pass (fewer
+// launches on a GPU). Each method gives exactly the values of the two ops
+// it stands for, so a model may call either form; it calls these only
+// when its backend has them.
+type FusedNorms interface {
+	// HCPreNorm is HCPre(x, post, comb, h, w, p) followed by
+	// RMSNorm(x, x, norm, eps).
+	HCPreNorm(x, post, comb, h Tensor, w *HC, p HCParams, norm Tensor, eps float32)
+	// RMSNormRoPE is RMSNorm(x, x, w, eps) followed by RoPE(x, pos, heads,
+	// invFreq, inverse).
+	RMSNormRoPE(x, w Tensor, eps float32, pos Tensor, heads int, invFreq Tensor, inverse bool)
+}

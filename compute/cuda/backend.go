@@ -64,6 +64,10 @@ type Backend struct {
 	// attnScalar: attention decodes its keys channel by channel (run 5's
 	// loads) instead of ATT_G channels a load; the same values.
 	attnScalar bool
+	// unfused: HCPreNorm and RMSNormRoPE run their two ops' kernels
+	// (run 6's launches) instead of hc_pre_norm and rmsnorm_rope; the
+	// same values.
+	unfused bool
 	closed     bool
 
 	// profile, when set, times every launch with events (no graphs).
