@@ -68,7 +68,7 @@ type Backend struct {
 	// (run 6's launches) instead of hc_pre_norm and rmsnorm_rope; the
 	// same values.
 	unfused bool
-	closed     bool
+	closed  bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile
