@@ -299,3 +299,11 @@ type FusedNorms interface {
 	// invFreq, inverse).
 	RMSNormRoPE(x, w Tensor, eps float32, pos Tensor, heads int, invFreq Tensor, inverse bool)
 }
+
+// MultiMatMul is optionally implemented by a backend that can run several
+// products of the same input in one pass: MatMuls computes ys[i] = ws[i]·x
+// for every i, exactly as MatMul(ys[i], x, ws[i]) would (the same bits).
+// A model calls it only when its backend has it.
+type MultiMatMul interface {
+	MatMuls(ys []Tensor, x Tensor, ws []*Matrix)
+}

@@ -201,3 +201,10 @@ func (b *Backend) RMSNormRoPE(x, w compute.Tensor, eps float32, pos compute.Tens
 	b.RMSNorm(x, x, w, eps)
 	b.RoPE(x, pos, heads, invFreq, inverse)
 }
+
+// MatMuls implements compute.MultiMatMul, one MatMul a product.
+func (b *Backend) MatMuls(ys []compute.Tensor, x compute.Tensor, ws []*compute.Matrix) {
+	for i, w := range ws {
+		b.MatMul(ys[i], x, w)
+	}
+}

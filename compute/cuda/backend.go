@@ -68,6 +68,9 @@ type Backend struct {
 	// (run 6's launches) instead of hc_pre_norm and rmsnorm_rope; the
 	// same values.
 	unfused bool
+	// unmulti: MatMuls launches one product at a time (run 6's launches)
+	// instead of gemvm's groups; the same values.
+	unmulti bool
 	closed  bool
 
 	// profile, when set, times every launch with events (no graphs).

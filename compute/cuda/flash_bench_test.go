@@ -284,6 +284,8 @@ func BenchmarkFlash(b *testing.B) {
 		}
 	}
 	ab("unfused-r6", func(on bool) { be.unfused = on })
+	ab("unmulti-r6", func(on bool) { be.unmulti = on })
+	ab("r6-launches", func(on bool) { be.unfused, be.unmulti = on, on })
 	pdl0 := be.PDL()
 	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
 	be.k.t8R4 = true

@@ -12,10 +12,11 @@ import (
 	"github.com/strata-inference/strata/model/deepseekv4"
 )
 
-// TestBackendFusedNorms: the fused HC pre + RMS norm (hc_pre_norm) and
-// RMS norm + RoPE (rmsnorm_rope) give the logits of the separate kernels
-// (Backend.unfused, run 6's launches) bit for bit, on the full and the
-// decode paths, strict and fast.
+// TestBackendFusedNorms: the fused HC pre + RMS norm (hc_pre_norm), RMS
+// norm + RoPE (rmsnorm_rope) and the products of one input in one launch
+// (gemvm) give the logits of the separate kernels (Backend.unfused and
+// unmulti, run 6's launches) bit for bit, on the full and the decode
+// paths, strict and fast.
 func TestBackendFusedNorms(t *testing.T) {
 	for _, name := range []string{"testdata/golden/deepseek-v4/flash-ratios", "testdata/golden/deepseek-v4/quantized",
 		"testdata/golden/deepseek-v4-extra/hc3-csa8"} {
@@ -31,7 +32,8 @@ func TestBackendFusedNorms(t *testing.T) {
 				var logits [2][2][]float32 // [unfused][full, decode]
 				for i, unfused := range []bool{false, true} {
 					be := newBackend(t, mode)
-					be.unfused = unfused
+					be.unfused, be.unmulti = unfused, unfused
+					var _ compute.MultiMatMul = be
 					var _ compute.FusedNorms = be
 					m, err := deepseekv4.Load(dir, be)
 					if err != nil {
@@ -52,7 +54,7 @@ func TestBackendFusedNorms(t *testing.T) {
 						}
 					}
 				}
-				fmt.Printf("FUSED %s %s: full and decode logits identical to the unfused kernels (max abs from the golden f32 logits %.3g)\n",
+				fmt.Printf("FUSED %s %s: full and decode logits identical to run 6's launches (max abs from the golden f32 logits %.3g)\n",
 					filepath.Base(name), modeName(mode), golden.MaxAbsDiff(logits[0][0], c.LogitsFull))
 			})
 		}

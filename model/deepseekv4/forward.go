@@ -143,7 +143,7 @@ func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRe
 // hcPreNorm is HCPre then RMSNorm(x, x, norm, eps), in one op where the
 // backend fuses them (the same values).
 func (m *Model) hcPreNorm(x, post, comb, h compute.Tensor, w *compute.HC, norm compute.Tensor, eps float32) {
-	if f, ok := m.be.(compute.FusedNorms); ok {
+	if f := m.fused; f != nil {
 		f.HCPreNorm(x, post, comb, h, w, m.hcp, norm, eps)
 		return
 	}
@@ -154,7 +154,7 @@ func (m *Model) hcPreNorm(x, post, comb, h compute.Tensor, w *compute.HC, norm c
 // normRoPE is RMSNorm(x, x, w, eps) then RoPE, in one op where the backend
 // fuses them (the same values).
 func (m *Model) normRoPE(x, w compute.Tensor, eps float32, pos compute.Tensor, heads int, invFreq compute.Tensor) {
-	if f, ok := m.be.(compute.FusedNorms); ok {
+	if f := m.fused; f != nil {
 		f.RMSNormRoPE(x, w, eps, pos, heads, invFreq, false)
 		return
 	}
