@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
@@ -57,6 +58,59 @@ func TestBackendFusedNorms(t *testing.T) {
 				fmt.Printf("FUSED %s %s: full and decode logits identical to run 6's launches (max abs from the golden f32 logits %.3g)\n",
 					filepath.Base(name), modeName(mode), golden.MaxAbsDiff(logits[0][0], c.LogitsFull))
 			})
+		}
+	}
+}
+
+// TestMatMuls: MatMuls (gemvm: up to 4 products of one input a launch)
+// gives every product MatMul's bits, for FP8 and BF16 matrices of several
+// heights (different GEMV splits, so several launches), T = 1, 3 and 8.
+func TestMatMuls(t *testing.T) {
+	for _, dt := range []compute.DType{compute.FP8, compute.BF16} {
+		const K = 512
+		rowsOf := []int{256, 128, 37, 512, 64, 130}
+		ws := make([]*compute.Matrix, len(rowsOf))
+		be := newBackend(t, Strict)
+		for i, r := range rowsOf {
+			ws[i], _ = testMatrix(rand.New(rand.NewPCG(uint64(r), uint64(dt))), dt, r, K, 128, 128)
+			if err := be.Upload(ws[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, T := range []int{1, 3, 8} {
+			x, err := be.Alloc(compute.F32, T, K)
+			if err != nil {
+				t.Fatal(err)
+			}
+			be.Write(x, randFloats(rand.New(rand.NewPCG(7, uint64(T))), T*K))
+			var got [2][][]float32
+			for side, unmulti := range []bool{false, true} {
+				be.unmulti = unmulti
+				ys := make([]compute.Tensor, len(ws))
+				for i, w := range ws {
+					if ys[i], err = be.Alloc(compute.F32, T, w.Rows); err != nil {
+						t.Fatal(err)
+					}
+				}
+				be.MatMuls(ys, x, ws)
+				for i := range ys {
+					v := make([]float32, T*ws[i].Rows)
+					if err := be.Read(v, ys[i]); err != nil {
+						t.Fatal(err)
+					}
+					got[side] = append(got[side], v)
+					be.Free(ys[i])
+				}
+			}
+			be.unmulti = false
+			be.Free(x)
+			for i := range ws {
+				for j := range got[0][i] {
+					if math.Float32bits(got[0][i][j]) != math.Float32bits(got[1][i][j]) {
+						t.Fatalf("%v T=%d product %d (%d rows) value %d: MatMuls %g, MatMul %g", dt, T, i, rowsOf[i], j, got[0][i][j], got[1][i][j])
+					}
+				}
+			}
 		}
 	}
 }
