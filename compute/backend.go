@@ -286,20 +286,6 @@ type MoEArgs struct {
 	SharedUnclamped bool
 }
 
-// FusedNorms is optionally implemented by a backend that can run an RMS
-// norm together with the op before or after it in one pass (fewer
-// launches on a GPU). Each method gives exactly the values of the two ops
-// it stands for, so a model may call either form; it calls these only
-// when its backend has them.
-type FusedNorms interface {
-	// HCPreNorm is HCPre(x, post, comb, h, w, p) followed by
-	// RMSNorm(x, x, norm, eps).
-	HCPreNorm(x, post, comb, h Tensor, w *HC, p HCParams, norm Tensor, eps float32)
-	// RMSNormRoPE is RMSNorm(x, x, w, eps) followed by RoPE(x, pos, heads,
-	// invFreq, inverse).
-	RMSNormRoPE(x, w Tensor, eps float32, pos Tensor, heads int, invFreq Tensor, inverse bool)
-}
-
 // MultiMatMul is optionally implemented by a backend that can run several
 // products of the same input in one pass: MatMuls computes ys[i] = ws[i]·x
 // for every i, exactly as MatMul(ys[i], x, ws[i]) would (the same bits).

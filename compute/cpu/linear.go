@@ -188,20 +188,6 @@ func softmax32(x []float32) {
 	}
 }
 
-// HCPreNorm implements compute.FusedNorms: HCPre then RMSNorm, as the two
-// ops (the CPU gains nothing from fusing them).
-func (b *Backend) HCPreNorm(x, post, comb, h compute.Tensor, w *compute.HC, p compute.HCParams, norm compute.Tensor, eps float32) {
-	b.HCPre(x, post, comb, h, w, p)
-	b.RMSNorm(x, x, norm, eps)
-}
-
-// RMSNormRoPE implements compute.FusedNorms: RMSNorm then RoPE, as the two
-// ops.
-func (b *Backend) RMSNormRoPE(x, w compute.Tensor, eps float32, pos compute.Tensor, heads int, invFreq compute.Tensor, inverse bool) {
-	b.RMSNorm(x, x, w, eps)
-	b.RoPE(x, pos, heads, invFreq, inverse)
-}
-
 // MatMuls implements compute.MultiMatMul, one MatMul a product.
 func (b *Backend) MatMuls(ys []compute.Tensor, x compute.Tensor, ws []*compute.Matrix) {
 	for i, w := range ws {

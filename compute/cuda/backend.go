@@ -64,10 +64,6 @@ type Backend struct {
 	// attnScalar: attention decodes its keys channel by channel (run 5's
 	// loads) instead of ATT_G channels a load; the same values.
 	attnScalar bool
-	// unfused: HCPreNorm and RMSNormRoPE run their two ops' kernels
-	// (run 6's launches) instead of hc_pre_norm and rmsnorm_rope; the
-	// same values.
-	unfused bool
 	// unmulti: MatMuls launches one product at a time (run 6's launches)
 	// instead of gemvm's groups; the same values.
 	unmulti bool

@@ -283,9 +283,13 @@ func BenchmarkFlash(b *testing.B) {
 				map[bool]string{true: "identical", false: "DIFFERENT"}[same])
 		}
 	}
-	ab("unfused-r6", func(on bool) { be.unfused = on })
+	ab("attn-r5", func(on bool) { be.attnScalar = on })
+	ab("t8-r2", func(on bool) { be.k.t8R4 = !on })
+	ab("grouped-r5", func(on bool) { be.k.groupedR5 = on })
+	for _, n := range []int{2, 3, 4} {
+		ab(fmt.Sprintf("moe-o%d", n), func(on bool) { be.moeOcc = map[bool]int{true: n}[on] })
+	}
 	ab("unmulti-r6", func(on bool) { be.unmulti = on })
-	ab("r6-launches", func(on bool) { be.unfused, be.unmulti = on, on })
 	pdl0 := be.PDL()
 	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
 	be.k.t8R4 = true

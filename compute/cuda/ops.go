@@ -352,63 +352,6 @@ func (b *Backend) HCPre(x, post, comb, h compute.Tensor, w *compute.HC, p comput
 			Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters))
 }
 
-// hcNormRegs and hcNormHC are hc_pre_norm's HC_NORM_REGS and HC_NORM_HC.
-const hcNormRegs, hcNormHC = 16, 4
-
-// HCPreNorm implements compute.FusedNorms: HCPre then RMSNorm(x, x, norm,
-// eps), in one kernel (hc_pre_norm, one block a token) when the streams
-// fit its registers; the same values as the two ops.
-func (b *Backend) HCPreNorm(x, post, comb, h compute.Tensor, w *compute.HC, p compute.HCParams, norm compute.Tensor, eps float32) {
-	hc, D, T := p.HC, p.D, h.Rows
-	if b.unfused || hc > hcNormHC || D > hcNormRegs*opThreads || T == 0 || (norm.Valid() && norm.Len() != D) {
-		b.HCPre(x, post, comb, h, w, p)
-		b.RMSNorm(x, x, norm, eps)
-		return
-	}
-	nMix := (2 + hc) * hc
-	checkShape("HCPreNorm h", h, T, hc*D)
-	checkShape("HCPreNorm x", x, T, D)
-	checkShape("HCPreNorm post", post, T, hc)
-	checkShape("HCPreNorm comb", comb, T, hc*hc)
-	mark := b.ScratchMark()
-	defer b.ResetScratch(mark)
-	part, S, ok := b.hcMix(h, w.Fn, nMix, hc*D)
-	if !ok {
-		b.ResetScratch(mark)
-		b.HCPre(x, post, comb, h, w, p)
-		b.RMSNorm(x, x, norm, eps)
-		return
-	}
-	b.launch("hc_pre_norm", Dim3{X: T}, Dim3{X: opThreads}, 0,
-		b.args().Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).Ptr(b.ptr(h)).Ptr(part).Int(S).Int(hc*D).F32(p.NormEps).
-			Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters).
-			Ptr(b.ptr(norm)).F32(eps))
-}
-
-// rmsRegs is rows.cu's RMS_REGS.
-const rmsRegs = 16
-
-// RMSNormRoPE implements compute.FusedNorms: RMSNorm(x, x, w, eps) then
-// RoPE(x, pos, heads, invFreq, inverse), in one kernel (rmsnorm_rope) when
-// a row fits rmsnorm's registers and the rotated channels start at an even
-// one; the same values as the two ops.
-func (b *Backend) RMSNormRoPE(x, w compute.Tensor, eps float32, pos compute.Tensor, heads int, invFreq compute.Tensor, inverse bool) {
-	nf, n := invFreq.Len(), x.Cols
-	if b.unfused || n > rmsRegs*opThreads || nf == 0 || 2*nf > n || (n-2*nf)%2 != 0 || x.Rows == 0 ||
-		heads <= 0 || pos.Len()*heads < x.Rows || (w.Valid() && w.Len() != n) {
-		b.RMSNorm(x, x, w, eps)
-		b.RoPE(x, pos, heads, invFreq, inverse)
-		return
-	}
-	inv := 0
-	if inverse {
-		inv = 1
-	}
-	b.launch("rmsnorm_rope", Dim3{X: x.Rows}, Dim3{X: opThreads}, 0,
-		b.args().Ptr(b.ptr(x)).Ptr(b.ptr(x)).Ptr(b.ptr(w)).Int(n).F32(eps).Ptr(b.ptr(pos)).Int(heads).
-			Ptr(b.ptr(invFreq)).Int(nf).Int(inv))
-}
-
 // hcMixSeg is the segment of the streams one block of hc_mix_partial sums
 // (run 3 had 1024: 16 blocks at T = 1 on the Flash width, 19 us a launch).
 const hcMixSeg = 256

@@ -39,10 +39,12 @@ func (m *Model) attention(A *rAttention, kind LayerSpec, lay *cacheLayout, refs 
 	Q := be.Scratch(compute.F32, T, H*d)
 	be.MatMul(Q, qr, A.wqB)
 	Qh := Q.Reshape(T*H, d)
-	m.normRoPE(Qh, compute.Tensor{}, eps, pos, H, inv)
+	be.RMSNorm(Qh, Qh, compute.Tensor{}, eps)
+	be.RoPE(Qh, pos, H, inv, false)
 
 	// kv = RoPE(RMSNorm(wkv·x)): the single key and value vector of each token.
-	m.normRoPE(kv, A.kvNorm, eps, pos, 1, inv)
+	be.RMSNorm(kv, kv, A.kvNorm, eps)
+	be.RoPE(kv, pos, 1, inv, false)
 
 	if A.comp != nil {
 		m.compress(ca, cz, A.comp, d, kind.Attn == CSA, kind.Rate, st.kind(refs.compressed), st.kind(refs.compressor), st)

@@ -123,14 +123,16 @@ func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRe
 	x := be.Scratch(compute.F32, T, D)
 	post := be.Scratch(compute.F32, T, hc)
 	comb := be.Scratch(compute.F32, T, hc*hc)
-	m.hcPreNorm(x, post, comb, h, &L.hcAttn, L.attnNorm, eps)
+	be.HCPre(x, post, comb, h, &L.hcAttn, m.hcp)
+	be.RMSNorm(x, x, L.attnNorm, eps)
 	y := m.attention(&L.attn, spec, lay, refs, x, st)
 	be.HCPost(h, y, post, comb, m.hcp)
 
 	x = be.Scratch(compute.F32, T, D)
 	post = be.Scratch(compute.F32, T, hc)
 	comb = be.Scratch(compute.F32, T, hc*hc)
-	m.hcPreNorm(x, post, comb, h, &L.hcFFN, L.ffnNorm, eps)
+	be.HCPre(x, post, comb, h, &L.hcFFN, m.hcp)
+	be.RMSNorm(x, x, L.ffnNorm, eps)
 	y = be.Scratch(compute.F32, T, D)
 	if m.ep != nil {
 		m.ep.moe(y, x, st.tokens, &L.moe)
@@ -138,28 +140,6 @@ func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRe
 		be.MoE(y, x, st.tokens, &L.moe)
 	}
 	be.HCPost(h, y, post, comb, m.hcp)
-}
-
-// hcPreNorm is HCPre then RMSNorm(x, x, norm, eps), in one op where the
-// backend fuses them (the same values).
-func (m *Model) hcPreNorm(x, post, comb, h compute.Tensor, w *compute.HC, norm compute.Tensor, eps float32) {
-	if f := m.fused; f != nil {
-		f.HCPreNorm(x, post, comb, h, w, m.hcp, norm, eps)
-		return
-	}
-	m.be.HCPre(x, post, comb, h, w, m.hcp)
-	m.be.RMSNorm(x, x, norm, eps)
-}
-
-// normRoPE is RMSNorm(x, x, w, eps) then RoPE, in one op where the backend
-// fuses them (the same values).
-func (m *Model) normRoPE(x, w compute.Tensor, eps float32, pos compute.Tensor, heads int, invFreq compute.Tensor) {
-	if f := m.fused; f != nil {
-		f.RMSNormRoPE(x, w, eps, pos, heads, invFreq, false)
-		return
-	}
-	m.be.RMSNorm(x, x, w, eps)
-	m.be.RoPE(x, pos, heads, invFreq, false)
 }
 
 // head computes the logits of the rows the spans ask for: collapse the

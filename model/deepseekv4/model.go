@@ -31,9 +31,8 @@ type Model struct {
 	W  *Weights
 	w  *resident
 	be compute.Backend
-	// fused and multi are be's optional ops, nil when it has none
-	// (findOps: asserted once, not per step).
-	fused  compute.FusedNorms
+	// multi is be's optional MatMuls, nil when it has none (findOps:
+	// asserted once, not per step).
 	multi  compute.MultiMatMul
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
@@ -300,6 +299,5 @@ func (m *Model) PrefillFLOPs(n int) float64 {
 
 // findOps looks up the backend's optional ops.
 func (m *Model) findOps() {
-	m.fused, _ = m.be.(compute.FusedNorms)
 	m.multi, _ = m.be.(compute.MultiMatMul)
 }

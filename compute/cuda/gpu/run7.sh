@@ -1,6 +1,6 @@
 #!/bin/bash
 # run7.sh: run 7's GPU measurement in one call (NOTES.md, "Run 7": run6.sh
-# with TestBackendFusedNorms among the tests; before it, run 6's: run4.sh
+# with TestBackendMatMuls (TestBackendFusedNorms in call 1) among the tests; before it, run 6's: run4.sh
 # plus: TestGEMV5 and the PDL source check in the tests, the tests
 # again with programmatic dependent launch on (PDLTEST=1), the grouped
 # GEMV benchmark beside the variants (GEMV=1), FLASH BITS lines). From
@@ -84,7 +84,7 @@ cat "$OUT/smi.txt"
 tail -2 "$OUT/synth.log"
 grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|tests rc|panic" "$OUT/tests.log" | grep -v "^    " | head -40
 grep -cE "^    --- PASS|^--- PASS" "$OUT/tests.log" | sed 's/^/tests passed (lines): /'
-grep -E "FORMATS|FUSED|PDL" "$OUT/tests.log" | grep -v "^    " | head -12
+grep -E "FORMATS|MULTI|FUSED|PDL" "$OUT/tests.log" | grep -v "^    " | head -12
 [ -f "$OUT/tests-pdl.log" ] && { grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|FORMATS|rc=|panic" "$OUT/tests-pdl.log" | grep -v "^    " | head -30; grep -cE "^    --- PASS|^--- PASS" "$OUT/tests-pdl.log" | sed 's/^/pdl tests passed (lines): /'; }
 grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -v "FLASH kernel" | head -40
 grep "FLASH kernel" "$OUT/flash.log" | head -40

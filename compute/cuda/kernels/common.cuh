@@ -84,20 +84,6 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// block_sum returns, on every thread, the sum of v over the block in a
-// fixed order (butterfly in each warp, then the warps in order); buf holds
-// 32 floats of shared memory.
-__device__ __forceinline__ float block_sum(float v, float* buf) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_sum(v);
-  __syncthreads();
-  if (lane == 0) buf[warp] = v;
-  __syncthreads();
-  float s = buf[0];
-  for (int j = 1; j < (int)(blockDim.x >> 5); ++j) s = __fadd_rn(s, buf[j]);
-  return s;
-}
-
 __device__ __forceinline__ double warp_sum_f64(double v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));

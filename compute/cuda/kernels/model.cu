@@ -275,16 +275,16 @@ __device__ __forceinline__ float hc_sinkhorn_lane(float v, int hcr, int e, int i
 // pre_j·h[t][j][i] for the columns i of its slice [y·cw, (y+1)·cw); block
 // y = 0 writes post and comb. The grid's y only splits the work: every
 // value is the same whatever it is. Grid (T, ceil(D/cw)).
-// hc_pre_weights is the small algebra of hc_pre_split for token t (every
-// thread of the block calls it): pre (shared) for the block, post and
-// comb written when writer. mix, c and stage are shared memory of
-// HC_MIX_MAX, HC_MAX² and HC_STAGE floats.
-__device__ __forceinline__ void hc_pre_weights(float* mix, float* pre, float* c, float* stage, float* __restrict__ post,
-                                               float* __restrict__ comb, const float* __restrict__ part, int t, int S,
-                                               int n, float normEps, const float* __restrict__ base,
-                                               const float* __restrict__ scale, int hc, float eps, int iters,
-                                               bool writer) {
-  const int nMix = (2 + hc) * hc, hh = hc * hc;
+extern "C" __global__ void __launch_bounds__(MT)
+    hc_pre_split(float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb, const float* __restrict__ h,
+                 const float* __restrict__ part, int S, int n, float normEps, const float* __restrict__ base,
+                 const float* __restrict__ scale, int hc, int D, float eps, int iters, int cw) { PDL_WAIT();
+  __shared__ float mix[HC_MIX_MAX];
+  __shared__ float pre[HC_MAX];
+  __shared__ float c[HC_MAX * HC_MAX];
+  __shared__ float stage[HC_STAGE];
+  const int t = blockIdx.x, nMix = (2 + hc) * hc, hh = hc * hc;
+  const bool writer = blockIdx.y == 0;
   const int np = S * (nMix + 1);
   const bool staged = np <= HC_STAGE;
   if (staged) {
@@ -364,18 +364,6 @@ __device__ __forceinline__ void hc_pre_weights(float* mix, float* pre, float* c,
     }
   }
   __syncthreads();
-}
-
-extern "C" __global__ void __launch_bounds__(MT)
-    hc_pre_split(float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb, const float* __restrict__ h,
-                 const float* __restrict__ part, int S, int n, float normEps, const float* __restrict__ base,
-                 const float* __restrict__ scale, int hc, int D, float eps, int iters, int cw) { PDL_WAIT();
-  __shared__ float mix[HC_MIX_MAX];
-  __shared__ float pre[HC_MAX];
-  __shared__ float c[HC_MAX * HC_MAX];
-  __shared__ float stage[HC_STAGE];
-  const int t = blockIdx.x;
-  hc_pre_weights(mix, pre, c, stage, post, comb, part, t, S, n, normEps, base, scale, hc, eps, iters, blockIdx.y == 0);
   const int i0 = blockIdx.y * cw, i1 = min(D, i0 + cw);
   for (int i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
     float hv[HC_MAX];
@@ -386,61 +374,6 @@ extern "C" __global__ void __launch_bounds__(MT)
     for (int j = 0; j < HC_MAX; ++j)
       if (j < hc) acc = __fadd_rn(acc, __fmul_rn(pre[j], hv[j]));
     x[(long long)t * D + i] = acc;
-  }
-}
-
-// HC_NORM_REGS: hc_pre_norm keeps a thread's columns i = tid + MT·m, m <
-// HC_NORM_REGS, of its hc <= HC_NORM_HC streams in registers.
-#define HC_NORM_REGS 16
-#define HC_NORM_HC 4
-
-// hc_pre_norm is hc_pre_split with one block a token (cw = D) followed by
-// rows.cu's rmsnorm of x (weight w, may be null; rmsEps), in one kernel:
-// the same values as the two kernels (x[t][i] as hc_pre_split sums it,
-// then rmsnorm's register path: each thread's squares in column order,
-// block_sum, the same factor). The token's streams are loaded before the
-// small algebra, so their loads overlap it. D <= MT·HC_NORM_REGS, hc <=
-// HC_NORM_HC. Grid T.
-extern "C" __global__ void __launch_bounds__(MT)
-    hc_pre_norm(float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb, const float* __restrict__ h,
-                const float* __restrict__ part, int S, int n, float normEps, const float* __restrict__ base,
-                const float* __restrict__ scale, int hc, int D, float eps, int iters, const float* __restrict__ w,
-                float rmsEps) { PDL_WAIT();
-  __shared__ float mix[HC_MIX_MAX];
-  __shared__ float pre[HC_MAX];
-  __shared__ float c[HC_MAX * HC_MAX];
-  __shared__ float stage[HC_STAGE];
-  __shared__ float buf[32];
-  const int t = blockIdx.x;
-  float hv[HC_NORM_HC][HC_NORM_REGS];
-#pragma unroll
-  for (int m = 0; m < HC_NORM_REGS; ++m) {
-    const int i = threadIdx.x + MT * m;
-#pragma unroll
-    for (int j = 0; j < HC_NORM_HC; ++j) hv[j][m] = (j < hc && i < D) ? h[((long long)t * hc + j) * D + i] : 0.0f;
-  }
-  hc_pre_weights(mix, pre, c, stage, post, comb, part, t, S, n, normEps, base, scale, hc, eps, iters, true);
-  float v[HC_NORM_REGS];
-  float ss = 0.0f;
-#pragma unroll
-  for (int m = 0; m < HC_NORM_REGS; ++m) {
-    float acc = 0.0f;
-#pragma unroll
-    for (int j = 0; j < HC_NORM_HC; ++j)
-      if (j < hc) acc = __fadd_rn(acc, __fmul_rn(pre[j], hv[j][m]));
-    v[m] = acc;
-    if (threadIdx.x + MT * m < D) ss = __fmaf_rn(acc, acc, ss);
-  }
-  ss = block_sum(ss, buf);
-  const float mean = __fdiv_rn(ss, (float)D);
-  const float r = (float)(1.0 / sqrt((double)__fadd_rn(mean, rmsEps)));
-#pragma unroll
-  for (int m = 0; m < HC_NORM_REGS; ++m) {
-    const int i = threadIdx.x + MT * m;
-    if (i < D) {
-      const float u = __fmul_rn(v[m], r);
-      x[(long long)t * D + i] = w ? __fmul_rn(w[i], u) : u;
-    }
   }
 }
 

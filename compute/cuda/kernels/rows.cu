@@ -5,7 +5,18 @@
 
 #define ROW_THREADS 256
 
-// block_sum (common.cuh) is the fixed-order block reduction of the rows.
+// block_sum returns, on every thread, the sum of v over the block in a
+// fixed order (butterfly in each warp, then the warps in order).
+__device__ __forceinline__ float block_sum(float v, float* buf) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) buf[warp] = v;
+  __syncthreads();
+  float s = buf[0];
+  for (int j = 1; j < (int)(blockDim.x >> 5); ++j) s = __fadd_rn(s, buf[j]);
+  return s;
+}
 
 __device__ __forceinline__ double block_sum_f64(double v, double* buf) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -78,55 +89,6 @@ extern "C" __global__ void __launch_bounds__(ROW_THREADS)
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     float v = __fmul_rn(x[base + i], r);
     y[base + i] = w ? __fmul_rn(w[i], v) : v;
-  }
-}
-
-// rmsnorm_rope is rmsnorm (the register path: n <= RMS_REGS·256, 256
-// threads) followed by rope_heads (model.cu) on its output, in one pass:
-// the same values, in the same order, as the two kernels. Row r turns its
-// last 2·nf channels (n − 2·nf even, so that a pair sits on two adjacent
-// lanes) by pos[r / heads]·invFreq[i]. y may be x.
-extern "C" __global__ void __launch_bounds__(ROW_THREADS)
-    rmsnorm_rope(float* y, const float* x, const float* __restrict__ w, int n, float eps, const int* __restrict__ pos,
-                 int heads, const float* __restrict__ invFreq, int nf, int inverse) { PDL_WAIT();
-  __shared__ float buf[32];
-  const long long base = (long long)blockIdx.x * n;
-  const int nt = blockDim.x;
-  float v[RMS_REGS], wv[RMS_REGS];
-#pragma unroll
-  for (int m = 0; m < RMS_REGS; ++m) {
-    const int i = threadIdx.x + m * nt;
-    v[m] = i < n ? x[base + i] : 0.0f;
-    wv[m] = (w && i < n) ? w[i] : 1.0f;
-  }
-  float ss = 0.0f;
-#pragma unroll
-  for (int m = 0; m < RMS_REGS; ++m)
-    if (threadIdx.x + m * nt < n) ss = __fmaf_rn(v[m], v[m], ss);
-  ss = block_sum(ss, buf);
-  const float mean = __fdiv_rn(ss, (float)n);
-  const float r = (float)(1.0 / sqrt((double)__fadd_rn(mean, eps)));
-  const int rs = n - 2 * nf;
-  const float p = (float)pos[blockIdx.x / heads];
-#pragma unroll
-  for (int m = 0; m < RMS_REGS; ++m) {
-    const int i = threadIdx.x + m * nt;
-    const float u = __fmul_rn(v[m], r);
-    const float yv = w ? __fmul_rn(wv[m], u) : u;
-    const float other = __shfl_xor_sync(0xFFFFFFFFu, yv, 1);
-    if (i < n) {
-      float out = yv;
-      if (i >= rs) {
-        const float ang = __fmul_rn(p, invFreq[(i - rs) >> 1]);
-        double sd, cd;
-        sincos((double)ang, &sd, &cd);
-        const float c = (float)cd;
-        const float s = inverse ? -(float)sd : (float)sd;
-        out = ((i - rs) & 1) == 0 ? __fsub_rn(__fmul_rn(yv, c), __fmul_rn(other, s))
-                                  : __fadd_rn(__fmul_rn(yv, c), __fmul_rn(other, s));
-      }
-      y[base + i] = out;
-    }
   }
 }
 

@@ -13,12 +13,10 @@ import (
 	"github.com/strata-inference/strata/model/deepseekv4"
 )
 
-// TestBackendFusedNorms: the fused HC pre + RMS norm (hc_pre_norm), RMS
-// norm + RoPE (rmsnorm_rope) and the products of one input in one launch
-// (gemvm) give the logits of the separate kernels (Backend.unfused and
-// unmulti, run 6's launches) bit for bit, on the full and the decode
-// paths, strict and fast.
-func TestBackendFusedNorms(t *testing.T) {
+// TestBackendMatMuls: the products of one input in one launch (gemvm) give
+// the logits of one launch a product (Backend.unmulti, run 6's launches)
+// bit for bit, on the full and the decode paths, strict and fast.
+func TestBackendMatMuls(t *testing.T) {
 	for _, name := range []string{"testdata/golden/deepseek-v4/flash-ratios", "testdata/golden/deepseek-v4/quantized",
 		"testdata/golden/deepseek-v4-extra/hc3-csa8"} {
 		for _, mode := range []Mode{Strict, Fast} {
@@ -30,12 +28,11 @@ func TestBackendFusedNorms(t *testing.T) {
 				}
 				ctx := context.Background()
 				L := len(c.InputIDs)
-				var logits [2][2][]float32 // [unfused][full, decode]
-				for i, unfused := range []bool{false, true} {
+				var logits [2][2][]float32 // [unmulti][full, decode]
+				for i, unmulti := range []bool{false, true} {
 					be := newBackend(t, mode)
-					be.unfused, be.unmulti = unfused, unfused
+					be.unmulti = unmulti
 					var _ compute.MultiMatMul = be
-					var _ compute.FusedNorms = be
 					m, err := deepseekv4.Load(dir, be)
 					if err != nil {
 						t.Fatal(err)
@@ -51,11 +48,11 @@ func TestBackendFusedNorms(t *testing.T) {
 					got, want := logits[0][j], logits[1][j]
 					for i := range got {
 						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-							t.Fatalf("%s path logit %d: %g, unfused %g", path, i, got[i], want[i])
+							t.Fatalf("%s path logit %d: %g, one launch a product %g", path, i, got[i], want[i])
 						}
 					}
 				}
-				fmt.Printf("FUSED %s %s: full and decode logits identical to run 6's launches (max abs from the golden f32 logits %.3g)\n",
+				fmt.Printf("MULTI %s %s: full and decode logits identical to one launch a product (max abs from the golden f32 logits %.3g)\n",
 					filepath.Base(name), modeName(mode), golden.MaxAbsDiff(logits[0][0], c.LogitsFull))
 			})
 		}
