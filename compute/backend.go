@@ -285,3 +285,11 @@ type MoEArgs struct {
 	// its routed experts only).
 	SharedUnclamped bool
 }
+
+// MultiMatMul is optionally implemented by a backend that can run several
+// products of the same input in one pass: MatMuls computes ys[i] = ws[i]·x
+// for every i, exactly as MatMul(ys[i], x, ws[i]) would (the same bits).
+// A model calls it only when its backend has it.
+type MultiMatMul interface {
+	MatMuls(ys []Tensor, x Tensor, ws []*Matrix)
+}

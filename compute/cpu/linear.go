@@ -187,3 +187,10 @@ func softmax32(x []float32) {
 		x[i] /= s
 	}
 }
+
+// MatMuls implements compute.MultiMatMul, one MatMul a product.
+func (b *Backend) MatMuls(ys []compute.Tensor, x compute.Tensor, ws []*compute.Matrix) {
+	for i, w := range ws {
+		b.MatMul(ys[i], x, w)
+	}
+}

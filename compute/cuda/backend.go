@@ -64,7 +64,10 @@ type Backend struct {
 	// attnScalar: attention decodes its keys channel by channel (run 5's
 	// loads) instead of ATT_G channels a load; the same values.
 	attnScalar bool
-	closed     bool
+	// unmulti: MatMuls launches one product at a time (run 6's launches)
+	// instead of gemvm's groups; the same values.
+	unmulti bool
+	closed  bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile

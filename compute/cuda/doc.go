@@ -54,6 +54,11 @@
 // chunk sums added in chunk order whether one block or many computed
 // them), so that in Strict mode every kernel is batch-invariant.
 //
+// Backend also implements compute.MultiMatMul: products of one input
+// with the same format, width and GEMV split go up to four a launch
+// (gemvm, kernels/gemv2.cu), each block computing as the product's own
+// launch would, so the bits are MatMul's (NOTES.md, run 7).
+//
 // Every kernel opens with PDL_WAIT (kernels/common.cuh), so that launches
 // may allow programmatic dependent launch (Backend.SetPDL,
 // STRATA_CUDA_PDL=1): the results are the same either way; it is off by

@@ -289,6 +289,7 @@ func BenchmarkFlash(b *testing.B) {
 	for _, n := range []int{2, 3, 4} {
 		ab(fmt.Sprintf("moe-o%d", n), func(on bool) { be.moeOcc = map[bool]int{true: n}[on] })
 	}
+	ab("unmulti-r6", func(on bool) { be.unmulti = on })
 	pdl0 := be.PDL()
 	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
 	be.k.t8R4 = true

@@ -91,6 +91,9 @@ func init() {
 	for _, dn := range []string{"bf16", "fp8"} {
 		for _, sp := range []int{1, 2, 4, 8} {
 			modelKernels = append(modelKernels, fmt.Sprintf("gemv5_%s_t8_s%d", dn, sp), fmt.Sprintf("gemv5_%s_t8_s%d_g", dn, sp))
+			for _, tt := range []int{1, 2, 4, 8} {
+				modelKernels = append(modelKernels, fmt.Sprintf("gemvm_%s_t%d_s%d", dn, tt, sp))
+			}
 		}
 	}
 }

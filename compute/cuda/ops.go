@@ -150,6 +150,104 @@ type groupTab struct {
 	w0  *Matrix
 }
 
+// gemvmMax is the most products one gemvm launch takes.
+const gemvmMax = 4
+
+// MatMuls implements compute.MultiMatMul: ys[i] = ws[i]·x. Products of the
+// same format, width, scale blocks and GEMV split go up to gemvmMax a
+// launch (gemvm_*: each block computes as the product's own launch
+// would, the same bits); the rest as MatMul.
+func (b *Backend) MatMuls(ys []compute.Tensor, x compute.Tensor, ws []*compute.Matrix) {
+	if len(ys) != len(ws) {
+		panic(fmt.Sprintf("cuda: MatMuls of %d outputs for %d matrices", len(ys), len(ws)))
+	}
+	T := x.Rows
+	var done uint64
+	for i := range ws {
+		if done&(1<<i) != 0 {
+			continue
+		}
+		done |= 1 << i
+		g, si, ok := b.multiKey(ws[i], T)
+		if !ok || b.unmulti || i >= 64 {
+			b.MatMul(ys[i], x, ws[i])
+			continue
+		}
+		m0 := b.mustMat(ws[i])
+		grp := [gemvmMax]int{i}
+		n := 1
+		for j := i + 1; j < len(ws) && j < 64 && n < gemvmMax; j++ {
+			if done&(1<<j) != 0 {
+				continue
+			}
+			if _, sj, okj := b.multiKey(ws[j], T); okj && sj == si {
+				mj := b.mustMat(ws[j])
+				if mj.DType == m0.DType && mj.Cols == m0.Cols && mj.BlockRows == m0.BlockRows && mj.BlockCols == m0.BlockCols {
+					grp[n] = j
+					n++
+					done |= 1 << j
+				}
+			}
+		}
+		if n == 1 {
+			b.MatMul(ys[i], x, ws[i])
+			continue
+		}
+		rowsPerWarp := 2
+		if g == 3 {
+			rowsPerWarp = 4 // gemv5's rows
+		}
+		rowsPerBlock := (8 >> si) * rowsPerWarp
+		a := b.args().Ptr(b.ptr(x)).Int(m0.Cols).Int(T).Int(max(m0.BlockRows, 1)).Int(max(m0.BlockCols, 1)).Int(m0.scaleCols())
+		var starts [gemvmMax + 1]int
+		for k := range gemvmMax {
+			if k < n {
+				w := ws[grp[k]]
+				y := ys[grp[k]]
+				if x.Cols != w.Cols || y.Cols != w.Rows || y.Rows != T {
+					panic(fmt.Sprintf("cuda: MatMuls of x %d×%d by W %d×%d into y %d×%d", x.Rows, x.Cols, w.Rows, w.Cols, y.Rows, y.Cols))
+				}
+				m := b.mustMat(w)
+				a.Ptr(b.ptr(y)).Ptr(m.Data).Ptr(m.Scale).Int(m.Rows)
+				starts[k+1] = starts[k] + blocks(m.Rows, rowsPerBlock)
+			} else {
+				a.Ptr(0).Ptr(0).Ptr(0).Int(0)
+				starts[k+1] = starts[k]
+			}
+		}
+		for k := 1; k < gemvmMax; k++ {
+			if k < n {
+				a.Int(starts[k])
+			} else {
+				a.Int(1 << 30)
+			}
+		}
+		name := fmt.Sprintf("gemvm_%s_t%d_s%d", dtypeNames[m0.DType], 1<<g, 1<<si)
+		b.launch(name, Dim3{X: starts[n]}, Dim3{X: opThreads}, 0, a)
+	}
+}
+
+// multiKey says whether MatMul would run w over T tokens through gemv2 (T
+// < 8) or gemv5 (T >= 8) in float32, and then its token group and split.
+func (b *Backend) multiKey(w *compute.Matrix, T int) (g, si int, ok bool) {
+	m := b.mustMat(w)
+	if T == 0 || (m.DType != compute.BF16 && m.DType != compute.FP8) || !m.vec() || m.Rows <= 0 {
+		return 0, 0, false
+	}
+	if b.mode == Fast && T > FastGEMVMaxT {
+		return 0, 0, false
+	}
+	g = gemv2Group(T)
+	if g == 3 && !b.k.t8R4 {
+		return 0, 0, false
+	}
+	if checkMatMul(T, m) != nil {
+		return 0, 0, false
+	}
+	si, _ = gemv2Split(m.Rows, int(m.rowBytes()/16))
+	return g, si, true
+}
+
 // RMSNorm implements compute.Linear.
 func (b *Backend) RMSNorm(y, x, w compute.Tensor, eps float32) {
 	checkShape("RMSNorm y", y, x.Rows, x.Cols)

@@ -16,9 +16,25 @@ func (m *Model) attention(A *rAttention, kind LayerSpec, lay *cacheLayout, refs 
 	inv := m.rope.forLayer(kind.Attn)
 	pos := st.spans.Pos
 
-	// qr = RMSNorm(wq_a·x); q = wq_b·qr, per-head unweighted rms, RoPE.
+	// The products of x: wq_a, wkv, and the compressors' and the indexer's
+	// (one launch for several where the backend can).
 	qr := be.Scratch(compute.F32, T, q)
-	be.MatMul(qr, x, A.wqA)
+	kv := be.Scratch(compute.F32, T, d)
+	mm := &m.args.mm
+	mm.add(qr, A.wqA)
+	mm.add(kv, A.wkv)
+	var ca, cz, ia, iz, wt compute.Tensor
+	if A.comp != nil {
+		ca, cz = m.compressProducts(A.comp, d, kind.Attn == CSA, st)
+	}
+	if A.indexer != nil {
+		ia, iz = m.compressProducts(&A.indexer.comp, cfg.IndexHeadDim, true, st)
+		wt = be.Scratch(compute.F32, T, cfg.IndexHeads)
+		mm.add(wt, A.indexer.weightsProj)
+	}
+	m.matMuls(x)
+
+	// qr = RMSNorm(wq_a·x); q = wq_b·qr, per-head unweighted rms, RoPE.
 	be.RMSNorm(qr, qr, A.qNorm, eps)
 	Q := be.Scratch(compute.F32, T, H*d)
 	be.MatMul(Q, qr, A.wqB)
@@ -27,13 +43,11 @@ func (m *Model) attention(A *rAttention, kind LayerSpec, lay *cacheLayout, refs 
 	be.RoPE(Qh, pos, H, inv, false)
 
 	// kv = RoPE(RMSNorm(wkv·x)): the single key and value vector of each token.
-	kv := be.Scratch(compute.F32, T, d)
-	be.MatMul(kv, x, A.wkv)
 	be.RMSNorm(kv, kv, A.kvNorm, eps)
 	be.RoPE(kv, pos, 1, inv, false)
 
 	if A.comp != nil {
-		m.compress(A.comp, d, kind.Attn == CSA, kind.Rate, st.kind(refs.compressed), st.kind(refs.compressor), x, st)
+		m.compress(ca, cz, A.comp, d, kind.Attn == CSA, kind.Rate, st.kind(refs.compressed), st.kind(refs.compressor), st)
 	}
 	// Attention reads this step's kv as later steps will read it from the
 	// window ring: through the cache's format.
@@ -49,8 +63,8 @@ func (m *Model) attention(A *rAttention, kind LayerSpec, lay *cacheLayout, refs 
 		Sink: A.sink, Heads: H, Dim: d, Scale: float32(1 / math.Sqrt(float64(d))),
 	}
 	if A.indexer != nil {
-		m.compress(&A.indexer.comp, cfg.IndexHeadDim, true, kind.Rate, st.kind(refs.indexer), st.kind(refs.idxComp), x, st)
-		args.Sel, args.N = m.indexerSelect(A.indexer, kind.Rate, st.kind(refs.indexer), x, qr, st)
+		m.compress(ia, iz, &A.indexer.comp, cfg.IndexHeadDim, true, kind.Rate, st.kind(refs.indexer), st.kind(refs.idxComp), st)
+		args.Sel, args.N = m.indexerSelect(A.indexer, kind.Rate, st.kind(refs.indexer), wt, qr, st)
 	}
 
 	// Attention per token over the window and the compressed entries; then
@@ -73,15 +87,14 @@ func (m *Model) attention(A *rAttention, kind LayerSpec, lay *cacheLayout, refs 
 // indexerSelect runs the lightning indexer of a CSA layer and returns, per
 // token of the batch, the compressed entries its attention uses (Sel, and
 // their count N): all entries closed at or before the token when there are
-// at most index_topk of them, else the index_topk best by score.
-func (m *Model) indexerSelect(Ix *rIndexer, rate int, keys compute.Paged, x, qr compute.Tensor, st *step) (sel, n compute.Tensor) {
+// at most index_topk of them, else the index_topk best by score. wt is
+// weights_proj·x.
+func (m *Model) indexerSelect(Ix *rIndexer, rate int, keys compute.Paged, wt, qr compute.Tensor, st *step) (sel, n compute.Tensor) {
 	be, cfg := m.be, m.Cfg
 	T, nI, dI := st.T, cfg.IndexHeads, cfg.IndexHeadDim
 	qI := be.Scratch(compute.F32, T, nI*dI)
 	be.MatMul(qI, qr, Ix.wqB)
 	be.RoPE(qI.Reshape(T*nI, dI), st.spans.Pos, nI, m.rope.compress, false)
-	wt := be.Scratch(compute.F32, T, nI)
-	be.MatMul(wt, x, Ix.weightsProj)
 	sel = be.Scratch(compute.I32, T, cfg.IndexTopK)
 	n = be.Scratch(compute.I32, T, 1)
 	args := &m.args.idx
@@ -90,26 +103,64 @@ func (m *Model) indexerSelect(Ix *rIndexer, rate int, keys compute.Paged, x, qr 
 	return sel, n
 }
 
-// compress runs one compressor (spec §3, "Compressor") over every span: it
-// computes each token's values a = wkv·x and scores z = wgate·x, and the
-// backend adds the positional bias, emits the entry of every window that
-// closes inside the span and keeps in the ring what later windows need. An
-// overlapping compressor (CSA) is 2·width wide: the first half (Ca) of a
-// token feeds the next window's entry, the second half (Cb) its own.
-func (m *Model) compress(c *rCompressor, width int, overlap bool, rate int, entries, ring compute.Paged, x compute.Tensor, st *step) {
-	be := m.be
+// compressProducts queues, in the pass's products of x, a compressor's
+// values a = wkv·x and scores z = wgate·x, and returns a and z. An
+// overlapping compressor (CSA) is 2·width wide.
+func (m *Model) compressProducts(c *rCompressor, width int, overlap bool, st *step) (a, z compute.Tensor) {
 	cw := width
 	if overlap {
 		cw = 2 * width
 	}
-	a := be.Scratch(compute.F32, st.T, cw)
-	z := be.Scratch(compute.F32, st.T, cw)
-	be.MatMul(a, x, c.wkv)
-	be.MatMul(z, x, c.wgate)
+	a = m.be.Scratch(compute.F32, st.T, cw)
+	z = m.be.Scratch(compute.F32, st.T, cw)
+	m.args.mm.add(a, c.wkv)
+	m.args.mm.add(z, c.wgate)
+	return a, z
+}
+
+// compress runs one compressor (spec §3, "Compressor") over every span,
+// from each token's values a = wkv·x and scores z = wgate·x
+// (compressProducts): the backend adds the positional bias, emits the
+// entry of every window that closes inside the span and keeps in the ring
+// what later windows need. An overlapping compressor (CSA) is 2·width
+// wide: the first half (Ca) of a token feeds the next window's entry, the
+// second half (Cb) its own.
+func (m *Model) compress(a, z compute.Tensor, c *rCompressor, width int, overlap bool, rate int, entries, ring compute.Paged, st *step) {
+	be := m.be
 	args := &m.args.comp
 	*args = compute.CompressArgs{
 		A: a, Z: z, Ape: c.ape, Norm: c.norm, Width: width, Rate: rate, Overlap: overlap,
 		Entries: entries, Ring: ring, InvFreq: m.rope.compress, Eps: float32(m.Cfg.RMSEps),
 	}
 	be.Compress(args, st.spans)
+}
+
+// products are the matrix products of one input a layer queues together
+// (matMuls runs them), kept in the model so that a step allocates nothing.
+type products struct {
+	ys [8]compute.Tensor
+	ws [8]*compute.Matrix
+	n  int
+}
+
+func (p *products) add(y compute.Tensor, w *compute.Matrix) {
+	p.ys[p.n], p.ws[p.n] = y, w
+	p.n++
+}
+
+// matMuls runs the queued products of x, in one call where the backend
+// takes several (compute.MultiMatMul: the same values), and empties the
+// queue.
+func (m *Model) matMuls(x compute.Tensor) {
+	p := &m.args.mm
+	if f := m.multi; f != nil {
+		f.MatMuls(p.ys[:p.n], x, p.ws[:p.n])
+	} else {
+		for i := range p.n {
+			m.be.MatMul(p.ys[i], x, p.ws[i])
+		}
+	}
+	clear(p.ys[:p.n])
+	clear(p.ws[:p.n])
+	p.n = 0
 }

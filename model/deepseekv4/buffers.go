@@ -85,4 +85,5 @@ type opArgs struct {
 	attn compute.AttentionArgs
 	idx  compute.IndexerArgs
 	comp compute.CompressArgs
+	mm   products
 }

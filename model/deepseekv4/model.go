@@ -28,9 +28,12 @@ type Model struct {
 	Cfg *Config
 	// W is the bound checkpoint; w is the same weights as the backend
 	// holds them, with the ops' arguments assembled.
-	W      *Weights
-	w      *resident
-	be     compute.Backend
+	W  *Weights
+	w  *resident
+	be compute.Backend
+	// multi is be's optional MatMuls, nil when it has none (findOps:
+	// asserted once, not per step).
+	multi  compute.MultiMatMul
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
 	hcp    compute.HCParams
@@ -105,7 +108,9 @@ func New(cfg *Config, ck *safetensors.Checkpoint, be compute.Backend, o model.Op
 		return nil, err
 	}
 	hcp := compute.HCParams{HC: cfg.HCMult, D: cfg.Hidden, NormEps: float32(cfg.RMSEps), Eps: float32(cfg.HCEps), SinkhornIters: cfg.SinkhornIters}
-	return &Model{Cfg: cfg, W: w, w: r, be: be, ck: ck, rope: rope, hcp: hcp, layout: lay, mtpLayout: mtpLay, fingerprint: fingerprint(cfg, ck)}, nil
+	m := &Model{Cfg: cfg, W: w, w: r, be: be, ck: ck, rope: rope, hcp: hcp, layout: lay, mtpLayout: mtpLay, fingerprint: fingerprint(cfg, ck)}
+	m.findOps()
+	return m, nil
 }
 
 // Backend is the backend the model runs on.
@@ -290,4 +295,9 @@ func (m *Model) PrefillFLOPs(n int) float64 {
 		}
 	}
 	return perTok*float64(n) + attn + 2*float64(m.W.Output.Rows)*float64(m.W.Output.Cols)
+}
+
+// findOps looks up the backend's optional ops.
+func (m *Model) findOps() {
+	m.multi, _ = m.be.(compute.MultiMatMul)
 }

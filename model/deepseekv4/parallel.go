@@ -165,6 +165,7 @@ func NewParallel(cfg *Config, ck *safetensors.Checkpoint, bes []compute.Backend,
 			return nil, fmt.Errorf("deepseekv4: rank %d: %w", r, err)
 		}
 		m := &Model{Cfg: cfg, W: w, w: res, be: be, rope: rope, hcp: hcp, layout: lay, mtpLayout: mtpLay, fingerprint: fp}
+		m.findOps()
 		e := &epRank{rank: r, size: N, comm: comms[r], be: be, split: split, hidden: cfg.Hidden,
 			layers: map[*compute.MoEArgs]*epLayer{}, load: make([][]int64, nMoE), freq: make([]int64, cfg.VocabSize)}
 		hashAt := 0

@@ -116,13 +116,14 @@ __device__ __forceinline__ void decode_sub_dec(const uint4& q, int s, float* v) 
 template <int FMT, int TT, int SPLIT, int U, int R, int DEC, int PF>
 __device__ __forceinline__ void gemv_rows(float* __restrict__ y, long long ldy, const float* __restrict__ x,
                                           long long ldx, const u8* __restrict__ w, const u8* __restrict__ sc,
-                                           int rows, int K, int T, int blockRows, int blockCols, int scaleCols) {
+                                           int rows, int K, int T, int blockRows, int blockCols, int scaleCols,
+                                           int blk = -1) {
   typedef gemv_fmt<FMT> F;
   const int G = 8 / SPLIT;
   __shared__ float red[8][R * TT];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int grp = warp / SPLIT, part = warp % SPLIT;
-  const int r0 = (blockIdx.x * G + grp) * R;
+  const int r0 = ((blk < 0 ? (int)blockIdx.x : blk) * G + grp) * R;
   long long rr[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) rr[i] = min(r0 + i, rows - 1);

@@ -1,0 +1,94 @@
+#!/bin/bash
+# run7.sh: run 7's GPU measurement in one call (NOTES.md, "Run 7": run6.sh
+# with TestBackendMatMuls (TestBackendFusedNorms in call 1) among the tests; before it, run 6's: run4.sh
+# plus: TestGEMV5 and the PDL source check in the tests, the tests
+# again with programmatic dependent launch on (PDLTEST=1), the grouped
+# GEMV benchmark beside the variants (GEMV=1), FLASH BITS lines). From
+# the repository root, with the carry folder C holding cuda.test.gz and,
+# if room is left, strata.gz (gzip -9 of the CGO_ENABLED=0 -ldflags=-s -w
+# builds), and this folder's flash4.json and hf_decode.py:
+#   bash compute/cuda/gpu/run4.sh C
+# (the device machine gets a copy of the checkout the session runs from:
+# C must be an ignored folder of that checkout, named in carry, and the
+# tracked files plus C must stay under 64 MiB; run 4 used
+# .carry-cuda3/cuda4 with cuda.test.gz alone and this script beside it.)
+# Stages, each bounded by what is left of BUDGET (240 s): the 4-layer Flash
+# checkpoint written by strata synth in the background while the GPU tests
+# run; BenchmarkFlash (decode table, kernel breakdowns at STRATA_FLASH_PROFILE
+# batches, 8K prefill); BenchmarkGEMVVariants (GEMV=1); perplexity (PPL=1,
+# needs C/heldout.txt); HF (HF=1). Logs go to $OUT.
+set -u
+C=$(cd "${1:?carry folder}" && pwd)
+G=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-/tmp/strata-out}
+mkdir -p "$OUT"
+T0=$(date +%s)
+left() { local n=$((T0 + ${BUDGET:-240} - $(date +%s) - ${1:-0})); [ $n -lt 10 ] && n=10; echo $n; }
+stage() { echo "== $1 at +$(($(date +%s) - T0))s" | tee -a "$OUT/stages.log"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used,memory.total --format=csv > "$OUT/smi.txt" 2>&1
+B=/tmp/strata-bin
+mkdir -p $B && gunzip -c "$C/cuda.test.gz" > $B/cuda.test && chmod +x $B/cuda.test
+[ -f "$C/strata.gz" ] && gunzip -c "$C/strata.gz" > $B/strata && chmod +x $B/strata
+CK=/tmp/strata-flash4
+stage synth
+# The checkpoint: cuda.test's TestSynthFlash (the working tree that
+# travels leaves no room for strata.gz beside it), or strata synth.
+if [ -f "$C/strata.gz" ]; then
+	( "$B/strata" synth -config "$G/flash4.json" -out $CK > "$OUT/synth.log" 2>&1; echo "synth rc=$? at +$(($(date +%s) - T0))s" >> "$OUT/synth.log" ) &
+else
+	( STRATA_FLASH_SYNTH=$CK "$B/cuda.test" -test.run '^TestSynthFlash$' -test.v > "$OUT/synth.log" 2>&1; echo "synth rc=$? at +$(($(date +%s) - T0))s" >> "$OUT/synth.log" ) &
+fi
+SYN=$!
+
+stage tests
+timeout $(left 150) "$B/cuda.test" -test.v -test.timeout 200s \
+	-test.run 'TestBackend|TestMatMul|TestRMSNorm|TestRoPE|TestSoftmax|TestTopK|TestGather|TestGEMV2Split|TestGEMVVariants|TestGEMV5|TestKernelsOpenWithPDLWait|TestHandOff|TestDeviceMemory|TestEventsAndGraph' \
+	> "$OUT/tests.log" 2>&1
+echo "tests rc=$?" >> "$OUT/tests.log"
+if [ "${PDLTEST:-0}" = 1 ]; then
+	stage tests-pdl
+	STRATA_CUDA_PDL=1 timeout $(left 120) "$B/cuda.test" -test.v -test.timeout 200s \
+		-test.run 'TestBackendGolden|TestBackendInvariance|TestBackendCacheFormats|TestBackendBatched' \
+		> "$OUT/tests-pdl.log" 2>&1
+	echo "tests-pdl rc=$?" >> "$OUT/tests-pdl.log"
+fi
+
+stage wait-synth
+wait $SYN
+stage flash
+STRATA_FLASH_DIR=$CK STRATA_FLASH_PROFILE=${PROFILE:-1,8,64} timeout $(left 60) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
+	> "$OUT/flash.log" 2>&1
+echo "flash rc=$?" >> "$OUT/flash.log"
+
+if [ "${GEMV:-1}" = 1 ]; then
+	stage gemv
+	timeout $(left 15) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkGEMVVariants|BenchmarkGEMVGrouped' -test.benchtime 1x -test.timeout 300s \
+		> "$OUT/gemv.log" 2>&1
+	echo "gemv rc=$?" >> "$OUT/gemv.log"
+fi
+if [ "${PPL:-0}" = 1 ]; then
+	stage perplexity
+	timeout $(left 10) "$B/strata" perplexity -model models/strata-kjv -device cuda-fast -compare -max-windows 4 "$C/heldout.txt" \
+		> "$OUT/ppl.log" 2>&1
+	echo "perplexity rc=$?" >> "$OUT/ppl.log"
+fi
+if [ "${HF:-0}" = 1 ]; then
+	stage hf
+	PYTHONUNBUFFERED=1 timeout $(left 0) python3 "$G/hf_decode.py" $CK 24 > "$OUT/hf.log" 2>&1
+	echo "hf rc=$?" >> "$OUT/hf.log"
+fi
+stage done
+
+echo "================ summary"
+cat "$OUT/smi.txt"
+tail -2 "$OUT/synth.log"
+grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|tests rc|panic" "$OUT/tests.log" | grep -v "^    " | head -40
+grep -cE "^    --- PASS|^--- PASS" "$OUT/tests.log" | sed 's/^/tests passed (lines): /'
+grep -E "FORMATS|MULTI|FUSED|PDL" "$OUT/tests.log" | grep -v "^    " | head -12
+[ -f "$OUT/tests-pdl.log" ] && { grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|FORMATS|rc=|panic" "$OUT/tests-pdl.log" | grep -v "^    " | head -30; grep -cE "^    --- PASS|^--- PASS" "$OUT/tests-pdl.log" | sed 's/^/pdl tests passed (lines): /'; }
+grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -v "FLASH kernel" | head -40
+grep "FLASH kernel" "$OUT/flash.log" | head -40
+[ -f "$OUT/gemv.log" ] && grep -E "GEMVV|GEMVG|rc=|panic" "$OUT/gemv.log"
+[ -f "$OUT/ppl.log" ] && grep -E "cache|against|rc=" "$OUT/ppl.log"
+[ -f "$OUT/hf.log" ] && grep -E "^HF|rc=|Error" "$OUT/hf.log" | tail -6
+cat "$OUT/stages.log"

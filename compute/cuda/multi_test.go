@@ -1,0 +1,113 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/strata-inference/strata/compute"
+	"github.com/strata-inference/strata/golden"
+	"github.com/strata-inference/strata/model/deepseekv4"
+)
+
+// TestBackendMatMuls: the products of one input in one launch (gemvm) give
+// the logits of one launch a product (Backend.unmulti, run 6's launches)
+// bit for bit, on the full and the decode paths, strict and fast.
+func TestBackendMatMuls(t *testing.T) {
+	for _, name := range []string{"testdata/golden/deepseek-v4/flash-ratios", "testdata/golden/deepseek-v4/quantized",
+		"testdata/golden/deepseek-v4-extra/hc3-csa8"} {
+		for _, mode := range []Mode{Strict, Fast} {
+			t.Run(fmt.Sprintf("%s/%s", filepath.Base(name), modeName(mode)), func(t *testing.T) {
+				dir := repoPath(t, name)
+				c, err := golden.Load(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				L := len(c.InputIDs)
+				var logits [2][2][]float32 // [unmulti][full, decode]
+				for i, unmulti := range []bool{false, true} {
+					be := newBackend(t, mode)
+					be.unmulti = unmulti
+					var _ compute.MultiMatMul = be
+					m, err := deepseekv4.Load(dir, be)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for j, feeds := range [][]int{{L}, golden.DecodeFeeds(c.Prompt, L)} {
+						if logits[i][j], err = golden.Feed(ctx, m, c.InputIDs, feeds); err != nil {
+							t.Fatal(err)
+						}
+					}
+					m.Close()
+				}
+				for j, path := range []string{"full", "decode"} {
+					got, want := logits[0][j], logits[1][j]
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s path logit %d: %g, one launch a product %g", path, i, got[i], want[i])
+						}
+					}
+				}
+				fmt.Printf("MULTI %s %s: full and decode logits identical to one launch a product (max abs from the golden f32 logits %.3g)\n",
+					filepath.Base(name), modeName(mode), golden.MaxAbsDiff(logits[0][0], c.LogitsFull))
+			})
+		}
+	}
+}
+
+// TestMatMuls: MatMuls (gemvm: up to 4 products of one input a launch)
+// gives every product MatMul's bits, for FP8 and BF16 matrices of several
+// heights (different GEMV splits, so several launches), T = 1, 3 and 8.
+func TestMatMuls(t *testing.T) {
+	for _, dt := range []compute.DType{compute.FP8, compute.BF16} {
+		const K = 512
+		rowsOf := []int{256, 128, 37, 512, 64, 130}
+		ws := make([]*compute.Matrix, len(rowsOf))
+		be := newBackend(t, Strict)
+		for i, r := range rowsOf {
+			ws[i], _ = testMatrix(rand.New(rand.NewPCG(uint64(r), uint64(dt))), dt, r, K, 128, 128)
+			if err := be.Upload(ws[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, T := range []int{1, 3, 8} {
+			x, err := be.Alloc(compute.F32, T, K)
+			if err != nil {
+				t.Fatal(err)
+			}
+			be.Write(x, randFloats(rand.New(rand.NewPCG(7, uint64(T))), T*K))
+			var got [2][][]float32
+			for side, unmulti := range []bool{false, true} {
+				be.unmulti = unmulti
+				ys := make([]compute.Tensor, len(ws))
+				for i, w := range ws {
+					if ys[i], err = be.Alloc(compute.F32, T, w.Rows); err != nil {
+						t.Fatal(err)
+					}
+				}
+				be.MatMuls(ys, x, ws)
+				for i := range ys {
+					v := make([]float32, T*ws[i].Rows)
+					if err := be.Read(v, ys[i]); err != nil {
+						t.Fatal(err)
+					}
+					got[side] = append(got[side], v)
+					be.Free(ys[i])
+				}
+			}
+			be.unmulti = false
+			be.Free(x)
+			for i := range ws {
+				for j := range got[0][i] {
+					if math.Float32bits(got[0][i][j]) != math.Float32bits(got[1][i][j]) {
+						t.Fatalf("%v T=%d product %d (%d rows) value %d: MatMuls %g, MatMul %g", dt, T, i, rowsOf[i], j, got[0][i][j], got[1][i][j])
+					}
+				}
+			}
+		}
+	}
+}
