@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -88,4 +89,27 @@ func TestAsmVZEROUPPER(t *testing.T) {
 		t.Errorf("read %d routines; the parser has lost some", routines)
 	}
 	t.Logf("%d routines in %d files", routines, len(files))
+}
+
+// TestAxpyAVX2 is TestAxpy for the AVX2 routine, which an AVX-512 machine
+// does not otherwise run.
+func TestAxpyAVX2(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2")
+	}
+	rng := rand.New(rand.NewPCG(51, 52))
+	for _, n := range []int{8, 9, 16, 17, 100, 1000} {
+		x, y0 := randVec(rng, n), randVec(rng, n)
+		want := append([]float32(nil), y0...)
+		axpyGo(want, -0.37, x)
+		got := append([]float32(nil), y0...)
+		m := n &^ 7
+		axpyY(&got[0], -0.37, &x[0], m)
+		axpyGo(got[m:], -0.37, x[m:])
+		for i := range got {
+			if !sameFloat(got[i], want[i]) {
+				t.Fatalf("n=%d: y[%d] = %v, axpyGo %v", n, i, got[i], want[i])
+			}
+		}
+	}
 }

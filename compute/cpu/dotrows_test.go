@@ -304,3 +304,28 @@ func TestAbsRange(t *testing.T) {
 		}
 	}
 }
+
+// TestAxpy checks axpy (the vector routine where there is one) against
+// axpyGo bit for bit, at lengths
+// around the routines' 8 and 16 values, with values whose product and sum
+// round (and an infinity and a NaN). TestAxpyAVX2 forces the AVX2 routine.
+func TestAxpy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(49, 50))
+	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 100, 1000} {
+		for _, a := range []float32{1, -0.37, 3.1e-5, 1e30} {
+			x, y0 := randVec(rng, n), randVec(rng, n)
+			if n > 20 {
+				x[3], x[19] = float32(math.Inf(1)), float32(math.NaN())
+			}
+			want := append([]float32(nil), y0...)
+			axpyGo(want, a, x)
+			got := append([]float32(nil), y0...)
+			axpy(got, a, x)
+			for i := range got {
+				if !sameFloat(got[i], want[i]) {
+					t.Fatalf("n=%d a=%g: y[%d] = %v, axpyGo %v", n, a, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

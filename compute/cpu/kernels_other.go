@@ -54,3 +54,6 @@ func (vecAsm) dotRows(y []float32, w *compute.Matrix, r0, r1 int, x []float32, f
 func (vecAsm) absRange(x []float32) (lo, hi uint32) {
 	panic("cpu: no vector kernels on " + runtime.GOARCH)
 }
+
+// axpy is axpyGo: no vector routines on this architecture.
+func axpy(y []float32, a float32, x []float32) { axpyGo(y, a, x) }

@@ -146,11 +146,13 @@ func MatrixRow(w *compute.Matrix, r int, dst []float32) {
 
 func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
 
-// axpy computes y += a·x.
-func axpy(y []float32, a float32, x []float32) {
+// axpyGo computes y += a·x.
+func axpyGo(y []float32, a float32, x []float32) {
 	x = x[:len(y)]
 	for i := range y {
-		y[i] += a * x[i]
+		// The conversion keeps the product rounded on its own (no fused
+		// multiply-add, whatever GOAMD64), as the vector routines round it.
+		y[i] += float32(a * x[i])
 	}
 }
 

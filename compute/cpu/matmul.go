@@ -334,6 +334,12 @@ const vecTileBytes = 1 << 20
 // while the tokens' columns stream past them.
 const vecChunk = 512
 
+// maxFastScale is the largest UE8M0 scale the FP8 routines take: they
+// multiply the e4m3 value, decoded as an IEEE half times 2^-8, by
+// 2^(s-119), a normal float32 up to s = 246. Larger scales (and the NaN
+// scale 255) go through the portable decoder.
+const maxFastScale = 246
+
 // fp8Range is a range [lo, hi] of UE8M0 scale bytes.
 type fp8Range struct{ lo, hi int }
 

@@ -147,12 +147,6 @@ func (a vecAsm) absRange(x []float32) (lo, hi uint32) {
 	return min(lo, l), max(hi, h)
 }
 
-// maxFastScale is the largest UE8M0 scale the FP8 routines take: they
-// multiply the e4m3 value, decoded as an IEEE half times 2^-8, by
-// 2^(s-119), a normal float32 up to s = 246. Larger scales (and the NaN
-// scale 255) go through the portable decoder.
-const maxFastScale = 246
-
 // fp4Tables are the lookup tables of the FP4 routines. Never written.
 type fp4Tables struct {
 	e2m1  [16]float32  // by code; the first 8 are the magnitudes
@@ -480,4 +474,25 @@ func (a vecAsm) dotRows(y []float32, w *compute.Matrix, r0, r1 int, x []float32,
 		}
 	}
 	return r0
+}
+
+// axpy adds a·x to y (len(y) values of x): each product rounded to float32,
+// then added, as axpyGo does, so the bits are the same on every path; the
+// multiples of 16 (AVX-512) or 8 (AVX2) values in assembly.
+func axpy(y []float32, a float32, x []float32) {
+	x = x[:len(y)]
+	n := 0
+	switch {
+	case hasAVX512:
+		n = len(y) &^ 15
+		if n > 0 {
+			axpyZ(&y[0], a, &x[0], n)
+		}
+	case hasAVX2:
+		n = len(y) &^ 7
+		if n > 0 {
+			axpyY(&y[0], a, &x[0], n)
+		}
+	}
+	axpyGo(y[n:], a, x[n:])
 }

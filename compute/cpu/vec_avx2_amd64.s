@@ -765,3 +765,24 @@ absrydone:
 	MOVL         AX, hi+20(FP)
 	VZEROUPPER
 	RET
+
+// func axpyY(y *float32, a float32, x *float32, n int)
+TEXT ·axpyY(SB), NOSPLIT, $0-32
+	MOVQ         y+0(FP), DI
+	VBROADCASTSS a+8(FP), Y1
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+	XORQ         AX, AX
+
+axpyyloop:
+	CMPQ    AX, CX
+	JGE     axpyydone
+	VMULPS  (SI)(AX*4), Y1, Y2
+	VADDPS  (DI)(AX*4), Y2, Y2
+	VMOVUPS Y2, (DI)(AX*4)
+	ADDQ    $8, AX
+	JMP     axpyyloop
+
+axpyydone:
+	VZEROUPPER
+	RET

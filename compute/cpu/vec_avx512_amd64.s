@@ -768,3 +768,24 @@ absrzdone:
 	MOVL          AX, hi+20(FP)
 	VZEROUPPER
 	RET
+
+// func axpyZ(y *float32, a float32, x *float32, n int)
+TEXT ·axpyZ(SB), NOSPLIT, $0-32
+	MOVQ         y+0(FP), DI
+	VBROADCASTSS a+8(FP), Z1
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+	XORQ         AX, AX
+
+axpyzloop:
+	CMPQ    AX, CX
+	JGE     axpyzdone
+	VMULPS  (SI)(AX*4), Z1, Z2
+	VADDPS  (DI)(AX*4), Z2, Z2
+	VMOVUPS Z2, (DI)(AX*4)
+	ADDQ    $16, AX
+	JMP     axpyzloop
+
+axpyzdone:
+	VZEROUPPER
+	RET

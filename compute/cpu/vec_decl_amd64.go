@@ -137,3 +137,12 @@ func absRangeZ(x *float32, n int) (lo, hi uint32)
 
 //go:noescape
 func absRangeY(x *float32, n int) (lo, hi uint32)
+
+// axpyZ and axpyY add a·x[i] to y[i] for i < n (n a multiple of 16 or 8),
+// the product rounded before the add (no fused multiply-add).
+//
+//go:noescape
+func axpyZ(y *float32, a float32, x *float32, n int)
+
+//go:noescape
+func axpyY(y *float32, a float32, x *float32, n int)
