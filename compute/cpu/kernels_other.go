@@ -57,3 +57,7 @@ func (vecAsm) absRange(x []float32) (lo, hi uint32) {
 
 // axpy is axpyGo: no vector routines on this architecture.
 func axpy(y []float32, a float32, x []float32) { axpyGo(y, a, x) }
+
+func (vecAsm) dotF32(acc *[4]lanes, w *[4]unsafe.Pointer, x *float32, n int) {
+	panic("cpu: no vector kernels on " + runtime.GOARCH)
+}

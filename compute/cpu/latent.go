@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/strata-inference/strata/compute"
 )
@@ -88,7 +89,7 @@ func (b *Backend) LatentAttention(a *compute.LatentArgs, sp compute.Spans) {
 				if sink != nil {
 					sk = float64(sink[h])
 				}
-				latentHead(O[(t*H+h)*c:(t*H+h+1)*c], QL[(t*H+h)*c:(t*H+h+1)*c], Q[(t*H+h)*w+w-r:(t*H+h+1)*w], keys, c, a.Scale, sk, logit)
+				latentHead(b.s.k, O[(t*H+h)*c:(t*H+h+1)*c], QL[(t*H+h)*c:(t*H+h+1)*c], Q[(t*H+h)*w+w-r:(t*H+h+1)*w], keys, c, a.Scale, sk, logit)
 			}
 		}
 		if byToken {
@@ -119,12 +120,37 @@ func (b *Backend) LatentAttention(a *compute.LatentArgs, sp compute.Spans) {
 // Σ softmax(scale·(ql·lat + qr·kpe)) · lat, the exponentials in float64,
 // with exp(sink) added to the denominator (sink -Inf: none). logit is
 // scratch of len(keys).
-func latentHead(out, ql, qr []float32, keys [][]float32, c int, scale float32, sink float64, logit []float64) {
+//
+// The vector families take the two dot products of four keys at a time
+// through their 16-lane row routine (lanes reduced by sumLanesGo) when both
+// widths are multiples of 16; otherwise, and on the portable family, dot.
+// Either way a key's logit does not depend on the other keys or the path.
+func latentHead(ks *kernelSet, out, ql, qr []float32, keys [][]float32, c int, scale float32, sink float64, logit []float64) {
 	mx := sink
-	for s, k := range keys {
-		v := float64(scale * (dot(ql, k[:c]) + dot(qr, k[c:])))
-		logit[s] = v
-		mx = max(mx, v)
+	r := len(qr)
+	if ks.vector && c%16 == 0 && r%16 == 0 && c > 0 && r > 0 {
+		var acc, accR [4]lanes
+		var pl, pr [4]unsafe.Pointer
+		for s0 := 0; s0 < len(keys); s0 += 4 {
+			for i := range 4 {
+				k := keys[min(s0+i, len(keys)-1)] // a short group repeats its last key
+				pl[i], pr[i] = unsafe.Pointer(&k[0]), unsafe.Pointer(&k[c])
+			}
+			acc, accR = [4]lanes{}, [4]lanes{}
+			ks.vec.dotF32(&acc, &pl, &ql[0], c)
+			ks.vec.dotF32(&accR, &pr, &qr[0], r)
+			for i := range min(4, len(keys)-s0) {
+				v := float64(scale * (sumLanesGo(&acc[i]) + sumLanesGo(&accR[i])))
+				logit[s0+i] = v
+				mx = max(mx, v)
+			}
+		}
+	} else {
+		for s, k := range keys {
+			v := float64(scale * (dot(ql, k[:c]) + dot(qr, k[c:])))
+			logit[s] = v
+			mx = max(mx, v)
+		}
 	}
 	var sum float64
 	if !math.IsInf(sink, -1) {

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -276,9 +277,22 @@ func runLatent(b *Backend, lc *latentCache, ins []latentInputs, spans [][3]int, 
 // cache format, and the
 // same bits whether a sequence is fed at once, in pieces, or batched with
 // another.
+//
+// Widths of 8 and 4 take the scalar dot products; 32 and 16 the vector
+// families' row routine (every family runs).
 func TestLatentAttention(t *testing.T) {
+	for _, sh := range []struct{ c, r, w int }{{8, 4, 6}, {32, 16, 24}} {
+		for _, k := range families() {
+			t.Run(fmt.Sprintf("c=%d r=%d %v", sh.c, sh.r, k), func(t *testing.T) {
+				testLatentAttention(t, k, sh.c, sh.r, sh.w)
+			})
+		}
+	}
+}
+
+func testLatentAttention(t *testing.T, kernels Kernels, c, r, w int) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	const L, H, c, r, w, K = 13, 3, 8, 4, 6, 5
+	const L, H, K = 13, 3, 5
 	scale := float32(0.3)
 	ins := []latentInputs{randLatentInputs(rng, L, H, c, r, w), randLatentInputs(rng, L, H, c, r, w)}
 	// A selection that skips positions: every other one, newest first, at most K.
@@ -303,7 +317,7 @@ func TestLatentAttention(t *testing.T) {
 			if !withSel {
 				sf = nil
 			}
-			b := New(2)
+			b := newWith(t, 2, kernels)
 			run := func(spans [][3]int) map[[2]int][]float32 {
 				lc := newLatentCache(b, 2, L, c, r, f)
 				got := map[[2]int][]float32{}
