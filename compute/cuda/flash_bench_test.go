@@ -55,7 +55,7 @@ func flashJSON(layers, experts int) string {
 
 // TestSynthFlash writes BenchmarkFlash's checkpoint (STRATA_FLASH_LAYERS,
 // STRATA_FLASH_EXPERTS) into the folder STRATA_FLASH_SYNTH names, so that
-// a second process can write it while the tests run (gpu/run4.sh); it is
+// a second process can write it while the tests run (gpu/run.sh); it is
 // skipped without the setting.
 func TestSynthFlash(t *testing.T) {
 	dir := os.Getenv("STRATA_FLASH_SYNTH")
