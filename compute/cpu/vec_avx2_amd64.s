@@ -240,28 +240,11 @@ fp8done:
 	VPAND   Y14, t, t \
 	VPOR    t, v, v
 
-// E2M1ROW multiplies one row's group (16 bytes at wreg + AX, scale byte at ssrc)
-// with the de-interleaved x at (DX)(AX*8), into the accumulators lo, hi.
+// E2M1ROW multiplies one row's group (16 bytes at wreg + AX, scale byte at
+// ssrc) with the de-interleaved x at (DX)(AX*8), into the accumulators lo,
+// hi; the magnitudes times the scale come from fp4Tables.scaled (base in
+// SI), the sign from E2M1HALF.
 #define E2M1ROW(wreg, ssrc, lo, hi) \
-	MOVBLZX      ssrc, DI \
-	VBROADCASTSS 64(SI)(DI*4), Y8 \
-	VMULPS       Y15, Y8, Y8 \
-	VPMOVZXBD    (wreg)(AX*1), Y9 \
-	VPMOVZXBD    8(wreg)(AX*1), Y10 \
-	E2M1HALF(Y8, Y9, Y11, Y12) \
-	VFMADD231PS  (DX)(AX*8), Y11, lo \
-	E2M1HALF(Y8, Y10, Y11, Y12) \
-	VFMADD231PS  32(DX)(AX*8), Y11, hi \
-	VPSRLD       $4, Y9, Y9 \
-	VPSRLD       $4, Y10, Y10 \
-	E2M1HALF(Y8, Y9, Y11, Y12) \
-	VFMADD231PS  64(DX)(AX*8), Y11, lo \
-	E2M1HALF(Y8, Y10, Y11, Y12) \
-	VFMADD231PS  96(DX)(AX*8), Y11, hi
-
-// E2M1ROWT is E2M1ROW with the magnitudes times the scale loaded from the
-// scaled tables (fp4Tables.scaled, base in SI): the same values.
-#define E2M1ROWT(wreg, ssrc, lo, hi) \
 	MOVBLZX      ssrc, DI \
 	SHLL         $6, DI \
 	VMOVUPS      (SI)(DI*1), Y8 \
@@ -295,8 +278,8 @@ TEXT ·dotFP4Y(SB), NOSPLIT, $0-64
 	MOVQ groups+48(FP), CX
 	SHLQ $4, CX
 	MOVQ tab+56(FP), SI
-	VMOVUPS (SI), Y15
 	VBROADCASTSS 1088(SI), Y14
+	MOVQ fp4Tables_scaled(SI), SI
 	XORQ AX, AX
 
 fp4loop:
@@ -545,7 +528,6 @@ TEXT ·dotFP4RowsY(SB), NOSPLIT, $0-72
 	MOVQ         groups+48(FP), CX
 	SHLQ         $4, CX
 	MOVQ         tab+64(FP), SI
-	VMOVUPS      (SI), Y15
 	VBROADCASTSS 1088(SI), Y14
 	MOVQ         fp4Tables_scaled(SI), SI
 
@@ -578,10 +560,10 @@ fp4rloop:
 	CMPQ       AX, CX
 	JGE        fp4rsum
 	PREFETCHT0 (R15)(AX*4)
-	E2M1ROWT(R8, (R12), Y0, Y1)
-	E2M1ROWT(R9, (R12)(BX*1), Y2, Y3)
-	E2M1ROWT(R10, (R12)(BX*2), Y4, Y5)
-	E2M1ROWT(R11, (R13), Y6, Y7)
+	E2M1ROW(R8, (R12), Y0, Y1)
+	E2M1ROW(R9, (R12)(BX*1), Y2, Y3)
+	E2M1ROW(R10, (R12)(BX*2), Y4, Y5)
+	E2M1ROW(R11, (R13), Y6, Y7)
 	INCQ R12
 	INCQ R13
 	ADDQ $16, AX

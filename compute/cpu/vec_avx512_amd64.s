@@ -243,23 +243,11 @@ fp8done:
 	VZEROUPPER
 	RET
 
-// E2M1 row: the group's table (e2m1 values times the scale, through DI),
-// VPERMPS on the low nibbles (even columns) and on the high ones (odd
-// columns), each multiplied with its half of the de-interleaved x.
+// E2M1 row: the group's table (the e2m1 values times the scale, one row of
+// fp4Tables.scaled, base in SI), VPERMPS on the low nibbles (even columns)
+// and on the high ones (odd columns), each multiplied with its half of the
+// de-interleaved x.
 #define E2M1ROW(wsrc, ssrc, tab, idx, lo, hi, acc) \
-	MOVBLZX      ssrc, DI \
-	VBROADCASTSS 64(SI)(DI*4), tab \
-	VMULPS       Z31, tab, tab \
-	VPMOVZXBD    wsrc, idx \
-	VPERMPS      tab, idx, lo \
-	VPSRLD       $4, idx, idx \
-	VPERMPS      tab, idx, hi \
-	VFMADD231PS  Z28, lo, acc \
-	VFMADD231PS  Z29, hi, acc
-
-// E2M1ROWT is E2M1ROW with the group's table loaded from the scaled tables
-// (fp4Tables.scaled, base in SI): the same entries, without the multiply.
-#define E2M1ROWT(wsrc, ssrc, tab, idx, lo, hi, acc) \
 	MOVBLZX      ssrc, DI \
 	SHLL         $6, DI \
 	VMOVUPS      (SI)(DI*1), tab \
@@ -287,7 +275,7 @@ TEXT ·dotFP4Z(SB), NOSPLIT, $0-64
 	MOVQ groups+48(FP), CX
 	SHLQ $4, CX
 	MOVQ tab+56(FP), SI
-	VMOVUPS (SI), Z31
+	MOVQ fp4Tables_scaled(SI), SI
 	XORQ AX, AX
 
 fp4loop:
@@ -590,10 +578,10 @@ fp4rloop:
 	PREFETCHT0 (R15)(AX*4)
 	VMOVUPS    (DX)(AX*8), Z28
 	VMOVUPS 64(DX)(AX*8), Z29
-	E2M1ROWT((R8)(AX*1), (R12), Z16, Z20, Z24, Z4, Z0)
-	E2M1ROWT((R9)(AX*1), (R12)(BX*1), Z17, Z21, Z25, Z5, Z1)
-	E2M1ROWT((R10)(AX*1), (R12)(BX*2), Z18, Z22, Z26, Z6, Z2)
-	E2M1ROWT((R11)(AX*1), (R13), Z19, Z23, Z27, Z7, Z3)
+	E2M1ROW((R8)(AX*1), (R12), Z16, Z20, Z24, Z4, Z0)
+	E2M1ROW((R9)(AX*1), (R12)(BX*1), Z17, Z21, Z25, Z5, Z1)
+	E2M1ROW((R10)(AX*1), (R12)(BX*2), Z18, Z22, Z26, Z6, Z2)
+	E2M1ROW((R11)(AX*1), (R13), Z19, Z23, Z27, Z7, Z3)
 	INCQ    R12
 	INCQ    R13
 	ADDQ    $16, AX
