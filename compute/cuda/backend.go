@@ -67,7 +67,12 @@ type Backend struct {
 	// unmulti: MatMuls launches one product at a time (run 6's launches)
 	// instead of gemvm's groups; the same values.
 	unmulti bool
-	closed  bool
+	// gemmR8: Fast products above FastGEMVMaxT tokens take run 8's three
+	// launches (split_bf16, gemm.cu twice, add_repeated; grouped products
+	// a group at a time) instead of gemmx (other bits: one accumulator
+	// for hi and lo, K in parts).
+	gemmR8 bool
+	closed bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile

@@ -32,6 +32,8 @@ type Kernels struct {
 	// gemv2g are gemv2's grouped entries (GroupedMatMul).
 	gemv2g [5][4][4]Func
 	gemm   [5]Func
+	// gemmx is gemmx.cu's product by dtype (BF16, FP8 and FP4 only).
+	gemmx [5]Func
 	// tensorCores: the device has bfloat16 mma.sync (sm_80 and later).
 	tensorCores bool
 	// unavailable says why kernels are missing (Open's keepGoing).
@@ -62,7 +64,7 @@ var modelKernels = []string{
 	"compress_bias", "compress_emit", "compress_ring",
 	"indexer_scores", "indexer_fix", "attn_logits", "attn_values", "attn_combine",
 	"store_ring", "load_ring", "round_trip",
-	"moe_route", "moe_sort", "swiglu_act", "moe_combine", "split_bf16",
+	"moe_route", "moe_sort", "swiglu_act", "moe_combine", "split_bf16", "gemmx_reduce",
 	"moe_gemv_f32", "moe_gemv_bf16", "moe_gemv_f16", "moe_gemv_fp8", "moe_gemv_fp4",
 	"moe_gemv_f32_s", "moe_gemv_bf16_s", "moe_gemv_f16_s", "moe_gemv_fp8_s", "moe_gemv_fp4_s",
 }
@@ -190,6 +192,15 @@ func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernel
 			}
 		}
 		fn(&k.gemm[d], "gemm_"+dn)
+	}
+	for _, d := range []compute.DType{compute.BF16, compute.FP8, compute.FP4} {
+		fn(&k.gemmx[d], "gemmx_"+dtypeNames[d])
+		if f := k.gemmx[d]; f != 0 {
+			if err := t.SetMaxDynamicShared(f, gemmxShared(d)); err != nil {
+				missing = append(missing, fmt.Errorf("cuda: gemmx_%s: %w", dtypeNames[d], err))
+				k.gemmx[d] = 0
+			}
+		}
 	}
 	fn(&k.rmsnorm, "rmsnorm")
 	fn(&k.rope, "rope")
@@ -382,6 +393,86 @@ func (k *Kernels) matMulGEMM(t *Thread, s Stream, y, x Ptr, T int, w *Matrix) er
 	a := t.Args().Ptr(y).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Int(w.Rows).Int(w.Cols).Int(T).
 		Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols()).Int(wvec).Int(xvec)
 	return k.launch(t, k.gemm[w.DType], Dim3{X: (w.Rows + 127) / 128, Y: (T + 127) / 128}, Dim3{X: 256}, s, a)
+}
+
+// gemmx.cu's tiles: 128 rows of W by 64 tokens by 32 columns, 4 stages of
+// copies in flight (XM, XN, XK, XSTAGES).
+const (
+	gemmxRows, gemmxTokens, gemmxCols, gemmxStages = 128, 64, 32, 4
+	// gemmxBlocks is about two waves of blocks on an H200 (132 SMs, two
+	// blocks each): the split of K is chosen to reach it with one tile of
+	// tokens. It is a constant, not the device's count, so that the bits
+	// depend on the shapes alone.
+	gemmxBlocks = 264
+	// gemmxMaxSplits bounds the parts of K; each part has at least
+	// gemmxMinTiles tiles of 32 columns.
+	gemmxMaxSplits, gemmxMinTiles = 16, 8
+)
+
+// gemmxShared is gemmx's dynamic shared memory for weights of format d:
+// the stages of raw weights and activations, then the decoded tiles.
+func gemmxShared(d compute.DType) int {
+	chunk := 32 // BF16
+	switch d {
+	case compute.FP8:
+		chunk = 16
+	case compute.FP4:
+		chunk = 8
+	}
+	return gemmxStages*(256*chunk+gemmxTokens*gemmxCols*4) + (gemmxRows+2*gemmxTokens)*40*2
+}
+
+// gemmxSplits is the number of equal parts gemmx cuts K into for a
+// product of rowBlocks blocks of 128 rows (all groups) and K columns: the
+// largest power of two up to gemmxMaxSplits that keeps gemmxMinTiles
+// tiles a part, divides the tiles, and keeps rowBlocks·S within
+// gemmxBlocks. It depends on the shape alone, never on T.
+func gemmxSplits(rowBlocks, K int) int {
+	tiles := K / gemmxCols
+	S := 1
+	for 2*S <= gemmxMaxSplits && tiles%(2*S) == 0 && tiles/(2*S) >= gemmxMinTiles && rowBlocks*2*S <= gemmxBlocks {
+		S *= 2
+	}
+	return S
+}
+
+// gemmxFits reports whether gemmx computes w's products: BF16, FP8 or FP4
+// rows of 16-byte chunks, K a multiple of 32, the kernel loaded.
+func (k *Kernels) gemmxFits(w *Matrix) bool {
+	return int(w.DType) < len(k.gemmx) && k.gemmx[w.DType] != 0 && k.tensorCores && w.vec() && w.Cols%gemmxCols == 0
+}
+
+// matMulX queues gemmx's product (gemmx.cu: Fast numerics, x split into
+// hi + lo in the kernel) of the G matrices of tab (or w alone, G = 1, tab
+// 0), all of w's shape and format: y[t·ldy + g·ygs + r] = W_g·x[t·ldx +
+// g·xgs + ...] for T tokens. part, when not 0, is room for
+// G·S·T·w.Rows floats (S = gemmxSplits): the parts of K then run in
+// separate blocks and gemmx_reduce adds them (the same bits). ldx and xgs
+// must be multiples of 4.
+func (k *Kernels) matMulX(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx, xgs, T int, w *Matrix, G int, tab, part Ptr) error {
+	if err := checkMatMul(T, w); err != nil || T == 0 {
+		return err
+	}
+	if !k.gemmxFits(w) || ldx%4 != 0 || xgs%4 != 0 {
+		return fmt.Errorf("cuda: gemmx cannot take a %v %dx%d product (x rows %d apart)", w.DType, w.Rows, w.Cols, ldx)
+	}
+	M, K := w.Rows, w.Cols
+	S := gemmxSplits(G*blocks(M, gemmxRows), K)
+	per := S
+	if part != 0 {
+		per = 1
+	}
+	a := t.Args().Ptr(y).Ptr(part).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Ptr(tab).Int(M).Int(K).Int(T).Int(ldx).Int(xgs).
+		Int(ldy).Int(ygs).Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols()).Int(S).Int(per)
+	grid := Dim3{X: blocks(M, gemmxRows), Y: blocks(T, gemmxTokens), Z: G * (S / per)}
+	if err := t.Launch(k.gemmx[w.DType], grid, Dim3{X: 256}, gemmxShared(w.DType), s, a); err != nil {
+		return err
+	}
+	if per == S {
+		return nil
+	}
+	a = t.Args().Ptr(y).Ptr(part).Int(M).Int(T).Int(S).Int(ldy).Int(ygs)
+	return k.launch(t, k.fns["gemmx_reduce"], Dim3{X: blocks(T*M, 256), Y: G}, Dim3{X: 256}, s, a)
 }
 
 // RMSNorm queues y[t] = w ⊙ x[t] / sqrt(mean(x[t]²) + eps) for T rows of

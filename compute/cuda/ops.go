@@ -48,8 +48,12 @@ func (b *Backend) matMul(y, x compute.Tensor, w *compute.Matrix, mode Mode) {
 		b.fail(b.k.MatMul(b.rt, 0, b.ptr(y), b.ptr(x), T, m, Strict))
 		return
 	}
-	// Fast: x = hi + lo, both bf16-exact, each through the tensor cores,
-	// the two products added in float32.
+	if !b.gemmR8 && b.k.gemmxFits(m) && x.Cols%4 == 0 {
+		b.matMulX(b.ptr(y), w.Rows, 0, b.ptr(x), x.Cols, 0, T, m, 1, 0)
+		return
+	}
+	// Fast, run 8's way: x = hi + lo, both bf16-exact, each through the
+	// tensor cores (gemm.cu), the two products added in float32.
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
 	hi, lo := b.Scratch(compute.F32, T, x.Cols), b.Scratch(compute.F32, T, x.Cols)
@@ -60,6 +64,21 @@ func (b *Backend) matMul(y, x compute.Tensor, w *compute.Matrix, mode Mode) {
 	b.fail(b.k.MatMul(b.rt, 0, b.ptr(part), b.ptr(hi), T, m, Fast))
 	b.fail(b.k.MatMul(b.rt, 0, b.ptr(y), b.ptr(lo), T, m, Fast))
 	b.AddRepeated(y, part, 1)
+}
+
+// matMulX records gemmx's product (Kernels.matMulX) of G matrices of m's
+// shape (tab, or m alone): when a tile of tokens leaves the device short
+// of blocks, the parts of K run in separate blocks through a scratch
+// buffer (the same bits as one block running them all).
+func (b *Backend) matMulX(y Ptr, ldy, ygs int, x Ptr, ldx, xgs, T int, m *Matrix, G int, tab Ptr) {
+	rowBlocks := G * blocks(m.Rows, gemmxRows)
+	var part Ptr
+	if S := gemmxSplits(rowBlocks, m.Cols); S > 1 && rowBlocks*blocks(T, gemmxTokens) < gemmxBlocks {
+		mark := b.ScratchMark()
+		defer b.ResetScratch(mark)
+		part = b.ptr(b.Scratch(compute.F32, G*S*T, m.Rows))
+	}
+	b.fail(b.k.matMulX(b.rt, 0, y, ldy, ygs, x, ldx, xgs, T, m, G, tab, part))
 }
 
 // bf16Exact reports whether every weight of a format is a bfloat16 value
@@ -95,6 +114,11 @@ func (b *Backend) GroupedMatMul(y, x compute.Tensor, ws []*compute.Matrix) {
 	}
 	if tab, w0, ok := b.groupTable(ws); ok && (b.mode == Strict || T <= FastGEMVMaxT || !bf16Exact(w0.DType) || !b.k.tensorCores) {
 		b.fail(b.k.groupedGEMV(b.rt, 0, b.ptr(y), b.ptr(x), T, w0, G, tab))
+		return
+	}
+	if tab, w0, ok := b.groupTable(ws); ok && !b.gemmR8 && b.k.gemmxFits(w0) && n%4 == 0 {
+		// Fast above FastGEMVMaxT: gemmx reads the groups in place.
+		b.matMulX(b.ptr(y), G*R, R, b.ptr(x), G*n, n, T, w0, G, tab)
 		return
 	}
 	mark := b.ScratchMark()

@@ -1,0 +1,189 @@
+package cuda
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/strata-inference/strata/compute"
+	"github.com/strata-inference/strata/compute/cpu"
+)
+
+// gemmxCases are shapes gemmx takes (K a multiple of 32): partial tiles of
+// rows, FP8 blocks narrower than a tile, and K long enough to be cut into
+// parts (gemmxSplits > 1).
+var gemmxCases = []mmCase{
+	{compute.BF16, 130, 256, 0, 0},
+	{compute.FP8, 300, 512, 128, 128},
+	{compute.FP8, 70, 96, 32, 48},
+	{compute.FP4, 131, 800, 0, 0},
+	{compute.FP8, 129, 2048, 128, 128},
+	{compute.FP4, 256, 4096, 0, 0},
+}
+
+// runX runs gemmx on the G matrices ms (one table when G > 1) for T tokens
+// of x ([T][G·K], group g's input at column g·K), into y ([T][G·R]),
+// through the parts buffer when split.
+func runX(t *testing.T, ms []*compute.Matrix, x []float32, T int, split bool) []float32 {
+	t.Helper()
+	k := device(t).Kernels()
+	G, R, K := len(ms), ms[0].Rows, ms[0].Cols
+	y := make([]float32, T*G*R)
+	do(t, func(th *Thread) error {
+		var ws []*Matrix
+		host := make([]uint64, 0, 2*G)
+		for _, m := range ms {
+			w, err := th.UploadMatrix(m, th.Stream())
+			if err != nil {
+				return err
+			}
+			defer th.FreeMatrix(w)
+			ws = append(ws, w)
+			host = append(host, uint64(w.Data), uint64(w.Scale))
+		}
+		var tab Ptr
+		if G > 1 {
+			p, err := upload(th, host)
+			if err != nil {
+				return err
+			}
+			defer th.Free(p)
+			tab = p
+		}
+		xs, err := upload(th, x[:T*G*K])
+		if err != nil {
+			return err
+		}
+		defer th.Free(xs)
+		ys, err := allocPoisoned(th, len(y))
+		if err != nil {
+			return err
+		}
+		defer th.Free(ys)
+		var part Ptr
+		if split {
+			S := gemmxSplits(G*blocks(R, gemmxRows), K)
+			if part, err = allocPoisoned(th, G*S*T*R); err != nil {
+				return err
+			}
+			defer th.Free(part)
+		}
+		if err := k.matMulX(th, th.Stream(), ys, G*R, R, xs, G*K, K, T, ws[0], G, tab, part); err != nil {
+			return err
+		}
+		return download(th, y, ys)
+	})
+	return y
+}
+
+// TestMatMulX checks gemmx against the exact product of the unrounded
+// activations (the split leaves ~2^-17 of x; each of the two products a
+// 16-column step rounds once, taken as truncation, and so does each part's
+// addition) and against the CPU; running the parts in one block or in
+// separate blocks gives the same bits.
+func TestMatMulX(t *testing.T) {
+	device(t)
+	if !device(t).Kernels().gemmxFits(&Matrix{DType: compute.FP8, Rows: 128, Cols: 128, BlockRows: 128, BlockCols: 128}) {
+		t.Skip("cuda: no gemmx on this device (needs bfloat16 tensor cores)")
+	}
+	be := cpu.New(2)
+	for ci, c := range gemmxCases {
+		t.Run(c.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(ci), 21))
+			m, dense := testMatrix(rng, c.dt, c.rows, c.cols, c.br, c.bc)
+			for _, T := range []int{3, 64, 100} {
+				if c.cols >= 2048 && T > 64 {
+					continue
+				}
+				x := randFloats(rng, T*c.cols)
+				got := runX(t, []*compute.Matrix{m}, x, T, false)
+				S := gemmxSplits(blocks(c.rows, gemmxRows), c.cols)
+				if split := runX(t, []*compute.Matrix{m}, x, T, true); !slices.Equal(bitsOf(split), bitsOf(got)) {
+					t.Errorf("T=%d: the %d parts in separate blocks differ from one block", T, S)
+				}
+				want := make([]float32, T*c.rows)
+				be.MatMulF32(want, x, T, m)
+				ref, mag := exactProducts(dense, x, c.rows, c.cols, T, nil)
+				tight := float64(2*((c.cols+15)/16)+16+S)*0x1p-22 + 0x1p-16
+				checkProduct(t, got, want, ref, mag, tight, tight+2*gamma(c.cols))
+			}
+		})
+	}
+}
+
+// TestMatMulXBatchInvariant checks that a token's gemmx product does not
+// depend on its position in the batch or on the other tokens.
+func TestMatMulXBatchInvariant(t *testing.T) {
+	device(t)
+	if !device(t).Kernels().gemmxFits(&Matrix{DType: compute.FP8, Rows: 128, Cols: 128, BlockRows: 128, BlockCols: 128}) {
+		t.Skip("cuda: no gemmx on this device (needs bfloat16 tensor cores)")
+	}
+	for ci, c := range gemmxCases[:5] {
+		t.Run(c.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(ci), 22))
+			m, _ := testMatrix(rng, c.dt, c.rows, c.cols, c.br, c.bc)
+			const T, small, at = 130, 9, 5
+			x := randFloats(rng, T*c.cols)
+			full := runX(t, []*compute.Matrix{m}, x, T, false)
+			for _, tok := range []int{0, 77, 129} {
+				xb := randFloats(rng, small*c.cols)
+				copy(xb[at*c.cols:(at+1)*c.cols], x[tok*c.cols:(tok+1)*c.cols])
+				b := runX(t, []*compute.Matrix{m}, xb, small, true)
+				if !slices.Equal(bitsOf(b[at*c.rows:(at+1)*c.rows]), bitsOf(full[tok*c.rows:(tok+1)*c.rows])) {
+					t.Errorf("token %d: product at position %d of %d differs from position %d of %d", tok, at, small, tok, T)
+				}
+			}
+		})
+	}
+}
+
+// TestMatMulXGrouped checks gemmx's grouped form (strided inputs and
+// outputs, the matrices from a table) against the CPU product of each
+// group, in both launch forms, and that an FP8 NaN code makes its row's
+// outputs NaN as on the CPU.
+func TestMatMulXGrouped(t *testing.T) {
+	device(t)
+	if !device(t).Kernels().gemmxFits(&Matrix{DType: compute.FP8, Rows: 128, Cols: 128, BlockRows: 128, BlockCols: 128}) {
+		t.Skip("cuda: no gemmx on this device (needs bfloat16 tensor cores)")
+	}
+	be := cpu.New(2)
+	const G, R, K, T = 3, 136, 1024, 40
+	rng := rand.New(rand.NewPCG(5, 23))
+	ms, dense := make([]*compute.Matrix, G), make([][]float32, G)
+	for g := range ms {
+		ms[g], dense[g] = testMatrix(rng, compute.FP8, R, K, 128, 128)
+	}
+	ms[1].Data[7*K+300] = 0x7F // a NaN code in row 7 of group 1
+	x := randFloats(rng, T*G*K)
+	got := runX(t, ms, x, T, false)
+	if split := runX(t, ms, x, T, true); !slices.Equal(bitsOf(split), bitsOf(got)) {
+		t.Errorf("the parts in separate blocks differ from one block")
+	}
+	S := gemmxSplits(G*blocks(R, gemmxRows), K)
+	xg, want := make([]float32, T*K), make([]float32, T*R)
+	for g, m := range ms {
+		for tok := range T {
+			copy(xg[tok*K:(tok+1)*K], x[(tok*G+g)*K:])
+		}
+		be.MatMulF32(want, xg, T, m)
+		for tok := range T {
+			for r := range R {
+				v, w := got[(tok*G+g)*R+r], want[tok*R+r]
+				if g == 1 && r == 7 {
+					if !math.IsNaN(float64(v)) {
+						t.Errorf("group 1 token %d row 7 = %v, want NaN", tok, v)
+					}
+					continue
+				}
+				var mag float64
+				for k := range K {
+					mag += math.Abs(float64(xg[tok*K+k]) * float64(dense[g][r*K+k]))
+				}
+				if bound := (float64(2*K/16+16+S)*0x1p-22+0x1p-16)*mag + 2*gamma(K)*mag; math.Abs(float64(v-w)) > bound || math.IsNaN(float64(v)) {
+					t.Errorf("group %d token %d row %d = %v, CPU %v (bound %.3g)", g, tok, r, v, w, bound)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,87 @@
+// mma.cuh: the tensor-core primitives of the fast products (gemm.cu,
+// gemmx.cu): bfloat16 m16n8k16 mma.sync and ldmatrix, with the emulator's
+// versions of both.
+#pragma once
+
+// bfloat16 mma.sync and ldmatrix need sm_80; on older devices the host
+// never launches this kernel, and its body traps.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define GEMM_TC 1
+#endif
+
+#ifdef STRATA_EMU
+// The emulator's m16n8k16 (row.col, bf16 in, f32 accumulate): every lane
+// gathers the fragments of A and B through shuffles (the PTX fragment
+// layouts: lane l holds A rows l/4 and l/4+8, columns 2(l%4)+{0,1,8,9};
+// B columns l/4, rows 2(l%4)+{0,1,8,9}; C rows l/4, l/4+8, columns
+// 2(l%4)+{0,1}) and adds the exact products in k order.
+__device__ __forceinline__ float emu_bf16_at(u32 w, int half) { return __uint_as_float((half ? w >> 16 : w & 0xFFFFu) << 16); }
+__device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) {
+  const int lane = threadIdx.x & 31;
+  float A[16][16], B[16][8];
+  for (int l = 0; l < 32; ++l) {
+    const int g = l >> 2, t = l & 3;
+    u32 ar[4], br[2];
+    for (int i = 0; i < 4; ++i) ar[i] = __shfl_sync(0xFFFFFFFFu, a[i], l);
+    for (int i = 0; i < 2; ++i) br[i] = __shfl_sync(0xFFFFFFFFu, b[i], l);
+    for (int h = 0; h < 2; ++h) {
+      A[g][2 * t + h] = emu_bf16_at(ar[0], h);
+      A[g + 8][2 * t + h] = emu_bf16_at(ar[1], h);
+      A[g][2 * t + 8 + h] = emu_bf16_at(ar[2], h);
+      A[g + 8][2 * t + 8 + h] = emu_bf16_at(ar[3], h);
+      B[2 * t + h][g] = emu_bf16_at(br[0], h);
+      B[2 * t + 8 + h][g] = emu_bf16_at(br[1], h);
+    }
+  }
+  const int g = lane >> 2, t = lane & 3;
+  for (int e = 0; e < 4; ++e) {
+    const int r = g + (e >> 1) * 8, c = 2 * t + (e & 1);
+    float acc = d[e];
+    for (int k = 0; k < 16; ++k) acc = __fadd_rn(acc, __fmul_rn(A[r][k], B[k][c]));
+    d[e] = acc;
+  }
+}
+
+// The emulator's ldmatrix .x4: matrix j's row i comes from the address of
+// lane 8j + i; lane l receives word l%4 of row l/4 of each matrix.
+__device__ __forceinline__ void ldmatrix_x4(u32* r, const u16* p) {
+  const int lane = threadIdx.x & 31;
+  for (int j = 0; j < 4; ++j) {
+    const u16* row = (const u16*)__shfl_sync(0xFFFFFFFFu, (unsigned long long)p, 8 * j + (lane >> 2));
+    r[j] = ((const u32*)row)[lane & 3];
+  }
+}
+#else
+__device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) {
+#ifdef GEMM_TC
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void ldmatrix_x4(u32* r, const u16* p) {
+#ifdef GEMM_TC
+  u32 a = (u32)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+#else
+  r[0] = r[1] = r[2] = r[3] = 0;
+  __trap();
+#endif
+}
+#endif
+
+__device__ __forceinline__ u32 pack2(u32 lo, u32 hi) { return (lo & 0xFFFFu) | (hi << 16); }
+
+__device__ __forceinline__ void store8(u16* dst, const u32* v) {
+  uint4* p = (uint4*)dst;
+  p[0] = make_uint4(v[0], v[1], v[2], v[3]);
+  p[1] = make_uint4(v[4], v[5], v[6], v[7]);
+}
+
