@@ -496,3 +496,62 @@ func BenchmarkLaunch(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkGEMMX times gemmx (split as the Backend splits it) against run
+// 8's fast product (split_bf16, gemm.cu on hi and on lo, add: timed as
+// gemm.cu twice, the two small launches left out) on Flash shapes, the
+// weights rotated over 256 MB so that L2 does not serve them. TFLOP/s
+// count one product (2·M·K·T), as the model needs it.
+func BenchmarkGEMMX(b *testing.B) {
+	cases := []benchMatrix{{compute.FP8, 4096, 4096}, {compute.FP8, 32768, 1024}, {compute.FP8, 1024, 4096}, {compute.FP4, 2048, 4096}, {compute.BF16, 4096, 4096}}
+	for _, c := range cases {
+		m := c.make()
+		for _, T := range []int{33, 64, 128, 256, 512, 2048, 8192} {
+			b.Run(fmt.Sprintf("%v/T=%d", c, T), func(b *testing.B) {
+				device(b)
+				for b.Loop() {
+					benchDo(b, func(th *Thread) error {
+						ws, err := deviceMatrices(th, m, 256<<20)
+						if err != nil {
+							return err
+						}
+						defer freeMatrices(th, ws)
+						x, err := upload(th, randFloats(rand.New(rand.NewPCG(2, 3)), T*c.cols))
+						if err != nil {
+							return err
+						}
+						defer th.Free(x)
+						y, err := th.Alloc(int64(4 * c.rows * T))
+						if err != nil {
+							return err
+						}
+						defer th.Free(y)
+						rowBlocks := blocks(c.rows, gemmxRows)
+						var part Ptr
+						if S := gemmxSplits(rowBlocks, c.cols); S > 1 && rowBlocks*blocks(T, gemmxTokens) < gemmxBlocks {
+							if part, err = th.Alloc(int64(4 * S * T * c.rows)); err != nil {
+								return err
+							}
+							defer th.Free(part)
+						}
+						k := device(b).Kernels()
+						iters := min(len(ws), 16)
+						gx, err := timeGPU(th, iters, 5, func(i int) error {
+							return k.matMulX(th, th.Stream(), y, c.rows, 0, x, c.cols, 0, T, ws[i], 1, 0, part)
+						})
+						if err != nil {
+							return err
+						}
+						g8, err := timeGPU(th, iters, 5, func(i int) error { return k.matMulGEMM(th, th.Stream(), y, x, T, ws[i]) })
+						flop := 2 * float64(c.rows) * float64(c.cols) * float64(T)
+						b.ReportMetric(gx*1e3, "gemmx-us")
+						b.ReportMetric(2*g8*1e3, "r8-us")
+						b.ReportMetric(flop/gx/1e9, "gemmx-TFLOP/s")
+						b.ReportMetric(float64(m.Bytes())/gx/1e6, "gemmx-GB/s")
+						return err
+					})
+				}
+			})
+		}
+	}
+}

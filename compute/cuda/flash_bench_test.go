@@ -258,8 +258,10 @@ func BenchmarkFlash(b *testing.B) {
 	// and prints the median of each side, and the alternative's bits
 	// against the default's.
 	abBatches := intList(os.Getenv("STRATA_FLASH_AB_BATCHES"), []int{1, 8})
+	var abAt func(name string, abBatches []int, set func(bool))
 	rounds := envInt("STRATA_FLASH_AB_ROUNDS", 3)
-	ab := func(name string, set func(bool)) {
+	ab := func(name string, set func(bool)) { abAt(name, abBatches, set) }
+	abAt = func(name string, abBatches []int, set func(bool)) {
 		for _, B := range abBatches {
 			var t [2][]float64
 			var want []float32
@@ -290,6 +292,8 @@ func BenchmarkFlash(b *testing.B) {
 		ab(fmt.Sprintf("moe-o%d", n), func(on bool) { be.moeOcc = map[bool]int{true: n}[on] })
 	}
 	ab("unmulti-r6", func(on bool) { be.unmulti = on })
+	// gemmx against run 8's fast products: only above FastGEMVMaxT tokens.
+	abAt("gemm-r8", intList(os.Getenv("STRATA_FLASH_GEMM_BATCHES"), []int{64, 256}), func(on bool) { be.gemmR8 = on })
 	pdl0 := be.PDL()
 	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
 	be.k.t8R4 = true
@@ -343,10 +347,14 @@ func BenchmarkFlash(b *testing.B) {
 			return time.Since(t0).Seconds()
 		}
 		run() // sizes the scratch arena
+		be.gemmR8 = true
+		sec8 := run()
+		be.gemmR8 = false
 		sec := run()
 		pool.Close()
 		flops := 2 * float64(L) * float64(activeParams(m)) // matrix products only
 		fmt.Printf("FLASH prefill %d tokens: %.3f s, %.0f tokens/s, %.1f TFLOP/s of matrix products (bf16 dense peak ~790)\n", L, sec, float64(L)/sec, flops/sec/1e12)
+		fmt.Printf("FLASH prefill %d tokens, run 8's fast products (gemm-r8): %.3f s, %.0f tokens/s\n", L, sec8, float64(L)/sec8)
 	}
 
 }

@@ -3,10 +3,10 @@ the GPU) on a checkpoint strata wrote in the released naming and formats
 (FP8 e4m3 with 128x128 UE8M0 block scales, packed FP4 experts with per-32
 UE8M0 scales): the weights are dequantized exactly (as
 shared/tools/golden/gen_dsv4.py writes them, inverted) and rounded to bf16.
-Prints the decode step time at batch 1 and 8 after a 128-token prompt:
+Prints the decode step time at batch 1, 8 and 64 (HF_BATCHES) after a 128-token prompt:
 (time of generate(N2) - time of generate(N1)) / (N2 - N1), greedy.
 """
-import json, sys, time
+import json, os, sys, time
 import torch
 from safetensors import safe_open
 from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
@@ -140,7 +140,7 @@ print(f"HF loaded {len(done)} tensors in {time.time()-t0:.1f}s; skipped {len(ski
 V = cfg.vocab_size
 g = torch.Generator(device="cuda").manual_seed(1)
 res = {}
-for B in (1, 8):
+for B in [int(b) for b in os.environ.get("HF_BATCHES", "1,8,64").split(",")]:
     ids = torch.randint(2, V, (B, 128), device="cuda", generator=g)
     def run(n):
         torch.cuda.synchronize(); t = time.time()

@@ -13,7 +13,8 @@
 # checkpoint written in the background while the GPU tests run (PDLTEST=1:
 # the golden and invariance tests again with programmatic dependent launch);
 # BenchmarkFlash (decode table, A/B lines, kernel breakdowns at
-# PROFILE batches, 8K prefill); the GEMV benchmarks (GEMV=1); perplexity
+# PROFILE batches, 8K prefill); the GEMV benchmarks (GEMV=1); gemmx
+# against run 8's fast products (GEMMX=1); perplexity
 # against the CPU (PPL=1, needs C/heldout.txt); HF transformers (HF=1).
 # Logs go to $OUT, a summary is printed last.
 set -u
@@ -65,6 +66,12 @@ if [ "${GEMV:-1}" = 1 ]; then
 		> "$OUT/gemv.log" 2>&1
 	echo "gemv rc=$?" >> "$OUT/gemv.log"
 fi
+if [ "${GEMMX:-1}" = 1 ]; then
+	stage gemmx
+	timeout $(left 15) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkGEMMX' -test.benchtime 1x -test.timeout 300s \
+		> "$OUT/gemmx.log" 2>&1
+	echo "gemmx rc=$?" >> "$OUT/gemmx.log"
+fi
 if [ "${PPL:-0}" = 1 ]; then
 	stage perplexity
 	timeout $(left 10) "$B/strata" perplexity -model models/strata-kjv -device cuda-fast -compare -max-windows 4 "$C/heldout.txt" \
@@ -88,6 +95,7 @@ grep -E "FORMATS|MULTI|FUSED|PDL" "$OUT/tests.log" | grep -v "^    " | head -12
 grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -v "FLASH kernel" | head -40
 grep "FLASH kernel" "$OUT/flash.log" | head -40
 [ -f "$OUT/gemv.log" ] && grep -E "GEMVV|GEMVG|rc=|panic" "$OUT/gemv.log"
+[ -f "$OUT/gemmx.log" ] && grep -E "GEMMX|rc=|panic" "$OUT/gemmx.log"
 [ -f "$OUT/ppl.log" ] && grep -E "cache|against|rc=" "$OUT/ppl.log"
 [ -f "$OUT/hf.log" ] && grep -E "^HF|rc=|Error" "$OUT/hf.log" | tail -6
 cat "$OUT/stages.log"
