@@ -72,7 +72,10 @@ type Backend struct {
 	// a group at a time) instead of gemmx (other bits: one accumulator
 	// for hi and lo, K in parts).
 	gemmR8 bool
-	closed bool
+	// moeXOff: the routed experts above FastGEMVMaxT take run 8's kernels
+	// (moe_gemm or the float32 ones) while the dense products keep gemmx.
+	moeXOff bool
+	closed  bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile

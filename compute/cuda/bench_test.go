@@ -497,7 +497,7 @@ func BenchmarkLaunch(b *testing.B) {
 	})
 }
 
-// BenchmarkGEMMX times gemmx (split as the Backend splits it) against run
+// BenchmarkGEMMX times gemmx (split_bf16x, then gemmx cut as the Backend cuts it) against run
 // 8's fast product (split_bf16, gemm.cu on hi and on lo, add: timed as
 // gemm.cu twice, the two small launches left out) on Flash shapes, the
 // weights rotated over 256 MB so that L2 does not serve them. TFLOP/s
@@ -526,6 +526,12 @@ func BenchmarkGEMMX(b *testing.B) {
 							return err
 						}
 						defer th.Free(y)
+						xh, xl, err := allocSplit(th, T*c.cols)
+						if err != nil {
+							return err
+						}
+						defer th.Free(xh)
+						defer th.Free(xl)
 						rowBlocks := blocks(c.rows, gemmxRows)
 						var part Ptr
 						if S := gemmxSplits(rowBlocks, c.cols); S > 1 && rowBlocks*blocks(T, gemmxTokens) < gemmxBlocks {
@@ -537,7 +543,10 @@ func BenchmarkGEMMX(b *testing.B) {
 						k := device(b).Kernels()
 						iters := min(len(ws), 16)
 						gx, err := timeGPU(th, iters, 5, func(i int) error {
-							return k.matMulX(th, th.Stream(), y, c.rows, 0, x, c.cols, 0, T, ws[i], 1, 0, part)
+							if err := k.splitX(th, th.Stream(), xh, xl, x, T*c.cols); err != nil {
+								return err
+							}
+							return k.matMulX(th, th.Stream(), y, c.rows, 0, xh, xl, c.cols, 0, T, ws[i], 1, 0, part)
 						})
 						if err != nil {
 							return err

@@ -37,18 +37,22 @@
 //     the matrix's shape, never on T or on the other tokens: they are
 //     batch-invariant.
 //   - [Fast] products use the same float32 kernel up to [FastGEMVMaxT]
-//     tokens (memory-bound there) and, above, a tensor-core kernel that rounds the
-//     activations to bfloat16 (round to nearest even) and accumulates the
-//     exact products in float32 (F32 and F16 weights are rounded to
-//     bfloat16 too). The tensor-core kernel is batch-invariant on its own,
-//     but a token's result changes when T crosses the threshold between the
-//     two kernels. Products whose weights are bf16-exact (BF16, FP8, FP4)
-//     split the activations x = hi + lo (both bf16) and add the two
-//     tensor-core products in float32 (error ~2^-17 of x); the routed
-//     experts do the same above FastGEMVMaxT tokens when their experts
-//     average 32 pairs or more (moe_gemm, tiles of up to 128 pairs of one
-//     expert), else the float32 grouped kernels.
-//
+//     tokens (memory-bound there) and, above, gemmx (kernels/gemmx.cu) for
+//     weights that are bfloat16-exact (BF16, FP8, FP4): the activations
+//     are split once as x = hi + lo with hi = bf16(x) and lo = bf16(x - hi)
+//     (round to nearest even; error ~2^-17 of x), and the tensor cores
+//     multiply the exact bfloat16 weights by hi and by lo into one float32
+//     accumulator; K is cut into parts chosen from the matrix's shape alone
+//     and the parts are added in order (whether one block or several
+//     compute them). gemmx is batch-invariant on its own, but a token's
+//     result changes when T crosses the threshold between the two kernels.
+//     Grouped products (GroupedMatMul) take gemmx's grouped form, and the
+//     routed experts its experts' form (tiles of up to 64 pairs of one
+//     expert, K in one part). F32 and F16 weights keep the float32 kernel.
+//     Run 8's fast path (split_bf16, the tensor-core kernel of gemm.cu on
+//     hi and on lo, the two products added; moe_gemm for experts averaging
+//     32 pairs) is still there, measured beside it (NOTES.md, run 9).
+
 // Attention, the hyper-connection mix and the grouped products are split
 // over blocks by shape alone (attention: chunks of 32 keys, a token's
 // chunk sums added in chunk order whether one block or many computed

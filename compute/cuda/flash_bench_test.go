@@ -293,7 +293,9 @@ func BenchmarkFlash(b *testing.B) {
 	}
 	ab("unmulti-r6", func(on bool) { be.unmulti = on })
 	// gemmx against run 8's fast products: only above FastGEMVMaxT tokens.
-	abAt("gemm-r8", intList(os.Getenv("STRATA_FLASH_GEMM_BATCHES"), []int{64, 256}), func(on bool) { be.gemmR8 = on })
+	gemmBatches := intList(os.Getenv("STRATA_FLASH_GEMM_BATCHES"), []int{64, 256})
+	abAt("gemm-r8", gemmBatches, func(on bool) { be.gemmR8 = on })
+	abAt("moex-off", gemmBatches, func(on bool) { be.moeXOff = on })
 	pdl0 := be.PDL()
 	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
 	be.k.t8R4 = true

@@ -61,6 +61,15 @@ func runX(t *testing.T, ms []*compute.Matrix, x []float32, T int, split bool) []
 			return err
 		}
 		defer th.Free(ys)
+		xh, xl, err := allocSplit(th, T*G*K)
+		if err != nil {
+			return err
+		}
+		defer th.Free(xh)
+		defer th.Free(xl)
+		if err := k.splitX(th, th.Stream(), xh, xl, xs, T*G*K); err != nil {
+			return err
+		}
 		var part Ptr
 		if split {
 			S := gemmxSplits(G*blocks(R, gemmxRows), K)
@@ -69,7 +78,7 @@ func runX(t *testing.T, ms []*compute.Matrix, x []float32, T int, split bool) []
 			}
 			defer th.Free(part)
 		}
-		if err := k.matMulX(th, th.Stream(), ys, G*R, R, xs, G*K, K, T, ws[0], G, tab, part); err != nil {
+		if err := k.matMulX(th, th.Stream(), ys, G*R, R, xh, xl, G*K, K, T, ws[0], G, tab, part); err != nil {
 			return err
 		}
 		return download(th, y, ys)
@@ -185,5 +194,91 @@ func TestMatMulXGrouped(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// allocSplit allocates splitX's two arrays of n bfloat16s.
+func allocSplit(th *Thread, n int) (xh, xl Ptr, err error) {
+	if xh, err = th.Alloc(int64(2 * max(n, 8))); err != nil {
+		return 0, 0, err
+	}
+	if xl, err = th.Alloc(int64(2 * max(n, 8))); err != nil {
+		th.Free(xh)
+		return 0, 0, err
+	}
+	return xh, xl, nil
+}
+
+// TestBackendMoEFast checks the Fast experts above FastGEMVMaxT tokens
+// (gemmx_moe, tiles of up to 64 pairs of one expert) against the CPU
+// backend's MoE, for FP4 and FP8 experts, and that a token's output does
+// not depend on the batch it came in (its pairs' sums are their own).
+func TestBackendMoEFast(t *testing.T) {
+	dev := device(t)
+	if !dev.Kernels().gemmxFits(&Matrix{DType: compute.FP8, Rows: 128, Cols: 128, BlockRows: 128, BlockCols: 128}) {
+		t.Skip("cuda: no gemmx on this device (needs bfloat16 tensor cores)")
+	}
+	be, err := NewBackendOn(dev, Fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	ref := cpu.New(2)
+	for _, dt := range []compute.DType{compute.FP4, compute.FP8} {
+		t.Run(dt.String(), func(t *testing.T) {
+			const E, D, I, K = 8, 256, 160, 3
+			rng := rand.New(rand.NewPCG(7, uint64(dt)))
+			mk := func(dt compute.DType, rows, cols int) *compute.Matrix {
+				m, _ := testMatrix(rng, dt, rows, cols, 128, 128)
+				if err := be.Upload(m); err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			args := compute.MoEArgs{Gate: mk(compute.F32, E, D), K: K, Scoring: compute.SqrtSoftplus, RoutedScale: 1.5, Limit: 7}
+			for range E {
+				args.Experts = append(args.Experts, compute.SwiGLU{W1: mk(dt, I, D), W2: mk(dt, D, I), W3: mk(dt, I, D)})
+			}
+			args.Shared = compute.SwiGLU{W1: mk(compute.FP8, I, D), W2: mk(compute.FP8, D, I), W3: mk(compute.FP8, I, D)}
+			bias := randFloats(rng, E)
+			run := func(m compute.Backend, x []float32, T int) []float32 {
+				a := args
+				var err error
+				if a.Bias, err = m.Vector(bias); err != nil {
+					t.Fatal(err)
+				}
+				xt, _ := m.Alloc(compute.F32, T, D)
+				yt, _ := m.Alloc(compute.F32, T, D)
+				tt, _ := m.Alloc(compute.I32, 1, T)
+				defer m.Free(xt)
+				defer m.Free(yt)
+				defer m.Free(tt)
+				m.Write(xt, x[:T*D])
+				m.Write(tt, make([]int32, T))
+				m.MoE(yt, xt, tt, &a)
+				y := make([]float32, T*D)
+				if err := m.Read(y, yt); err != nil {
+					t.Fatal(err)
+				}
+				return y
+			}
+			const T = 200 // 75 pairs an expert on average: tiles of 64 and the rest
+			x := randFloats(rng, T*D)
+			got, want := run(be, x, T), run(ref, x, T)
+			var rms float64
+			for _, v := range want {
+				rms += float64(v) * float64(v)
+			}
+			rms = math.Sqrt(rms / float64(len(want)))
+			for i := range got {
+				if d := math.Abs(float64(got[i] - want[i])); !(d <= 1e-4*(math.Abs(float64(want[i]))+rms)) {
+					t.Fatalf("y[%d] = %v, CPU %v (rms %.3g)", i, got[i], want[i], rms)
+				}
+			}
+			// The first 40 tokens alone (still above FastGEMVMaxT): the same bits.
+			if part := run(be, x, 40); !slices.Equal(bitsOf(part), bitsOf(got[:40*D])) {
+				t.Errorf("the first 40 tokens alone differ from the same tokens in a batch of %d", T)
+			}
+		})
 	}
 }

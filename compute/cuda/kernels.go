@@ -64,7 +64,8 @@ var modelKernels = []string{
 	"compress_bias", "compress_emit", "compress_ring",
 	"indexer_scores", "indexer_fix", "attn_logits", "attn_values", "attn_combine",
 	"store_ring", "load_ring", "round_trip",
-	"moe_route", "moe_sort", "swiglu_act", "moe_combine", "split_bf16", "gemmx_reduce",
+	"moe_route", "moe_sort", "swiglu_act", "moe_combine", "split_bf16", "gemmx_reduce", "split_bf16x",
+	"gemmx_moe_bf16", "gemmx_moe_fp8", "gemmx_moe_fp4",
 	"moe_gemv_f32", "moe_gemv_bf16", "moe_gemv_f16", "moe_gemv_fp8", "moe_gemv_fp4",
 	"moe_gemv_f32_s", "moe_gemv_bf16_s", "moe_gemv_f16_s", "moe_gemv_fp8_s", "moe_gemv_fp4_s",
 }
@@ -213,6 +214,15 @@ func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernel
 		var f Func
 		fn(&f, name)
 		k.fns[name] = f
+	}
+	for _, d := range []compute.DType{compute.BF16, compute.FP8, compute.FP4} {
+		name := "gemmx_moe_" + dtypeNames[d]
+		if f := k.fns[name]; f != 0 {
+			if err := t.SetMaxDynamicShared(f, gemmxShared(d)); err != nil {
+				missing = append(missing, fmt.Errorf("cuda: %s: %w", name, err))
+				k.fns[name] = 0
+			}
+		}
 	}
 	if len(missing) > 0 {
 		k.unavailable = errors.Join(missing...)
@@ -410,16 +420,19 @@ const (
 )
 
 // gemmxShared is gemmx's dynamic shared memory for weights of format d:
-// the stages of raw weights and activations, then the decoded tiles.
+// the stages (split activations at the padded stride, raw weights), then
+// two decoded weight tiles (FP8 and FP4; BF16 weights are read where they
+// land).
 func gemmxShared(d compute.DType) int {
-	chunk := 32 // BF16
+	const stride = 40 // XS, in bfloat16s
+	act := 2 * gemmxTokens * stride * 2
 	switch d {
 	case compute.FP8:
-		chunk = 16
+		return gemmxStages*(act+256*16) + 2*gemmxRows*stride*2
 	case compute.FP4:
-		chunk = 8
+		return gemmxStages*(act+256*8) + 2*gemmxRows*stride*2
 	}
-	return gemmxStages*(256*chunk+gemmxTokens*gemmxCols*4) + (gemmxRows+2*gemmxTokens)*40*2
+	return gemmxStages * (act + gemmxRows*stride*2)
 }
 
 // gemmxSplits is the number of equal parts gemmx cuts K into for a
@@ -442,18 +455,25 @@ func (k *Kernels) gemmxFits(w *Matrix) bool {
 	return int(w.DType) < len(k.gemmx) && k.gemmx[w.DType] != 0 && k.tensorCores && w.vec() && w.Cols%gemmxCols == 0
 }
 
-// matMulX queues gemmx's product (gemmx.cu: Fast numerics, x split into
-// hi + lo in the kernel) of the G matrices of tab (or w alone, G = 1, tab
-// 0), all of w's shape and format: y[t·ldy + g·ygs + r] = W_g·x[t·ldx +
-// g·xgs + ...] for T tokens. part, when not 0, is room for
-// G·S·T·w.Rows floats (S = gemmxSplits): the parts of K then run in
-// separate blocks and gemmx_reduce adds them (the same bits). ldx and xgs
-// must be multiples of 4.
-func (k *Kernels) matMulX(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx, xgs, T int, w *Matrix, G int, tab, part Ptr) error {
+// splitX queues split_bf16x: x's n values as hi = bf16(x) and lo =
+// bf16(x - hi), two arrays of n bfloat16s (gemmx's operands).
+func (k *Kernels) splitX(t *Thread, s Stream, xh, xl, x Ptr, n int) error {
+	a := t.Args().Ptr(xh).Ptr(xl).Ptr(x).Int(n)
+	return k.launch(t, k.fns["split_bf16x"], Dim3{X: blocks(n, 256)}, Dim3{X: 256}, s, a)
+}
+
+// matMulX queues gemmx's product (gemmx.cu: Fast numerics) of the G
+// matrices of tab (or w alone, G = 1, tab 0), all of w's shape and
+// format: y[t·ldy + g·ygs + r] = W_g·x[t·ldx + g·xgs + ...] for T tokens,
+// x given as splitX's xh and xl (bfloat16, 16-byte aligned). part, when
+// not 0, is room for G·S·T·w.Rows floats (S = gemmxSplits): the parts of
+// K then run in separate blocks and gemmx_reduce adds them (the same
+// bits). ldx and xgs must be multiples of 8.
+func (k *Kernels) matMulX(t *Thread, s Stream, y Ptr, ldy, ygs int, xh, xl Ptr, ldx, xgs, T int, w *Matrix, G int, tab, part Ptr) error {
 	if err := checkMatMul(T, w); err != nil || T == 0 {
 		return err
 	}
-	if !k.gemmxFits(w) || ldx%4 != 0 || xgs%4 != 0 {
+	if !k.gemmxFits(w) || ldx%8 != 0 || xgs%8 != 0 {
 		return fmt.Errorf("cuda: gemmx cannot take a %v %dx%d product (x rows %d apart)", w.DType, w.Rows, w.Cols, ldx)
 	}
 	M, K := w.Rows, w.Cols
@@ -462,7 +482,7 @@ func (k *Kernels) matMulX(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx, 
 	if part != 0 {
 		per = 1
 	}
-	a := t.Args().Ptr(y).Ptr(part).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Ptr(tab).Int(M).Int(K).Int(T).Int(ldx).Int(xgs).
+	a := t.Args().Ptr(y).Ptr(part).Ptr(xh).Ptr(xl).Ptr(w.Data).Ptr(w.Scale).Ptr(tab).Int(M).Int(K).Int(T).Int(ldx).Int(xgs).
 		Int(ldy).Int(ygs).Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols()).Int(S).Int(per)
 	grid := Dim3{X: blocks(M, gemmxRows), Y: blocks(T, gemmxTokens), Z: G * (S / per)}
 	if err := t.Launch(k.gemmx[w.DType], grid, Dim3{X: 256}, gemmxShared(w.DType), s, a); err != nil {

@@ -149,6 +149,20 @@ func (b *Backend) moeGEMM(m *Matrix, y Ptr, x compute.Tensor, xDiv int, order, i
 	}
 }
 
+// moeXFits reports whether gemmx_moe takes the experts' matrices of m's
+// format and shape.
+func (b *Backend) moeXFits(m *Matrix) bool {
+	return b.k.gemmxFits(m) && b.k.fns["gemmx_moe_"+dtypeNames[m.DType]] != 0
+}
+
+// moeX records gemmx_moe: y[q] (rows ldy apart) = W_e·x[q / xDiv] for the
+// pairs of every tile, x split (splitX, rows ldx apart).
+func (b *Backend) moeX(m *Matrix, y Ptr, ldy int, xh, xl Ptr, ldx, xDiv int, order, idx, chunks compute.Tensor, tiles int, tab Ptr) {
+	b.launch("gemmx_moe_"+dtypeNames[m.DType], Dim3{X: blocks(m.Rows, gemmxRows), Y: tiles}, Dim3{X: 256}, gemmxShared(m.DType),
+		b.args().Ptr(y).Ptr(xh).Ptr(xl).Ptr(b.ptr(order)).Ptr(b.ptr(idx)).Ptr(b.ptr(chunks)).Ptr(tab).Int(xDiv).
+			Int(m.Rows).Int(m.Cols).Int(ldx).Int(ldy).Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()))
+}
+
 // swiglu records g = silu(min(g, L))·clamp(u, ±L) over n values.
 func (b *Backend) swiglu(g, u Ptr, n int, limit float32) {
 	if n == 0 {
@@ -196,10 +210,18 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	// get many pairs each (prefill). Run 3 used them above FastGEMVMaxT
 	// tokens and decoded batch 64 in 115 ms (2 pairs an expert); the bound
 	// of 32 pairs an expert on average is set from that, not measured.
-	tc := b.mode == Fast && T > FastGEMVMaxT && P >= moeTCPairsPerExpert*E && b.k.tensorCores &&
+	I := mt.w1.Rows
+	// Fast above FastGEMVMaxT tokens: gemmx's experts' form, tiles of up
+	// to 64 pairs of one expert (run 8's way, behind gemmR8: moe_gemm
+	// from 32 pairs an expert on average, else the float32 kernels).
+	tcx := b.mode == Fast && T > FastGEMVMaxT && !b.gemmR8 && !b.moeXOff && b.moeXFits(mt.w1) && b.moeXFits(mt.w2) && b.moeXFits(mt.w3) &&
+		D%8 == 0 && I%8 == 0
+	tc := !tcx && b.mode == Fast && T > FastGEMVMaxT && P >= moeTCPairsPerExpert*E && b.k.tensorCores &&
 		bf16Exact(mt.w1.DType) && bf16Exact(mt.w2.DType)
 	pt := moeTile(P, E)
 	switch {
+	case tcx:
+		pt = gemmxTokens
 	case tc:
 		pt = 128 // moe_gemm's tile of pairs
 	case !grouped:
@@ -211,7 +233,6 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	b.launch("moe_sort", Dim3{X: 1}, Dim3{X: 1024}, 8*E,
 		b.args().Ptr(b.ptr(order)).Ptr(b.ptr(chunks)).Ptr(b.ptr(idx)).Int(P).Int(E).Int(tiles).Int(pt))
 
-	I := mt.w1.Rows
 	if mt.w1.Cols != D || mt.w2.Rows != D || mt.w2.Cols != I || mt.w3.Rows != I {
 		panic(fmt.Sprintf("cuda: MoE experts W1 %d×%d, W2 %d×%d for width %d", mt.w1.Rows, mt.w1.Cols, mt.w2.Rows, mt.w2.Cols, D))
 	}
@@ -219,7 +240,15 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	tab := mt.tab
 	tab1, tab2, tab3 := tab, tab.Add(int64(16*E)), tab.Add(int64(32*E))
 	ye := b.Scratch(compute.F32, P, D)
-	if tc {
+	if tcx {
+		u := b.Scratch(compute.F32, P, I)
+		xh, xl := b.splitX(b.ptr(x), T*D)
+		b.moeX(mt.w1, b.ptr(g), I, xh, xl, D, K, order, idx, chunks, tiles, tab1)
+		b.moeX(mt.w3, b.ptr(u), I, xh, xl, D, K, order, idx, chunks, tiles, tab3)
+		b.swiglu(b.ptr(g), b.ptr(u), P*I, a.Limit)
+		gh, gl := b.splitX(b.ptr(g), P*I)
+		b.moeX(mt.w2, b.ptr(ye), D, gh, gl, I, 1, order, idx, chunks, tiles, tab2)
+	} else if tc {
 		// Fast, many tokens: the tensor cores, each product split as
 		// x = hi + lo (both bf16) like the dense fast products.
 		u := b.Scratch(compute.F32, P, I)

@@ -48,7 +48,7 @@ func (b *Backend) matMul(y, x compute.Tensor, w *compute.Matrix, mode Mode) {
 		b.fail(b.k.MatMul(b.rt, 0, b.ptr(y), b.ptr(x), T, m, Strict))
 		return
 	}
-	if !b.gemmR8 && b.k.gemmxFits(m) && x.Cols%4 == 0 {
+	if !b.gemmR8 && b.k.gemmxFits(m) && x.Cols%8 == 0 {
 		b.matMulX(b.ptr(y), w.Rows, 0, b.ptr(x), x.Cols, 0, T, m, 1, 0)
 		return
 	}
@@ -67,18 +67,30 @@ func (b *Backend) matMul(y, x compute.Tensor, w *compute.Matrix, mode Mode) {
 }
 
 // matMulX records gemmx's product (Kernels.matMulX) of G matrices of m's
-// shape (tab, or m alone): when a tile of tokens leaves the device short
+// shape (tab, or m alone) on x (T rows of ldx floats), x split once by
+// split_bf16x into scratch: when a tile of tokens leaves the device short
 // of blocks, the parts of K run in separate blocks through a scratch
 // buffer (the same bits as one block running them all).
 func (b *Backend) matMulX(y Ptr, ldy, ygs int, x Ptr, ldx, xgs, T int, m *Matrix, G int, tab Ptr) {
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	xh, xl := b.splitX(x, T*ldx)
 	rowBlocks := G * blocks(m.Rows, gemmxRows)
 	var part Ptr
 	if S := gemmxSplits(rowBlocks, m.Cols); S > 1 && rowBlocks*blocks(T, gemmxTokens) < gemmxBlocks {
-		mark := b.ScratchMark()
-		defer b.ResetScratch(mark)
 		part = b.ptr(b.Scratch(compute.F32, G*S*T, m.Rows))
 	}
-	b.fail(b.k.matMulX(b.rt, 0, y, ldy, ygs, x, ldx, xgs, T, m, G, tab, part))
+	b.fail(b.k.matMulX(b.rt, 0, y, ldy, ygs, xh, xl, ldx, xgs, T, m, G, tab, part))
+}
+
+// splitX records split_bf16x of the n floats at x into scratch (the
+// caller's mark releases it): hi and lo, n bfloat16s each, 16-byte aligned.
+func (b *Backend) splitX(x Ptr, n int) (xh, xl Ptr) {
+	half := (2*n + 255) &^ 255 // bytes of hi, rounded up so that lo stays aligned
+	xs := b.ptr(b.Scratch(compute.F32, 1, half/2))
+	xh, xl = xs, xs.Add(int64(half))
+	b.fail(b.k.splitX(b.rt, 0, xh, xl, x, n))
+	return xh, xl
 }
 
 // bf16Exact reports whether every weight of a format is a bfloat16 value
@@ -116,7 +128,7 @@ func (b *Backend) GroupedMatMul(y, x compute.Tensor, ws []*compute.Matrix) {
 		b.fail(b.k.groupedGEMV(b.rt, 0, b.ptr(y), b.ptr(x), T, w0, G, tab))
 		return
 	}
-	if tab, w0, ok := b.groupTable(ws); ok && !b.gemmR8 && b.k.gemmxFits(w0) && n%4 == 0 {
+	if tab, w0, ok := b.groupTable(ws); ok && !b.gemmR8 && b.k.gemmxFits(w0) && n%8 == 0 {
 		// Fast above FastGEMVMaxT: gemmx reads the groups in place.
 		b.matMulX(b.ptr(y), G*R, R, b.ptr(x), G*n, n, T, w0, G, tab)
 		return

@@ -4,7 +4,7 @@
 // Numerics: the weights (BF16, FP8 e4m3 times its UE8M0 scale, FP4 e2m1
 // times its scale) are dequantized exactly to bfloat16; every activation
 // is split as x = hi + lo with hi = bf16(x) and lo = bf16(x - hi) (round
-// to nearest even, as split_bf16 and gemm.cu did in three launches), and
+// to nearest even, as split_bf16 and gemm.cu did; split_bf16x), and
 // mma.sync multiplies W by hi and by lo into one float32 accumulator, 16
 // columns at a time. K is cut into S equal parts (S chosen from the
 // matrix's shape alone, gemmxSplits in kernels.go); each part sums its
@@ -16,11 +16,11 @@
 //
 // A block of 256 threads (8 warps: 4 along M by 2 along N, each 32 rows
 // by 32 tokens) computes 128 rows of W for 64 tokens. The weights and the
-// activations of the next XSTAGES-1 tiles are in flight (cp.async into
-// dynamic shared memory) while this one is multiplied: each thread copies
-// its own 16 weight columns of one row and 8 activations of one token, and
-// decodes exactly the bytes it copied into the bfloat16 tiles, so only the
-// tiles need the block's barrier.
+// split activations (split_bf16x, once per product) of the next XSTAGES-1
+// tiles of 32 columns are in flight (cp.async into dynamic shared memory)
+// while this one is multiplied; ldmatrix reads the activations (and BF16
+// weights) where they landed, and each thread decodes the FP8/FP4 bytes it
+// copied into one of two bfloat16 tiles, so one barrier a tile suffices.
 
 #define XM 128
 #define XN 64
@@ -60,17 +60,18 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 #endif
 
-// gemmx_chunk: the bytes of a thread's 16 weight columns of one row.
+// gemmx_w_bytes: a stage's raw weights, 256 chunks of 16 columns (BF16:
+// the tile itself, 128 rows at the padded stride, read by ldmatrix).
 template <int FMT>
-struct gemmx_chunk {
-  static constexpr int bytes = FMT == FMT_FP8 ? 16 : (FMT == FMT_FP4 ? 8 : 32);
-};
+__host__ __device__ constexpr int gemmx_w_bytes() {
+  return FMT == FMT_FP8 ? 256 * 16 : (FMT == FMT_FP4 ? 256 * 8 : XM * XS * 2);
+}
 
-// gemmx_stage_bytes: one stage of dynamic shared memory, the block's raw
-// weights (256 chunks) and activations (64 tokens x 32 float32s).
+// gemmx_stage_bytes: one stage of dynamic shared memory: the activations'
+// hi and lo tiles (64 tokens at the padded stride), then the raw weights.
 template <int FMT>
 __host__ __device__ constexpr int gemmx_stage_bytes() {
-  return 256 * gemmx_chunk<FMT>::bytes + XN * XK * 4;
+  return 2 * XN * XS * 2 + gemmx_w_bytes<FMT>();
 }
 
 // decode16 turns a thread's raw chunk (16 columns from column k of row
@@ -78,10 +79,7 @@ __host__ __device__ constexpr int gemmx_stage_bytes() {
 template <int FMT>
 __device__ __forceinline__ void decode16(u32* o, const u8* raw, const u8* __restrict__ sc, int row, int k, int M,
                                          int K, int blockRows, int blockCols, int scaleCols) {
-  if (FMT == FMT_BF16) {
-    const uint4 a = *(const uint4*)raw, b = *(const uint4*)(raw + 16);
-    o[0] = a.x; o[1] = a.y; o[2] = a.z; o[3] = a.w; o[4] = b.x; o[5] = b.y; o[6] = b.z; o[7] = b.w;
-  } else if (FMT == FMT_FP8) {
+  if (FMT == FMT_FP8) {
     const uint4 q = *(const uint4*)raw;
     const float s = row < M ? ue8m0(__ldg(sc + (row / blockRows) * scaleCols + k / blockCols)) : 1.0f;
 #pragma unroll
@@ -104,53 +102,76 @@ __device__ __forceinline__ void decode16(u32* o, const u8* raw, const u8* __rest
 
 // gemmx_body: block (x, y, z) computes rows [128x, 128x+128) for tokens
 // [64y, 64y+64) of group z / (S/per), parts [p·per, p·per+per) with p =
-// z % (S/per). x is group g's input at x + g·xgs, rows ldx floats apart;
+// z % (S/per). xh and xl are the activations split by split_bf16x (bf16,
+// hi + lo = x up to lo's rounding), group g's at + g·xgs, rows ldx apart;
 // W is w (or group g's matrix from tab, [G][data, scale]). per == S:
 // y[t·ldy + g·ygs + r]; per == 1: the part's sums at
 // part[((g·S + p)·N + t)·M + r].
+// GemmxPairs: the experts' form (gemmx_moe): block y takes tile y of
+// moe_sort's list (at most 64 pairs of one expert e, from sorted position
+// q0), W is expert e's matrix from tab ([E][data, scale]), pair slot j
+// reads the activations of row order[q0 + j] / xDiv and writes row
+// order[q0 + j] of y.
+struct GemmxPairs {
+  const int *order, *idx, *chunks;
+  int xDiv;
+};
+
 template <int FMT>
-__device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restrict__ part, const float* __restrict__ x,
-                                           const u8* __restrict__ w, const u8* __restrict__ sc,
-                                           const u64* __restrict__ tab, int M, int K, int N, int ldx, int xgs,
-                                           int ldy, int ygs, int blockRows, int blockCols, int scaleCols, int S,
-                                           int per) {
+__device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restrict__ part, const u16* __restrict__ xh,
+                                           const u16* __restrict__ xl, const u8* __restrict__ w,
+                                           const u8* __restrict__ sc, const u64* __restrict__ tab, int M, int K,
+                                           int N, int ldx, int xgs, int ldy, int ygs, int blockRows, int blockCols,
+                                           int scaleCols, int S, int per, const GemmxPairs* P = 0) {
   DYN_SHARED(u8, smem);
-  constexpr int CB = gemmx_chunk<FMT>::bytes, WB = 256 * CB, SB = gemmx_stage_bytes<FMT>();
-  u16* A = (u16*)(smem + XSTAGES * SB);
-  u16* Bh = A + XM * XS;
-  u16* Bl = Bh + XN * XS;
+  constexpr int SB = gemmx_stage_bytes<FMT>(), BT = XN * XS;  // BT: bfloat16s of one activation tile
+  constexpr bool DEC = FMT != FMT_BF16;                         // the weights need decoding into A
+  u16* A = (u16*)(smem + XSTAGES * SB);                         // DEC: two decoded tiles
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int nParts = S / per, g = blockIdx.z / nParts, p = blockIdx.z % nParts;
-  if (tab) {
+  int n0 = blockIdx.y * XN, q0 = 0;
+  if (P) {
+    q0 = P->chunks[2 * blockIdx.y];
+    N = P->chunks[2 * blockIdx.y + 1];  // the tile's pairs
+    if (N == 0) return;
+    n0 = 0;
+    const int e = P->idx[P->order[q0]];
+    w = (const u8*)tab[2 * e];
+    sc = (const u8*)tab[2 * e + 1];
+  } else if (tab) {
     w = (const u8*)tab[2 * g];
     sc = (const u8*)tab[2 * g + 1];
   }
-  x += (long long)g * xgs;
-  const int m0 = blockIdx.x * XM, n0 = blockIdx.y * XN;
+  const int m0 = blockIdx.x * XM;
   const int tilesPart = K / XK / S, kt0 = p * per * tilesPart, nt = per * tilesPart;
   const int lr = tid >> 1, lk = (tid & 1) * 16;  // the weight chunk: row, first column
   const int lt = tid >> 2, lc = (tid & 3) * 8;   // the activations: token, first column
   const int row = m0 + lr, tok = n0 + lt;
   const bool rowOK = row < M, tokOK = tok < N;
   const u8* wrow = w + (rowOK ? (long long)row : 0) * (FMT == FMT_FP4 ? K / 2 : (FMT == FMT_BF16 ? 2 * K : K));
-  const float* xrow = x + (tokOK ? (long long)tok : 0) * ldx;
+  const long long xrow = tokOK ? (P ? P->order[q0 + tok] / P->xDiv : tok) : 0;
+  const long long xoff = (long long)g * xgs + xrow * ldx;
+  const u16 *xhrow = xh + xoff, *xlrow = xl + xoff;
 
   // issue queues tile i's copies (or none past the last) as one group.
   auto issue = [&](int i) {
     if (i < nt) {
       const int k = (kt0 + i) * XK;
       u8* st = smem + (i % XSTAGES) * SB;
+      u16* bh = (u16*)st;
+      cp_async<16>(bh + lt * XS + lc, xhrow + k + lc, tokOK);
+      cp_async<16>(bh + BT + lt * XS + lc, xlrow + k + lc, tokOK);
+      u8* ws = st + 4 * BT;
       if (FMT == FMT_FP8) {
-        cp_async<16>(st + tid * 16, wrow + k + lk, rowOK);
+        cp_async<16>(ws + tid * 16, wrow + k + lk, rowOK);
       } else if (FMT == FMT_FP4) {
-        cp_async<8>(st + tid * 8, wrow + (k + lk) / 2, rowOK);
+        cp_async<8>(ws + tid * 8, wrow + (k + lk) / 2, rowOK);
       } else {
-        cp_async<16>(st + tid * 32, wrow + 2 * (k + lk), rowOK);
-        cp_async<16>(st + tid * 32 + 16, wrow + 2 * (k + lk) + 16, rowOK);
+        u16* a = (u16*)ws + lr * XS + lk;
+        cp_async<16>(a, wrow + 2 * (k + lk), rowOK);
+        cp_async<16>(a + 8, wrow + 2 * (k + lk) + 16, rowOK);
       }
-      cp_async<16>(st + WB + tid * 32, xrow + k + lc, tokOK);
-      cp_async<16>(st + WB + tid * 32 + 16, xrow + k + lc + 4, tokOK);
     }
     cp_async_commit();
   };
@@ -169,49 +190,43 @@ __device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restr
   for (int i = 0; i < nt; ++i) {
     cp_async_wait();
     const u8* st = smem + (i % XSTAGES) * SB;
-    const int k = (kt0 + i) * XK;
-    u32 o[8];
-    decode16<FMT>(o, st + tid * CB, sc, row, k + lk, M, K, blockRows, blockCols, scaleCols);
-    store8(&A[lr * XS + lk], o);
-    const float* xv = (const float*)(st + WB + tid * 32);
-    u32 h[4], l[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      u32 hb[2], lb[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float v = xv[2 * j + e];
-        hb[e] = bf16_rn(v);
-        lb[e] = bf16_rn(__fsub_rn(v, __uint_as_float(hb[e] << 16)));
-      }
-      h[j] = pack2(hb[0], hb[1]);
-      l[j] = pack2(lb[0], lb[1]);
+    const u16* a = (const u16*)(st + 4 * BT);
+    if (DEC) {
+      u32 o[8];
+      decode16<FMT>(o, st + 4 * BT + tid * (FMT == FMT_FP8 ? 16 : 8), sc, row, (kt0 + i) * XK + lk, M, K, blockRows,
+                    blockCols, scaleCols);
+      u16* ad = A + (i & 1) * XM * XS;
+      store8(&ad[lr * XS + lk], o);
+      a = ad;
     }
-    *(uint4*)&Bh[lt * XS + lc] = make_uint4(h[0], h[1], h[2], h[3]);
-    *(uint4*)&Bl[lt * XS + lc] = make_uint4(l[0], l[1], l[2], l[3]);
-    issue(i + XSTAGES - 1);  // into the stage this thread decoded last time
+    // One barrier a tile: after it every thread's copies of tile i and
+    // decoded tile i are visible, and every warp is done with tile i-1, so
+    // its stage can be refilled (the decoded tiles alternate).
     __syncthreads();
+    issue(i + XSTAGES - 1);
+    const u16* bh = (const u16*)st;
+    const u16* bl = bh + BT;
 
 #pragma unroll
     for (int ks = 0; ks < XK; ks += 16) {
-      u32 af[2][4], bh[4][2], bl[4][2];
+      u32 af[2][4], fh[4][2], fl[4][2];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) ldmatrix_x4(af[mt], &A[(wm + mt * 16 + (lane & 15)) * XS + ks + (lane >> 4) * 8]);
+      for (int mt = 0; mt < 2; ++mt) ldmatrix_x4(af[mt], &a[(wm + mt * 16 + (lane & 15)) * XS + ks + (lane >> 4) * 8]);
 #pragma unroll
       for (int np = 0; np < 2; ++np) {
         const int off = (wn + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * XS + ks + ((lane >> 3) & 1) * 8;
         u32 t[4];
-        ldmatrix_x4(t, &Bh[off]);
-        bh[2 * np][0] = t[0]; bh[2 * np][1] = t[1]; bh[2 * np + 1][0] = t[2]; bh[2 * np + 1][1] = t[3];
-        ldmatrix_x4(t, &Bl[off]);
-        bl[2 * np][0] = t[0]; bl[2 * np][1] = t[1]; bl[2 * np + 1][0] = t[2]; bl[2 * np + 1][1] = t[3];
+        ldmatrix_x4(t, &bh[off]);
+        fh[2 * np][0] = t[0]; fh[2 * np][1] = t[1]; fh[2 * np + 1][0] = t[2]; fh[2 * np + 1][1] = t[3];
+        ldmatrix_x4(t, &bl[off]);
+        fl[2 * np][0] = t[0]; fl[2 * np][1] = t[1]; fl[2 * np + 1][0] = t[2]; fl[2 * np + 1][1] = t[3];
       }
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
         for (int n = 0; n < 4; ++n) {
-          mma_bf16(acc[mt][n], af[mt], bh[n]);
-          mma_bf16(acc[mt][n], af[mt], bl[n]);
+          mma_bf16(acc[mt][n], af[mt], fh[n]);
+          mma_bf16(acc[mt][n], af[mt], fl[n]);
         }
     }
     if ((i + 1) % tilesPart == 0) {  // a part ends: add it to the parts before, in order
@@ -226,7 +241,6 @@ __device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restr
             acc[a][b][c] = 0.0f;
           }
     }
-    __syncthreads();
   }
 
   const int gr = lane >> 2, c2 = (lane & 3) * 2;
@@ -239,7 +253,9 @@ __device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restr
         const int r = m0 + wm + mt * 16 + gr + (e >> 1) * 8;
         const int t = n0 + wn + n * 8 + c2 + (e & 1);
         if (r >= M || t >= N) continue;
-        if (per == S) {
+        if (P) {
+          y[(long long)P->order[q0 + t] * ldy + r] = tot[mt][n][e];
+        } else if (per == S) {
           y[(long long)t * ldy + (long long)g * ygs + r] = tot[mt][n][e];
         } else {
           part[(((long long)g * S + p) * N + t) * M + r] = tot[mt][n][e];
@@ -247,17 +263,48 @@ __device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restr
       }
 }
 
-#define GEMMX_ENTRY(NAME, FMT)                                                                                     \
-  extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
-      NAME(float* __restrict__ y, float* __restrict__ part, const float* __restrict__ x, const u8* __restrict__ w, \
-           const u8* __restrict__ sc, const u64* __restrict__ tab, int M, int K, int N, int ldx, int xgs, int ldy, \
-           int ygs, int blockRows, int blockCols, int scaleCols, int S, int per) {                                 \
-    PDL_WAIT();                                                                                                    \
-    gemmx_body<FMT>(y, part, x, w, sc, tab, M, K, N, ldx, xgs, ldy, ygs, blockRows, blockCols, scaleCols, S, per); \
+#define GEMMX_ENTRY(NAME, FMT)                                                                                      \
+  extern "C" __global__ void __launch_bounds__(256, 2)                                                             \
+      NAME(float* __restrict__ y, float* __restrict__ part, const u16* __restrict__ xh, const u16* __restrict__ xl, \
+           const u8* __restrict__ w, const u8* __restrict__ sc, const u64* __restrict__ tab, int M, int K, int N,   \
+           int ldx, int xgs, int ldy, int ygs, int blockRows, int blockCols, int scaleCols, int S, int per) {       \
+    PDL_WAIT();                                                                                                     \
+    gemmx_body<FMT>(y, part, xh, xl, w, sc, tab, M, K, N, ldx, xgs, ldy, ygs, blockRows, blockCols, scaleCols, S,   \
+                    per);                                                                                           \
   }
 GEMMX_ENTRY(gemmx_bf16, FMT_BF16)
 GEMMX_ENTRY(gemmx_fp8, FMT_FP8)
 GEMMX_ENTRY(gemmx_fp4, FMT_FP4)
+
+// gemmx_moe_<fmt>: y[q] = W_e·x[q / xDiv] for the pairs q of every tile of
+// moe_sort's list (tiles of at most 64 pairs of one expert e), gemmx's
+// numerics with K in one part. Grid (ceil(M/128), tiles).
+#define GEMMX_MOE_ENTRY(NAME, FMT)                                                                                  \
+  extern "C" __global__ void __launch_bounds__(256, 2)                                                             \
+      NAME(float* __restrict__ y, const u16* __restrict__ xh, const u16* __restrict__ xl, const int* order,         \
+           const int* idx, const int* chunks, const u64* __restrict__ tab, int xDiv, int M, int K, int ldx, int ldy, \
+           int blockRows, int blockCols, int scaleCols) {                                                          \
+    PDL_WAIT();                                                                                                     \
+    const GemmxPairs P = {order, idx, chunks, xDiv};                                                                \
+    gemmx_body<FMT>(y, 0, xh, xl, 0, 0, tab, M, K, 0, ldx, 0, ldy, 0, blockRows, blockCols, scaleCols, 1, 1, &P);  \
+  }
+GEMMX_MOE_ENTRY(gemmx_moe_bf16, FMT_BF16)
+GEMMX_MOE_ENTRY(gemmx_moe_fp8, FMT_FP8)
+GEMMX_MOE_ENTRY(gemmx_moe_fp4, FMT_FP4)
+
+// split_bf16x writes x = hi + lo as two bfloat16 arrays, hi = bf16(x) and
+// lo = bf16(x - hi) (round to nearest even): gemmx's operands, split once
+// for every block that reads them. For n values.
+extern "C" __global__ void __launch_bounds__(256) split_bf16x(u16* __restrict__ hi, u16* __restrict__ lo,
+                                                              const float* __restrict__ x, int n) {
+  PDL_WAIT();
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float v = x[i];
+  const u32 h = bf16_rn(v);
+  hi[i] = (u16)h;
+  lo[i] = (u16)bf16_rn(__fsub_rn(v, __uint_as_float(h << 16)));
+}
 
 // gemmx_reduce adds the S parts of gemmx's per == 1 launches in order:
 // y[t·ldy + g·ygs + r] = ((part_0 + part_1) + ...) + part_{S-1}, as one
