@@ -259,7 +259,7 @@ func BenchmarkFlash(b *testing.B) {
 	// against the default's.
 	abBatches := intList(os.Getenv("STRATA_FLASH_AB_BATCHES"), []int{1, 8})
 	rounds := envInt("STRATA_FLASH_AB_ROUNDS", 3)
-	ab := func(name string, set func(bool)) {
+	abAt := func(name string, abBatches []int, set func(bool)) {
 		for _, B := range abBatches {
 			var t [2][]float64
 			var want []float32
@@ -283,6 +283,11 @@ func BenchmarkFlash(b *testing.B) {
 				map[bool]string{true: "identical", false: "DIFFERENT"}[same])
 		}
 	}
+	ab := func(name string, set func(bool)) { abAt(name, abBatches, set) }
+	// Run 8's grouped expert kernels and tiles against the _sx entries:
+	// they differ at tiles of 2 or more pairs, so at batch 64 and 256
+	// (STRATA_FLASH_MOE_AB_BATCHES).
+	abAt("moe-r8", intList(os.Getenv("STRATA_FLASH_MOE_AB_BATCHES"), []int{64, 256}), func(on bool) { be.moeR8 = on })
 	ab("attn-r5", func(on bool) { be.attnScalar = on })
 	ab("t8-r2", func(on bool) { be.k.t8R4 = !on })
 	ab("grouped-r5", func(on bool) { be.k.groupedR5 = on })
