@@ -592,7 +592,9 @@ __device__ __forceinline__ void moe_sx_body(float* y, const float* x, int xDiv, 
   // Step t: row group t / spg, chunks c = lane + 32·(U·(t % spg) + u).
   uint4 qc[U][NMR];
   u32 sc[U][NMR];
-  if (nsteps > 0) moe_sx_load<FMT, NM, R, U>(qc, sc, 0, spg, gr0, lane, nch, rows, rowBytes, wmc, smc, cols, blockRows, blockCols, scaleCols);
+  if (nsteps > 0)
+    moe_sx_load<FMT, NM, R, U>(qc, sc, 0, spg, gr0, lane, nch, rows, rowBytes, wmc, smc, cols, blockRows, blockCols,
+                               scaleCols);
 
   // Stage the tile's activations (the weights' first loads are in flight).
   const int cols4 = cols / 4;
