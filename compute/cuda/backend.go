@@ -61,6 +61,13 @@ type Backend struct {
 	// moeOcc > 0: FP4 tiles of 1 pair take moe.cu's _o<moeOcc> entries
 	// (launch bounds of moeOcc blocks an SM; the same sums).
 	moeOcc int
+	// moeR8: the grouped expert kernels of run 8 (moe_grouped_body, and
+	// moeTile's tiles of 2 pairs up to 2 pairs an expert) instead of the
+	// _sx entries; the same bits (BenchmarkFlash's moe-r8 A/B).
+	moeR8 bool
+	// moePT > 0 forces the grouped expert kernels' tile (1, 2, 4 or 8
+	// pairs) instead of moeTile's: tests run every tile on one batch.
+	moePT int
 	// attnScalar: attention decodes its keys channel by channel (run 5's
 	// loads) instead of ATT_G channels a load; the same values.
 	attnScalar bool
@@ -143,7 +150,9 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		for _, name := range []string{"attn_logits", "attn_values", "indexer_scores", "compress_emit", "round_trip", "moe_sort"} {
+		names := []string{"attn_logits", "attn_values", "indexer_scores", "compress_emit", "round_trip", "moe_sort"}
+		names = append(names, moeSXKernels...)
+		for _, name := range names {
 			if f := b.k.fns[name]; f != 0 {
 				if err := t.SetMaxDynamicShared(f, b.optin); err != nil {
 					return fmt.Errorf("cuda: %s: %w", name, err)

@@ -285,6 +285,13 @@ func BenchmarkFlash(b *testing.B) {
 				map[bool]string{true: "identical", false: "DIFFERENT"}[same])
 		}
 	}
+	// Run 8's grouped expert kernels and tiles against the _sx entries:
+	// they differ at tiles of 2 or more pairs, so at batch 64 and 256
+	// (STRATA_FLASH_MOE_AB_BATCHES), with gemmx_moe off on both sides (in
+	// Fast mode it takes the experts there; Strict mode uses these).
+	be.moeXOff = true
+	abAt("moe-r8", intList(os.Getenv("STRATA_FLASH_MOE_AB_BATCHES"), []int{64, 256}), func(on bool) { be.moeR8 = on })
+	be.moeXOff = false
 	ab("attn-r5", func(on bool) { be.attnScalar = on })
 	ab("t8-r2", func(on bool) { be.k.t8R4 = !on })
 	ab("grouped-r5", func(on bool) { be.k.groupedR5 = on })

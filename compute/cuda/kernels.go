@@ -70,6 +70,10 @@ var modelKernels = []string{
 	"moe_gemv_f32_s", "moe_gemv_bf16_s", "moe_gemv_f16_s", "moe_gemv_fp8_s", "moe_gemv_fp4_s",
 }
 
+// moeSXKernels are moe.cu's _sx entries (filled in by init): they take
+// more dynamic shared memory than the default 48 KB.
+var moeSXKernels []string
+
 func init() {
 	for _, kind := range []string{"moe_gateup", "moe_down"} {
 		for _, dn := range dtypeNames {
@@ -77,12 +81,16 @@ func init() {
 				modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p%d", kind, dn, pt))
 			}
 			modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p2_r3", kind, dn))
+			for _, pt := range []int{2, 4, 8} {
+				moeSXKernels = append(moeSXKernels, fmt.Sprintf("%s_%s_p%d_sx", kind, dn, pt))
+			}
 		}
 		for _, n := range []int{2, 3, 4} {
 			modelKernels = append(modelKernels, fmt.Sprintf("%s_fp4_p1_o%d", kind, n))
 		}
 
 	}
+	modelKernels = append(modelKernels, moeSXKernels...)
 	for _, dn := range dtypeNames {
 		modelKernels = append(modelKernels, "moe_gemm_"+dn)
 	}

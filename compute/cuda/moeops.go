@@ -79,15 +79,19 @@ func (b *Backend) moeGemv(m *Matrix, y1, y3, x Ptr, xDiv int, order, idx, chunks
 const moeTCPairsPerExpert = 32
 
 // moeTile is the most pairs a tile of the grouped kernels holds for P
-// pairs over E experts: about the expected pairs an expert gets (1, 2, 4
-// or 8), so that a block decodes each weight row once for all of them
-// without idling on empty slots. It changes no result (each pair's sums
-// are its own).
-func moeTile(P, E int) int {
+// pairs over E experts. With the _sx kernels (the default) it is 1 up to
+// one pair an expert on average, else 4 up to 4 pairs (batch 64 of the
+// Flash: 1.5 pairs an expert, of which about 19% get 3 or more and so a
+// second tile, a second read of their weights, at tiles of 2), else 8:
+// empty slots of a tile cost those kernels only registers, not FMAs (a
+// tile's pair count is uniform over its blocks). With r8 (run 8's
+// kernels) it is about the expected pairs an expert gets (1, 2, 4 or 8).
+// It changes no result (each pair's sums are its own).
+func moeTile(P, E int, r8 bool) int {
 	switch {
 	case P <= E:
 		return 1
-	case P <= 2*E:
+	case P <= 2*E && r8:
 		return 2
 	case P <= 4*E:
 		return 4
@@ -108,11 +112,45 @@ func moeRows(kind string, pt int, run3 bool) int {
 	return 8 * r
 }
 
+// moeSXShared is the dynamic shared memory of moe.cu's _sx entries for
+// tiles of pt pairs on m's columns: pt rows of activations, each chunk of
+// a 16-byte weight load's columns padded to xp floats (moe_sx_body).
+func moeSXShared(m *Matrix, pt int) int {
+	per := int(16 * int64(m.Cols) / m.rowBytes()) // columns a chunk
+	xp := per
+	if (per/4)%2 == 0 {
+		xp += 4
+	}
+	return 4 * pt * int(m.rowBytes()/16) * xp
+}
+
+// moeSXGroups is the row groups (of 8 warps' rows) a block of the _sx
+// entries takes for tiles of pt pairs: 2·pt, so that the activations a
+// block stages from L2 (pt rows) stay about 1/8 of the weights it streams
+// (2·pt groups of 32 rows of 2 KB at the Flash width, gate and up) while
+// a tile still spreads over 8 or more blocks.
+func moeSXGroups(rows, rowsPerGroup, pt int) int {
+	return max(1, min(2*pt, blocks(rows, rowsPerGroup)))
+}
+
 // moeGrouped records one of the grouped expert kernels (moe.cu): kind
 // moe_gateup (W1 and W3 from tab1 and tab3, SwiGLU fused) or moe_down (W2
-// from tab1), for every tile, moeRows rows a block.
+// from tab1), for every tile: moe_sx_body's _sx entries for tiles of 2 to
+// 8 pairs (unless moeR8, or their shared memory does not fit), else
+// moe_grouped_body's, moeRows rows a block. Both give the same bits.
 func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
 	name := fmt.Sprintf("%s_%s_p%d", kind, dtypeNames[m.DType], pt)
+	if sh := moeSXShared(m, pt); pt >= 2 && !b.moeR8 && !b.moeRun3 && sh <= b.optin {
+		r := 2 // rows a warp: 2 of W1 and 2 of W3, or 4 of W2
+		if kind == "moe_down" {
+			r = 4
+		}
+		g := moeSXGroups(m.Rows, 8*r, pt)
+		b.launch(name+"_sx", Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh,
+			b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
+				Int(m.Rows).Int(m.Cols).Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()).F32(limit).Int(g))
+		return
+	}
 	run3 := b.moeRun3 && pt == 2
 	if run3 {
 		name += "_r3"
@@ -218,7 +256,10 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 		D%8 == 0 && I%8 == 0
 	tc := !tcx && b.mode == Fast && T > FastGEMVMaxT && P >= moeTCPairsPerExpert*E && b.k.tensorCores &&
 		bf16Exact(mt.w1.DType) && bf16Exact(mt.w2.DType)
-	pt := moeTile(P, E)
+	pt := moeTile(P, E, b.moeR8 || b.moeRun3)
+	if b.moePT > 0 {
+		pt = b.moePT
+	}
 	switch {
 	case tcx:
 		pt = gemmxTokens

@@ -494,3 +494,226 @@ MOE_GROUPED_ENTRIES(bf16, FMT_BF16)
 MOE_GROUPED_ENTRIES(f16, FMT_F16)
 MOE_GROUPED_ENTRIES(fp8, FMT_FP8)
 MOE_GROUPED_ENTRIES(fp4, FMT_FP4)
+
+// ---- grouped expert products, activations in shared memory ----
+//
+// moe_sx_body computes what moe_grouped_body computes, with the same order
+// of operations for every output (so the same bits), organized for tiles
+// of 2 to 8 pairs (run 4 to 8: the grouped kernels read their weights at
+// 0.5-0.9 TB/s there):
+//
+//   - The tile's activations are staged once per block in dynamic shared
+//     memory (xp floats per 16-byte chunk of weights: a chunk's columns,
+//     padded by 4 floats when that leaves an even count of float4s, so
+//     that the 8 lanes of a quarter warp, 16-byte loads one chunk apart,
+//     hit 8 different bank groups). moe_grouped_body reads them from
+//     global memory, each lane 128 bytes from the next: a warp's 16-byte
+//     load touches 32 cache lines, and the tile's activations (up to 8 ×
+//     16 KB at the Flash width) compete in L1 with the weights streaming
+//     through it.
+//   - A warp takes NM·R rows (4 at the Flash width: 2 of W1 and 2 of W3,
+//     or 4 of W2) for G row groups in turn, and its lanes always hold the
+//     next step's U chunks of each row in registers while they compute
+//     the current one (NM·R·U 16-byte loads in flight a lane, across the
+//     row groups too), instead of loading, then computing, then loading.
+//   - FP4 decodes through bf16x2 (e2m1x8_bf16) and FP8 through the
+//     hardware decoder (e4m3x4_hw): the same values in fewer instructions
+//     (the products are bound by their instruction issue once the loads
+//     keep up: about 4 decode instructions a weight plus one FMA per
+//     pair).
+//   - The 4 rows' scale bytes are loaded with their chunks.
+//
+// Block (x, y): rows [x·G·8·R, (x+1)·G·8·R) of tile y's expert, 8 warps,
+// warp w taking rows r0 = ((x·G + g)·8 + w)·R for g < G. Dynamic shared
+// memory: PT·ceil(cols/PER)·xp floats (moeSXShared in moeops.go).
+//
+// Order: as moe_grouped_body (every output is the sum over its row's
+// chunks c = lane, lane + 32, ... in that order of (the chunk's products
+// in column order)·(its scale), then the butterfly over the lanes),
+// independent of PT, G, U, the tile and the other pairs.
+// moe_sx_load loads step t's chunks of a warp's NM·R rows into q and their
+// scale bytes into s (moe_sx_body): row group t / spg (rows gr0 + 8·R·g
+// on), chunks c = lane + 32·(U·(t % spg) + u); zeros past the row's end.
+template <int FMT, int NM, int R, int U>
+__device__ __forceinline__ void moe_sx_load(uint4 (&q)[U][NM * R], u32 (&s)[U][NM * R], int t, int spg, int gr0,
+                                            int lane, int nch, int rows, long long rowBytes, const u8* const (&wm)[NM],
+                                            const u8* const (&sm)[NM], int cols, int blockRows, int blockCols,
+                                            int scaleCols) {
+  const int g = t / spg, j0 = U * (t - g * spg);
+  const int r0 = gr0 + g * 8 * R;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int c = lane + 32 * (j0 + u);
+#pragma unroll
+    for (int m = 0; m < NM * R; ++m) {
+      const long long r = min(r0 + m % R, rows - 1);
+      q[u][m] = c < nch ? __ldg((const uint4*)(wm[m / R] + r * rowBytes) + c) : make_uint4(0, 0, 0, 0);
+      s[u][m] = c < nch ? chunk_scale_byte<FMT>(sm[m / R], r, c, cols, blockRows, blockCols, scaleCols) : 0u;
+    }
+  }
+}
+
+template <int FMT, int PT, int NM, int R, int U, int DEC>
+__device__ __forceinline__ void moe_sx_body(float* y, const float* x, int xDiv, const int* order, const int* idx,
+                                            const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,
+                                            int blockRows, int blockCols, int scaleCols, float L, int G) {
+  typedef gemv_fmt<FMT> F;
+  enum { NMR = NM * R, XP = (F::PER / 4) % 2 == 0 ? F::PER + 4 : F::PER };
+  DYN_SHARED(float, xsh);
+  __shared__ int sq[PT];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int q0 = chunks[2 * blockIdx.y], qn = chunks[2 * blockIdx.y + 1];
+  if (qn == 0) return;
+  if (threadIdx.x < PT) sq[threadIdx.x] = order[q0 + min((int)threadIdx.x, qn - 1)];
+  __syncthreads();
+  const int e = idx[sq[0]];
+  const long long rowBytes =
+      FMT == FMT_F32 ? 4ll * cols : (FMT == FMT_FP8 ? (long long)cols : (FMT == FMT_FP4 ? cols / 2 : 2ll * cols));
+  const int nch = (int)(rowBytes / 16);
+  const int nj = (nch + 31) / 32;      // chunks a lane takes of each row
+  const int spg = (nj + U - 1) / U;    // steps a row group
+  const int xstride = nch * XP;        // one pair's staged activations
+  const u8* wm[NM];
+  const u8* sm[NM];
+  wm[0] = (const u8*)tab1[2 * e];
+  sm[0] = (const u8*)tab1[2 * e + 1];
+  if (NM == 2) {
+    wm[NM - 1] = (const u8*)tab3[2 * e];
+    sm[NM - 1] = (const u8*)tab3[2 * e + 1];
+  }
+  const u8* const(&wmc)[NM] = wm;
+  const u8* const(&smc)[NM] = sm;
+  // This warp's row groups: those that start inside the matrix.
+  const int gr0 = (blockIdx.x * G * 8 + warp) * R;  // first row of group 0
+  int ng = 0;
+  if (gr0 < rows) ng = min(G, (rows - gr0 + 8 * R - 1) / (8 * R));
+  const int nsteps = ng * spg;
+
+  // Step t: row group t / spg, chunks c = lane + 32·(U·(t % spg) + u).
+  uint4 qc[U][NMR];
+  u32 sc[U][NMR];
+  if (nsteps > 0)
+    moe_sx_load<FMT, NM, R, U>(qc, sc, 0, spg, gr0, lane, nch, rows, rowBytes, wmc, smc, cols, blockRows, blockCols,
+                               scaleCols);
+
+  // Stage the tile's activations (the weights' first loads are in flight).
+  const int cols4 = cols / 4;
+  for (int v = threadIdx.x; v < qn * cols4; v += blockDim.x) {
+    const int pi = v / cols4, k4 = v - pi * cols4;
+    const float4 f = __ldg((const float4*)(x + (long long)(sq[pi] / xDiv) * cols) + k4);
+    const int col = 4 * k4, c = col / F::PER;
+    *(float4*)(xsh + pi * xstride + c * XP + (col - c * F::PER)) = f;
+  }
+  __syncthreads();
+  if (nsteps == 0) return;
+
+  float acc[NMR][PT];
+#pragma unroll
+  for (int m = 0; m < NMR; ++m)
+#pragma unroll
+    for (int pi = 0; pi < PT; ++pi) acc[m][pi] = 0.0f;
+  for (int t = 0; t < nsteps; ++t) {
+    uint4 qx[U][NMR];
+    u32 sx[U][NMR];
+    if (t + 1 < nsteps)
+      moe_sx_load<FMT, NM, R, U>(qx, sx, t + 1, spg, gr0, lane, nch, rows, rowBytes, wmc, smc, cols, blockRows, blockCols,
+                                 scaleCols);
+    const int g = t / spg, j0 = U * (t - g * spg);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = lane + 32 * (j0 + u);
+      if (c < nch) {
+        float p[NMR][PT];
+#pragma unroll
+        for (int m = 0; m < NMR; ++m)
+#pragma unroll
+          for (int pi = 0; pi < PT; ++pi) p[m][pi] = 0.0f;
+#pragma unroll
+        for (int s = 0; s < F::SUBS; ++s) {
+          float wv[NMR][F::SUB];
+#pragma unroll
+          for (int m = 0; m < NMR; ++m) decode_sub_dec<FMT, DEC>(qc[u][m], s, wv[m]);
+          const float* xc = xsh + c * XP + s * F::SUB;
+#pragma unroll
+          for (int pi = 0; pi < PT; ++pi) {
+            if (pi < qn) {
+              float xv[F::SUB];
+#pragma unroll
+              for (int j = 0; j < F::SUB / 4; ++j) {
+                const float4 f = *(const float4*)(xc + pi * xstride + 4 * j);
+                xv[4 * j] = f.x; xv[4 * j + 1] = f.y; xv[4 * j + 2] = f.z; xv[4 * j + 3] = f.w;
+              }
+#pragma unroll
+              for (int m = 0; m < NMR; ++m)
+#pragma unroll
+                for (int k = 0; k < F::SUB; ++k) p[m][pi] = __fmaf_rn(wv[m][k], xv[k], p[m][pi]);
+            }
+          }
+        }
+#pragma unroll
+        for (int m = 0; m < NMR; ++m) {
+          const float scl = chunk_scale_from<FMT>(qc[u][m], sc[u][m]);
+#pragma unroll
+          for (int pi = 0; pi < PT; ++pi) acc[m][pi] = __fmaf_rn(p[m][pi], scl, acc[m][pi]);
+        }
+      }
+    }
+    if (t - g * spg == spg - 1) {  // the row group's last step: its outputs
+      const int r0 = gr0 + g * 8 * R;
+#pragma unroll
+      for (int m = 0; m < NMR; ++m)
+#pragma unroll
+        for (int pi = 0; pi < PT; ++pi) acc[m][pi] = warp_sum(acc[m][pi]);
+      // Every lane holds every sum: lane i·PT + pi stores (i, pi).
+#pragma unroll
+      for (int i = 0; i < R; ++i)
+#pragma unroll
+        for (int pi = 0; pi < PT; ++pi) {
+          if (lane == (i * PT + pi) % 32 && pi < qn && r0 + i < rows) {
+            const float v = NM == 2 ? swiglu_f(acc[i][pi], acc[R + i][pi], L) : acc[i][pi];
+            y[(long long)sq[pi] * rows + r0 + i] = v;
+          }
+        }
+#pragma unroll
+      for (int m = 0; m < NMR; ++m)
+#pragma unroll
+        for (int pi = 0; pi < PT; ++pi) acc[m][pi] = 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int m = 0; m < NMR; ++m) qc[u][m] = qx[u][m], sc[u][m] = sx[u][m];
+  }
+}
+
+// moe_gateup_<fmt>_p<PT>_sx and moe_down_<fmt>_p<PT>_sx are moe_sx_body's
+// gate/up (SwiGLU fused) and down products for tiles of PT = 2, 4, 8
+// pairs: 2 rows of W1 and 2 of W3, or 4 of W2, a warp; U = 2 chunks of
+// each in flight a lane for PT 2 and 4 (8 loads: 128 bytes a lane, 32 KB
+// an SM at one block of 256 threads), U = 1 for PT 8 (its accumulators
+// take the registers; it is bound by its 8 FMAs a weight anyway). Grid
+// (ceil(rows/(8·R·G)), tiles); moeGrouped picks G and the shared memory.
+#define MOE_SX_ENTRY(F, FMT, DEC, PT, U)                                                                          \
+  extern "C" __global__ void __launch_bounds__(256)                                                             \
+      moe_gateup_##F##_p##PT##_sx(float* h, const float* x, int xDiv, const int* order, const int* idx,         \
+                                  const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,      \
+                                  int blockRows, int blockCols, int scaleCols, float L, int G) { PDL_WAIT();    \
+    moe_sx_body<FMT, PT, 2, 2, U, DEC>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, blockRows,        \
+                                       blockCols, scaleCols, L, G);                                              \
+  }                                                                                                              \
+  extern "C" __global__ void __launch_bounds__(256)                                                             \
+      moe_down_##F##_p##PT##_sx(float* y, const float* x, int xDiv, const int* order, const int* idx,           \
+                                const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,      \
+                                int blockRows, int blockCols, int scaleCols, float L, int G) { PDL_WAIT();      \
+    moe_sx_body<FMT, PT, 1, 4, U, DEC>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, blockRows,      \
+                                       blockCols, scaleCols, L, G);                                              \
+  }
+#define MOE_SX_ENTRIES(F, FMT, DEC) \
+  MOE_SX_ENTRY(F, FMT, DEC, 2, 2)   \
+  MOE_SX_ENTRY(F, FMT, DEC, 4, 2)   \
+  MOE_SX_ENTRY(F, FMT, DEC, 8, 1)
+MOE_SX_ENTRIES(f32, FMT_F32, 0)
+MOE_SX_ENTRIES(bf16, FMT_BF16, 0)
+MOE_SX_ENTRIES(f16, FMT_F16, 0)
+MOE_SX_ENTRIES(fp8, FMT_FP8, 1)
+MOE_SX_ENTRIES(fp4, FMT_FP4, 2)
