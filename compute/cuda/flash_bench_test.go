@@ -287,11 +287,8 @@ func BenchmarkFlash(b *testing.B) {
 	}
 	// Run 8's grouped expert kernels and tiles against the _sx entries:
 	// they differ at tiles of 2 or more pairs, so at batch 64 and 256
-	// (STRATA_FLASH_MOE_AB_BATCHES), with gemmx_moe off on both sides (in
-	// Fast mode it takes the experts there; Strict mode uses these).
-	be.moeXOff = true
+	// (STRATA_FLASH_MOE_AB_BATCHES).
 	abAt("moe-r8", intList(os.Getenv("STRATA_FLASH_MOE_AB_BATCHES"), []int{64, 256}), func(on bool) { be.moeR8 = on })
-	be.moeXOff = false
 	ab("attn-r5", func(on bool) { be.attnScalar = on })
 	ab("t8-r2", func(on bool) { be.k.t8R4 = !on })
 	ab("grouped-r5", func(on bool) { be.k.groupedR5 = on })
@@ -302,7 +299,6 @@ func BenchmarkFlash(b *testing.B) {
 	// gemmx against run 8's fast products: only above FastGEMVMaxT tokens.
 	gemmBatches := intList(os.Getenv("STRATA_FLASH_GEMM_BATCHES"), []int{64, 256})
 	abAt("gemm-r8", gemmBatches, func(on bool) { be.gemmR8 = on })
-	abAt("moex-off", gemmBatches, func(on bool) { be.moeXOff = on })
 	pdl0 := be.PDL()
 	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
 	be.k.t8R4 = true
@@ -358,12 +354,15 @@ func BenchmarkFlash(b *testing.B) {
 		run() // sizes the scratch arena
 		be.gemmR8 = true
 		sec8 := run()
-		be.gemmR8 = false
+		be.gemmR8, be.moeXOff = false, true
+		secM := run()
+		be.moeXOff = false
 		sec := run()
 		pool.Close()
 		flops := 2 * float64(L) * float64(activeParams(m)) // matrix products only
 		fmt.Printf("FLASH prefill %d tokens: %.3f s, %.0f tokens/s, %.1f TFLOP/s of matrix products (bf16 dense peak ~790)\n", L, sec, float64(L)/sec, flops/sec/1e12)
 		fmt.Printf("FLASH prefill %d tokens, run 8's fast products (gemm-r8): %.3f s, %.0f tokens/s\n", L, sec8, float64(L)/sec8)
+		fmt.Printf("FLASH prefill %d tokens, gemmx but run 8's experts (moex-off): %.3f s, %.0f tokens/s\n", L, secM, float64(L)/secM)
 	}
 
 }

@@ -209,7 +209,7 @@ func allocSplit(th *Thread, n int) (xh, xl Ptr, err error) {
 	return xh, xl, nil
 }
 
-// TestBackendMoEFast checks the Fast experts above FastGEMVMaxT tokens
+// TestBackendMoEFast checks the Fast experts of many pairs an expert
 // (gemmx_moe, tiles of up to 64 pairs of one expert) against the CPU
 // backend's MoE, for FP4 and FP8 experts, and that a token's output does
 // not depend on the batch it came in (its pairs' sums are their own).
@@ -270,14 +270,20 @@ func TestBackendMoEFast(t *testing.T) {
 				rms += float64(v) * float64(v)
 			}
 			rms = math.Sqrt(rms / float64(len(want)))
+			// Each product errs by about 2^-16·Σ|w||x| (the split), and with
+			// these random weights Σ|w||x| is about sqrt(width) times the
+			// output's rms (measured on the H200: 1.1e-4 of the rms for FP8):
+			// 2e-3 leaves a margin, and a pair sent to a wrong expert or
+			// row errs by the rms itself.
 			for i := range got {
-				if d := math.Abs(float64(got[i] - want[i])); !(d <= 1e-4*(math.Abs(float64(want[i]))+rms)) {
+				if d := math.Abs(float64(got[i] - want[i])); !(d <= 2e-3*(math.Abs(float64(want[i]))+rms)) {
 					t.Fatalf("y[%d] = %v, CPU %v (rms %.3g)", i, got[i], want[i], rms)
 				}
 			}
-			// The first 40 tokens alone (still above FastGEMVMaxT): the same bits.
-			if part := run(be, x, 40); !slices.Equal(bitsOf(part), bitsOf(got[:40*D])) {
-				t.Errorf("the first 40 tokens alone differ from the same tokens in a batch of %d", T)
+			// The first 100 tokens alone (37.5 pairs an expert, still the
+			// tensor cores): the same bits.
+			if part := run(be, x, 100); !slices.Equal(bitsOf(part), bitsOf(got[:100*D])) {
+				t.Errorf("the first 100 tokens alone differ from the same tokens in a batch of %d", T)
 			}
 		})
 	}

@@ -249,13 +249,16 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	// tokens and decoded batch 64 in 115 ms (2 pairs an expert); the bound
 	// of 32 pairs an expert on average is set from that, not measured.
 	I := mt.w1.Rows
-	// Fast above FastGEMVMaxT tokens: gemmx's experts' form, tiles of up
-	// to 64 pairs of one expert (run 8's way, behind gemmR8: moe_gemm
-	// from 32 pairs an expert on average, else the float32 kernels).
-	tcx := b.mode == Fast && T > FastGEMVMaxT && !b.gemmR8 && !b.moeXOff && b.moeXFits(mt.w1) && b.moeXFits(mt.w2) && b.moeXFits(mt.w3) &&
+	// Fast, experts averaging moeTCPairsPerExpert pairs or more
+	// (prefill): the tensor cores, gemmx's experts' form with tiles of up
+	// to 64 pairs of one expert (run 8's moe_gemm behind gemmR8). Run 9
+	// measured gemmx_moe at decode batches too: 36.5 ms a step at batch 64
+	// (1.5 pairs an expert) against 21.6 with the float32 kernels, 76.2
+	// against 73.6 at batch 256 (6 pairs an expert).
+	many := b.mode == Fast && T > FastGEMVMaxT && P >= moeTCPairsPerExpert*E
+	tcx := many && !b.gemmR8 && !b.moeXOff && b.moeXFits(mt.w1) && b.moeXFits(mt.w2) && b.moeXFits(mt.w3) &&
 		D%8 == 0 && I%8 == 0
-	tc := !tcx && b.mode == Fast && T > FastGEMVMaxT && P >= moeTCPairsPerExpert*E && b.k.tensorCores &&
-		bf16Exact(mt.w1.DType) && bf16Exact(mt.w2.DType)
+	tc := many && !tcx && b.k.tensorCores && bf16Exact(mt.w1.DType) && bf16Exact(mt.w2.DType)
 	pt := moeTile(P, E, b.moeR8 || b.moeRun3)
 	if b.moePT > 0 {
 		pt = b.moePT
