@@ -115,10 +115,14 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 }
 
 // Attention split over the keys (attn_* in model.cu): ATT_KC keys a
-// chunk, ATT_HG heads a block.
+// chunk, attnHeads heads a block, or attnHeadsMany (the _h16 entries)
+// where a batch has at least attnManyBlocks blocks of them: those decode
+// each chunk's keys once for 16 heads instead of 4 (the same bits).
 const (
-	attnChunk = 32
-	attnHeads = 4
+	attnChunk      = 32
+	attnHeads      = 4
+	attnHeadsMany  = 16
+	attnManyBlocks = 128
 	// attnSplitBlocks: a launch of fewer blocks than this (tokens × head
 	// groups) splits each token's chunks over blocks and combines them;
 	// more loop over the chunks in one block. Either way gives the same
@@ -152,12 +156,16 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 			maxKeys += capacity(a.Compressed)
 		}
 	}
-	shared := 4*(attnChunk+attnHeads)*d + 12*attnChunk
+	hg, suffix := attnHeads, ""
+	if !b.attnHG4 && (b.attnHG16 || T*blocks(H, attnHeadsMany) >= attnManyBlocks) && 4*(attnChunk+attnHeadsMany)*d+12*attnChunk <= b.optin {
+		hg, suffix = attnHeadsMany, "_h16"
+	}
+	shared := 4*(attnChunk+hg)*d + 12*attnChunk
 	if shared > b.optin || d > 4*opThreads {
 		panic(fmt.Sprintf("cuda: SparseAttention of heads of %d needs %d bytes of shared memory", d, shared))
 	}
 	S := blocks(maxKeys, attnChunk)
-	HGs := blocks(H, attnHeads)
+	HGs := blocks(H, hg)
 	split := T*HGs < attnSplitBlocks
 	perTok := int64(4 * H * maxKeys)
 	if split {
@@ -183,7 +191,7 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 		ar := b.args().Ptr(b.ptr(lg)).Int(t0).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.KV))
 		b.spanArgs(ar, sp).Ptr(pos).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(rate).
 			Ptr(sel).Ptr(cnt).Int(selK).Int(H).Int(d).F32(a.Scale).Int(maxKeys).Int(vec)
-		b.launch("attn_logits", Dim3{X: n, Y: HGs, Z: S}, Dim3{X: opThreads}, shared, ar)
+		b.launch("attn_logits"+suffix, Dim3{X: n, Y: HGs, Z: S}, Dim3{X: opThreads}, shared, ar)
 		z, sp1 := 1, 0
 		if split {
 			z, sp1 = S, 1
@@ -191,7 +199,7 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 		ar = b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(po)).Ptr(b.ptr(pl)).Ptr(b.ptr(pm)).Int(sp1).Ptr(b.ptr(lg)).Int(t0).Ptr(b.ptr(a.KV))
 		b.spanArgs(ar, sp).Ptr(pos).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(rate).
 			Ptr(sel).Ptr(cnt).Int(selK).Ptr(sink).Int(H).Int(d).Int(maxKeys).Int(vec)
-		b.launch("attn_values", Dim3{X: n, Y: HGs, Z: z}, Dim3{X: opThreads}, 4*attnChunk*d+12*attnChunk, ar)
+		b.launch("attn_values"+suffix, Dim3{X: n, Y: HGs, Z: z}, Dim3{X: opThreads}, 4*attnChunk*d+12*attnChunk, ar)
 		if split {
 			ar = b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(po)).Ptr(b.ptr(pl)).Ptr(b.ptr(pm)).Int(S).Int(t0)
 			b.spanArgs(ar, sp).Ptr(pos).Int(a.WindowSize).Int(hasComp).Int(rate).Ptr(sel).Ptr(cnt).Ptr(sink).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/strata-inference/strata/compute"
 )
@@ -82,7 +83,15 @@ type Backend struct {
 	// moeXOff: the routed experts above FastGEMVMaxT take run 8's kernels
 	// (moe_gemm or the float32 ones) while the dense products keep gemmx.
 	moeXOff bool
-	closed  bool
+	// moeXAll: gemmx_moe takes the experts at every batch above
+	// FastGEMVMaxT, not only from moeTCPairsPerExpert pairs an expert.
+	moeXAll bool
+	// attnHG4: attention takes 4 heads a block at every batch (run 8's
+	// kernels) instead of 16 at large ones; the same values.
+	attnHG4 bool
+	// attnHG16: attention takes 16 heads a block at every batch (tests).
+	attnHG16 bool
+	closed   bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile
@@ -150,11 +159,15 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		names := []string{"attn_logits", "attn_values", "indexer_scores", "compress_emit", "round_trip", "moe_sort"}
+		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "indexer_scores", "compress_emit", "round_trip", "moe_sort"}
 		names = append(names, moeSXKernels...)
 		for _, name := range names {
 			if f := b.k.fns[name]; f != 0 {
-				if err := t.SetMaxDynamicShared(f, b.optin); err != nil {
+				n := b.optin
+				if strings.HasSuffix(name, "_h16") {
+					n -= 4 << 10 // attn_values_h16's static arrays take 2.2 KB
+				}
+				if err := t.SetMaxDynamicShared(f, n); err != nil {
 					return fmt.Errorf("cuda: %s: %w", name, err)
 				}
 			}

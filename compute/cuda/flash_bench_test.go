@@ -299,6 +299,8 @@ func BenchmarkFlash(b *testing.B) {
 	// gemmx against run 8's fast products: only above FastGEMVMaxT tokens.
 	gemmBatches := intList(os.Getenv("STRATA_FLASH_GEMM_BATCHES"), []int{64, 256})
 	abAt("gemm-r8", gemmBatches, func(on bool) { be.gemmR8 = on })
+	abAt("attn-hg4", []int{8, 64, 256}, func(on bool) { be.attnHG4 = on })
+	abAt("moex-all", gemmBatches, func(on bool) { be.moeXAll = on })
 	pdl0 := be.PDL()
 	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
 	be.k.t8R4 = true

@@ -285,6 +285,18 @@ func TestBackendMoEFast(t *testing.T) {
 			if part := run(be, x, 100); !slices.Equal(bitsOf(part), bitsOf(got[:100*D])) {
 				t.Errorf("the first 100 tokens alone differ from the same tokens in a batch of %d", T)
 			}
+			// Fewer pairs an expert (moeXAll: gemmx_moe below
+			// moeTCPairsPerExpert), tiles of about 15: the products past a
+			// tile's pairs are skipped.
+			be.moeXAll = true
+			defer func() { be.moeXAll = false }()
+			const Tf = 40
+			got, want = run(be, x, Tf), run(ref, x, Tf)
+			for i := range got {
+				if d := math.Abs(float64(got[i] - want[i])); !(d <= 2e-3*(math.Abs(float64(want[i]))+rms)) {
+					t.Fatalf("%d tokens: y[%d] = %v, CPU %v (rms %.3g)", Tf, i, got[i], want[i], rms)
+				}
+			}
 		})
 	}
 }

@@ -62,7 +62,7 @@ var modelKernels = []string{
 	"add_repeated", "copy_cols", "scale_f32", "rope_heads",
 	"hc_pre_finish", "hc_post", "hc_head_finish", "hc_mix_partial", "hc_mix_reduce", "hc_pre_split",
 	"compress_bias", "compress_emit", "compress_ring",
-	"indexer_scores", "indexer_fix", "attn_logits", "attn_values", "attn_combine",
+	"indexer_scores", "indexer_fix", "attn_logits", "attn_values", "attn_combine", "attn_logits_h16", "attn_values_h16",
 	"store_ring", "load_ring", "round_trip",
 	"moe_route", "moe_sort", "swiglu_act", "moe_combine", "split_bf16", "gemmx_reduce", "split_bf16x",
 	"gemmx_moe_bf16", "gemmx_moe_fp8", "gemmx_moe_fp4",

@@ -255,7 +255,7 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	// measured gemmx_moe at decode batches too: 36.5 ms a step at batch 64
 	// (1.5 pairs an expert) against 21.6 with the float32 kernels, 76.2
 	// against 73.6 at batch 256 (6 pairs an expert).
-	many := b.mode == Fast && T > FastGEMVMaxT && P >= moeTCPairsPerExpert*E
+	many := b.mode == Fast && T > FastGEMVMaxT && (P >= moeTCPairsPerExpert*E || b.moeXAll)
 	tcx := many && !b.gemmR8 && !b.moeXOff && b.moeXFits(mt.w1) && b.moeXFits(mt.w2) && b.moeXFits(mt.w3) &&
 		D%8 == 0 && I%8 == 0
 	tc := many && !tcx && b.k.tensorCores && bf16Exact(mt.w1.DType) && bf16Exact(mt.w2.DType)

@@ -111,3 +111,49 @@ func TestMatMuls(t *testing.T) {
 		}
 	}
 }
+
+// TestBackendAttentionHeads: attention with 16 heads a block (the _h16
+// entries, Backend.attnHG16) gives the logits of 4 heads a block
+// (attnHG4) bit for bit, on the full and the decode paths, strict and fast.
+func TestBackendAttentionHeads(t *testing.T) {
+	// hca12-groups4 has 8 heads (two blocks of 4, or one of 16 with 8
+	// used); flash-ratios 4. BenchmarkFlash's attn-hg4 line compares 64.
+	for _, name := range []string{"testdata/golden/deepseek-v4-extra/hca12-groups4", "testdata/golden/deepseek-v4/flash-ratios"} {
+		for _, mode := range []Mode{Strict, Fast} {
+			t.Run(fmt.Sprintf("%s/%s", filepath.Base(name), modeName(mode)), func(t *testing.T) {
+				dir := repoPath(t, name)
+				c, err := golden.Load(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				L := len(c.InputIDs)
+				var logits [2][2][]float32 // [16 heads a block][full, decode]
+				for i, h16 := range []bool{false, true} {
+					be := newBackend(t, mode)
+					be.attnHG4, be.attnHG16 = !h16, h16
+					m, err := deepseekv4.Load(dir, be)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for j, feeds := range [][]int{{L}, golden.DecodeFeeds(c.Prompt, L)} {
+						if logits[i][j], err = golden.Feed(ctx, m, c.InputIDs, feeds); err != nil {
+							t.Fatal(err)
+						}
+					}
+					m.Close()
+				}
+				for j, path := range []string{"full", "decode"} {
+					got, want := logits[1][j], logits[0][j]
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s path logit %d: %g with 16 heads a block, %g with 4", path, i, got[i], want[i])
+						}
+					}
+				}
+				fmt.Printf("ATTNHEADS %s %s: full and decode logits identical with 16 and 4 heads a block (max abs from the golden f32 logits %.3g)\n",
+					filepath.Base(name), modeName(mode), golden.MaxAbsDiff(logits[1][0], c.LogitsFull))
+			})
+		}
+	}
+}

@@ -207,13 +207,18 @@ __device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restr
     const u16* bh = (const u16*)st;
     const u16* bl = bh + BT;
 
+    // The warp's tokens past N (a short last tile, a tile of few pairs)
+    // skip their products: their outputs are never written.
+    const int nv = N - (n0 + wn);
 #pragma unroll
     for (int ks = 0; ks < XK; ks += 16) {
+      if (nv <= 0) break;
       u32 af[2][4], fh[4][2], fl[4][2];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) ldmatrix_x4(af[mt], &a[(wm + mt * 16 + (lane & 15)) * XS + ks + (lane >> 4) * 8]);
 #pragma unroll
       for (int np = 0; np < 2; ++np) {
+        if (np * 16 >= nv) break;
         const int off = (wn + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * XS + ks + ((lane >> 3) & 1) * 8;
         u32 t[4];
         ldmatrix_x4(t, &bh[off]);
@@ -225,6 +230,7 @@ __device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restr
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
         for (int n = 0; n < 4; ++n) {
+          if (n * 8 >= nv) break;
           mma_bf16(acc[mt][n], af[mt], fh[n]);
           mma_bf16(acc[mt][n], af[mt], fl[n]);
         }

@@ -694,7 +694,7 @@ extern "C" __global__ void __launch_bounds__(MT)
 // The same function as attention, in three kernels that split each
 // token's keys into chunks of ATT_KC (key j is in chunk j / ATT_KC,
 // whatever the launch), so that small batches fill the GPU:
-//   attn_logits: the logits of one chunk for ATT_HG heads (the same dot
+//   attn_logits: the logits of one chunk for HG heads (the same dot
 //     products, in the same order, as attention's);
 //   attn_values: per head the maximum M over all the token's logits and
 //     the sink, then per chunk s the sums l_s = Σ_j exp(l_j - M) and o_s =
@@ -708,7 +708,6 @@ extern "C" __global__ void __launch_bounds__(MT)
 // the keys' capacity): batch-invariant.
 
 #define ATT_KC 32
-#define ATT_HG 4
 #define ATT_MAXV 4  // dims per thread in attn_values: dim <= 4·MT
 
 struct AttnTok {
@@ -901,22 +900,23 @@ __device__ __forceinline__ void attn_load_keys(float* ks, const u8** kp, int* ki
 }
 
 // attn_logits: lg[t - t0][h][j] for the keys j of chunk blockIdx.z and
-// heads [blockIdx.y·ATT_HG, +ATT_HG). Grid (tokens, ceil(heads/ATT_HG),
-// ceil(maxKeys/ATT_KC)); dynamic shared memory: (ATT_KC + ATT_HG)·dim
+// heads [blockIdx.y·HG, +HG). Grid (tokens, ceil(heads/HG),
+// ceil(maxKeys/ATT_KC)); dynamic shared memory: (ATT_KC + HG)·dim
 // floats + ATT_KC·12 bytes.
-extern "C" __global__ void __launch_bounds__(MT)
-    attn_logits(float* lg, int t0, const float* Q, const float* KV, const int* tab, int nspans, const int* pos,
-                Paged win, int winSize, Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK,
-                int heads, int dim, float scale, int maxKeys, int vec) { PDL_WAIT();
+template <int HG>
+__device__ __forceinline__ void attn_logits_body(float* lg, int t0, const float* Q, const float* KV, const int* tab,
+                                                 int nspans, const int* pos, Paged win, int winSize, Paged comp,
+                                                 int hasComp, int rate, const int* sel, const int* cnt, int selK,
+                                                 int heads, int dim, float scale, int maxKeys, int vec) {
   DYN_SHARED(float, sm);
   float* ks = sm;
   float* qs = ks + ATT_KC * dim;
-  const u8** kp = (const u8**)(qs + ATT_HG * dim);
+  const u8** kp = (const u8**)(qs + HG * dim);
   int* kind = (int*)(kp + ATT_KC);
-  const int tl = blockIdx.x, t = t0 + tl, h0 = blockIdx.y * ATT_HG, j0 = blockIdx.z * ATT_KC;
+  const int tl = blockIdx.x, t = t0 + tl, h0 = blockIdx.y * HG, j0 = blockIdx.z * ATT_KC;
   const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
   if (a.bad || j0 >= a.nk) return;
-  const int kn = min(ATT_KC, a.nk - j0), hn = min(ATT_HG, heads - h0);
+  const int kn = min(ATT_KC, a.nk - j0), hn = min(HG, heads - h0);
   for (int i = threadIdx.x; i < hn * dim; i += blockDim.x) qs[i] = Q[((long long)t * heads + h0) * dim + i];
   attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -931,23 +931,25 @@ extern "C" __global__ void __launch_bounds__(MT)
   }
 }
 
-// attn_values: see above. Grid (tokens, ceil(heads/ATT_HG), split ?
+// attn_values: see above. Grid (tokens, ceil(heads/HG), split ?
 // ceil(maxKeys/ATT_KC) : 1); dynamic shared memory: ATT_KC·dim floats +
 // ATT_KC·12 bytes. With split it writes po[t-t0][h][s][dim], pl[t-t0][h][s]
 // and pm[t-t0][h] (S = gridDim.z chunks a row); without, out.
-extern "C" __global__ void __launch_bounds__(MT)
-    attn_values(float* out, float* po, float* pl, float* pm, int split, const float* lg, int t0, const float* KV,
-                const int* tab, int nspans, const int* pos, Paged win, int winSize, Paged comp, int hasComp, int rate,
-                const int* sel, const int* cnt, int selK, const float* sink, int heads, int dim, int maxKeys, int vec) { PDL_WAIT();
-  __shared__ float sM[ATT_HG], sE[ATT_HG][ATT_KC], sL[ATT_HG];
+template <int HG>
+__device__ __forceinline__ void attn_values_body(float* out, float* po, float* pl, float* pm, int split,
+                                                 const float* lg, int t0, const float* KV, const int* tab, int nspans,
+                                                 const int* pos, Paged win, int winSize, Paged comp, int hasComp,
+                                                 int rate, const int* sel, const int* cnt, int selK, const float* sink,
+                                                 int heads, int dim, int maxKeys, int vec) {
+  __shared__ float sM[HG], sE[HG][ATT_KC], sL[HG];
   DYN_SHARED(float, sm);
   float* ks = sm;
   const u8** kp = (const u8**)(ks + ATT_KC * dim);
   int* kind = (int*)(kp + ATT_KC);
-  const int tl = blockIdx.x, t = t0 + tl, h0 = blockIdx.y * ATT_HG;
+  const int tl = blockIdx.x, t = t0 + tl, h0 = blockIdx.y * HG;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
-  const int hn = min(ATT_HG, heads - h0);
+  const int hn = min(HG, heads - h0);
   if (a.bad) {
     if (!split)
       for (int i = tid; i < hn * dim; i += blockDim.x) out[((long long)t * heads + h0) * dim + i] = __uint_as_float(QNAN_BITS);
@@ -961,17 +963,17 @@ extern "C" __global__ void __launch_bounds__(MT)
     if (s0 >= nchunks) return;
   }
   const float* lrow = lg + (long long)tl * heads * maxKeys;
-  if (warp < hn) {
-    const int h = h0 + warp;
+  for (int hw = warp; hw < hn; hw += MT / 32) {
+    const int h = h0 + hw;
     float mx = sink[h];
     for (int j = lane; j < a.nk; j += 32) mx = fmaxf(mx, lrow[(long long)h * maxKeys + j]);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
-    if (lane == 0) sM[warp] = mx;
+    if (lane == 0) sM[hw] = mx;
   }
-  float acc[ATT_HG][ATT_MAXV], den[ATT_HG];
+  float acc[HG][ATT_MAXV], den[HG];
 #pragma unroll
-  for (int h = 0; h < ATT_HG; ++h) {
+  for (int h = 0; h < HG; ++h) {
     den[h] = 0.0f;
 #pragma unroll
     for (int v = 0; v < ATT_MAXV; ++v) acc[h][v] = 0.0f;
@@ -979,14 +981,14 @@ extern "C" __global__ void __launch_bounds__(MT)
   for (int s = s0; s < s1; ++s) {
     const int j0 = s * ATT_KC, kn = min(ATT_KC, a.nk - j0);
     attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec);
-    if (warp < hn) {
-      const int h = h0 + warp;
-      if (lane < kn) sE[warp][lane] = exp_f(__fsub_rn(lrow[(long long)h * maxKeys + j0 + lane], sM[warp]));
+    for (int hw = warp; hw < hn; hw += MT / 32) {
+      const int h = h0 + hw;
+      if (lane < kn) sE[hw][lane] = exp_f(__fsub_rn(lrow[(long long)h * maxKeys + j0 + lane], sM[hw]));
       __syncwarp();
       if (lane == 0) {
         float l = 0.0f;
-        for (int j = 0; j < kn; ++j) l = __fadd_rn(l, sE[warp][j]);
-        sL[warp] = l;
+        for (int j = 0; j < kn; ++j) l = __fadd_rn(l, sE[hw][j]);
+        sL[hw] = l;
       }
     }
     __syncthreads();
@@ -994,23 +996,23 @@ extern "C" __global__ void __launch_bounds__(MT)
     for (int v = 0; v < ATT_MAXV; ++v) {
       const int i = tid + v * MT;
       if (i >= dim) break;
-      float o[ATT_HG];
+      float o[HG];
 #pragma unroll
-      for (int h = 0; h < ATT_HG; ++h) o[h] = 0.0f;
+      for (int h = 0; h < HG; ++h) o[h] = 0.0f;
       for (int j = 0; j < kn; ++j) {
         const float kv = ks[j * dim + i];
 #pragma unroll
-        for (int h = 0; h < ATT_HG; ++h) o[h] = __fmaf_rn(sE[h][j], kv, o[h]);
+        for (int h = 0; h < HG; ++h) o[h] = __fmaf_rn(sE[h][j], kv, o[h]);
       }
 #pragma unroll
-      for (int h = 0; h < ATT_HG; ++h) {
+      for (int h = 0; h < HG; ++h) {
         if (h >= hn) break;
         if (split) po[(((long long)tl * heads + h0 + h) * gridDim.z + s) * dim + i] = o[h];
         else acc[h][v] = __fadd_rn(acc[h][v], o[h]);
       }
     }
 #pragma unroll
-    for (int h = 0; h < ATT_HG; ++h) {
+    for (int h = 0; h < HG; ++h) {
       if (h >= hn) break;
       if (split) {
         if (tid == 0) pl[((long long)tl * heads + h0 + h) * gridDim.z + s] = sL[h];
@@ -1025,7 +1027,7 @@ extern "C" __global__ void __launch_bounds__(MT)
     return;
   }
 #pragma unroll
-  for (int h = 0; h < ATT_HG; ++h) {
+  for (int h = 0; h < HG; ++h) {
     if (h >= hn) break;
     const float d = __fadd_rn(exp_f(__fsub_rn(sink[h0 + h], sM[h])), den[h]);
 #pragma unroll
@@ -1036,6 +1038,32 @@ extern "C" __global__ void __launch_bounds__(MT)
     }
   }
 }
+
+
+// The entries: HG heads a block (4, or 16 where many tokens give enough
+// blocks: each block decodes its chunk's keys once for all of its heads).
+// Every logit and every value sum is computed in the same order whatever
+// HG, so both give the same bits.
+#define ATTN_ENTRIES(SUF, HG)                                                                                       \
+  extern "C" __global__ void __launch_bounds__(MT)                                                                 \
+      attn_logits##SUF(float* lg, int t0, const float* Q, const float* KV, const int* tab, int nspans,              \
+                       const int* pos, Paged win, int winSize, Paged comp, int hasComp, int rate, const int* sel,  \
+                       const int* cnt, int selK, int heads, int dim, float scale, int maxKeys, int vec) {          \
+    PDL_WAIT();                                                                                                     \
+    attn_logits_body<HG>(lg, t0, Q, KV, tab, nspans, pos, win, winSize, comp, hasComp, rate, sel, cnt, selK, heads, \
+                         dim, scale, maxKeys, vec);                                                                 \
+  }                                                                                                                 \
+  extern "C" __global__ void __launch_bounds__(MT)                                                                 \
+      attn_values##SUF(float* out, float* po, float* pl, float* pm, int split, const float* lg, int t0,             \
+                       const float* KV, const int* tab, int nspans, const int* pos, Paged win, int winSize,         \
+                       Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK,                 \
+                       const float* sink, int heads, int dim, int maxKeys, int vec) {                               \
+    PDL_WAIT();                                                                                                     \
+    attn_values_body<HG>(out, po, pl, pm, split, lg, t0, KV, tab, nspans, pos, win, winSize, comp, hasComp, rate,   \
+                         sel, cnt, selK, sink, heads, dim, maxKeys, vec);                                           \
+  }
+ATTN_ENTRIES(, 4)
+ATTN_ENTRIES(_h16, 16)
 
 // attn_combine: out of the split attn_values' chunk sums. Grid (tokens,
 // heads); S chunks a row of the partials.
