@@ -84,7 +84,8 @@ type Backend struct {
 	// (moe_gemm or the float32 ones) while the dense products keep gemmx.
 	moeXOff bool
 	// moeXAll: gemmx_moe takes the experts at every batch above
-	// FastGEMVMaxT, not only from moeTCPairsPerExpert pairs an expert.
+	// FastGEMVMaxT, not only from moeTCPairsPerExpert pairs an expert
+	// (tests; run 9: 37.1 ms a step at batch 64 against 21.0).
 	moeXAll bool
 	// attnHG4: attention takes 4 heads a block at every batch (run 8's
 	// kernels) instead of 16 at large ones; the same values.

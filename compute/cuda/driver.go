@@ -22,7 +22,9 @@ type driver struct {
 	cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiateWithFlags     uintptr
 	cuGraphLaunch, cuGraphDestroy, cuGraphExecDestroy                         uintptr
 	cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuFuncSetAttribute uintptr
-	cuLaunchKernel                                                            uintptr
+	// cuFuncGetAttribute is optional (0 when the driver lacks it).
+	cuFuncGetAttribute uintptr
+	cuLaunchKernel     uintptr
 	// cuLaunchKernelEx is optional (0 where the driver lacks it): launches
 	// with programmatic stream serialization (Thread.pdl).
 	cuLaunchKernelEx uintptr
@@ -105,6 +107,9 @@ func (d *driver) resolve(h uintptr) error {
 	sym(&d.cuLaunchKernel, "cuLaunchKernel")
 	if f, err := dlsym(h, "cuLaunchKernelEx"); err == nil {
 		d.cuLaunchKernelEx = f
+	}
+	if f, err := dlsym(h, "cuFuncGetAttribute"); err == nil {
+		d.cuFuncGetAttribute = f
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("missing entry points %v", missing)

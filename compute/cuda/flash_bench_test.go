@@ -115,6 +115,7 @@ func BenchmarkFlash(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer be.Close()
+	printKernelAttrs(dev)
 	fp8, err := cache.ParseDType("fp8")
 	if err != nil {
 		b.Fatal(err)
@@ -300,7 +301,7 @@ func BenchmarkFlash(b *testing.B) {
 	gemmBatches := intList(os.Getenv("STRATA_FLASH_GEMM_BATCHES"), []int{64, 256})
 	abAt("gemm-r8", gemmBatches, func(on bool) { be.gemmR8 = on })
 	abAt("attn-hg4", []int{8, 64, 256}, func(on bool) { be.attnHG4 = on })
-	abAt("moex-all", gemmBatches, func(on bool) { be.moeXAll = on })
+	abAt("gemmx-o1", gemmBatches, func(on bool) { be.k.useO1 = on })
 	pdl0 := be.PDL()
 	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
 	be.k.t8R4 = true
@@ -358,13 +359,16 @@ func BenchmarkFlash(b *testing.B) {
 		sec8 := run()
 		be.gemmR8, be.moeXOff = false, true
 		secM := run()
-		be.moeXOff = false
+		be.moeXOff, be.k.useO1 = false, true
+		secO := run()
+		be.k.useO1 = false
 		sec := run()
 		pool.Close()
 		flops := 2 * float64(L) * float64(activeParams(m)) // matrix products only
 		fmt.Printf("FLASH prefill %d tokens: %.3f s, %.0f tokens/s, %.1f TFLOP/s of matrix products (bf16 dense peak ~790)\n", L, sec, float64(L)/sec, flops/sec/1e12)
 		fmt.Printf("FLASH prefill %d tokens, run 8's fast products (gemm-r8): %.3f s, %.0f tokens/s\n", L, sec8, float64(L)/sec8)
 		fmt.Printf("FLASH prefill %d tokens, gemmx but run 8's experts (moex-off): %.3f s, %.0f tokens/s\n", L, secM, float64(L)/secM)
+		fmt.Printf("FLASH prefill %d tokens, gemmx's _o1 entries (gemmx-o1): %.3f s, %.0f tokens/s\n", L, secO, float64(L)/secO)
 	}
 
 }
@@ -398,4 +402,38 @@ func intList(s string, def []int) []int {
 		}
 	}
 	return out
+}
+
+// printKernelAttrs prints, as "FLASH regs" lines, the registers, the
+// local memory (spills) and the static shared memory of the kernels the
+// Flash-width step spends its time in.
+func printKernelAttrs(dev *Device) {
+	k := dev.Kernels()
+	var names []string
+	for _, n := range k.names {
+		for _, p := range []string{"gemmx", "moe_gateup_fp4", "moe_down_fp4", "attn_", "gemv2_fp8_t1_s1", "gemv2_bf16_t1_s1", "gemv5_fp8_t8_s1", "hc_pre_split", "rmsnorm", "moe_route"} {
+			if strings.HasPrefix(n, p) {
+				names = append(names, n)
+				break
+			}
+		}
+	}
+	sort.Strings(names)
+	byName := map[string]Func{}
+	for f, n := range k.names {
+		byName[n] = f
+	}
+	err := dev.Do(context.Background(), func(t *Thread) error {
+		for _, n := range names {
+			a, err := t.FuncAttrs(byName[n])
+			if err != nil {
+				return err
+			}
+			fmt.Printf("FLASH regs | %s | %d regs | %d local bytes | %d static shared |\n", n, a.Regs, a.LocalBytes, a.StaticShared)
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Printf("FLASH regs: %v\n", err)
+	}
 }

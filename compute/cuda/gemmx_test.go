@@ -286,8 +286,7 @@ func TestBackendMoEFast(t *testing.T) {
 				t.Errorf("the first 100 tokens alone differ from the same tokens in a batch of %d", T)
 			}
 			// Fewer pairs an expert (moeXAll: gemmx_moe below
-			// moeTCPairsPerExpert), tiles of about 15: the products past a
-			// tile's pairs are skipped.
+			// moeTCPairsPerExpert), tiles of about 15 pairs.
 			be.moeXAll = true
 			defer func() { be.moeXAll = false }()
 			const Tf = 40

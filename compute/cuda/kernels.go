@@ -32,8 +32,11 @@ type Kernels struct {
 	// gemv2g are gemv2's grouped entries (GroupedMatMul).
 	gemv2g [5][4][4]Func
 	gemm   [5]Func
-	// gemmx is gemmx.cu's product by dtype (BF16, FP8 and FP4 only).
-	gemmx [5]Func
+	// gemmx is gemmx.cu's product by dtype (BF16, FP8 and FP4 only);
+	// gemmxO1 its _o1 entries (launch bounds of one block an SM), taken
+	// when useO1 is set (measured beside).
+	gemmx, gemmxO1 [5]Func
+	useO1          bool
 	// tensorCores: the device has bfloat16 mma.sync (sm_80 and later).
 	tensorCores bool
 	// unavailable says why kernels are missing (Open's keepGoing).
@@ -203,11 +206,16 @@ func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernel
 		fn(&k.gemm[d], "gemm_"+dn)
 	}
 	for _, d := range []compute.DType{compute.BF16, compute.FP8, compute.FP4} {
-		fn(&k.gemmx[d], "gemmx_"+dtypeNames[d])
-		if f := k.gemmx[d]; f != 0 {
-			if err := t.SetMaxDynamicShared(f, gemmxShared(d)); err != nil {
-				missing = append(missing, fmt.Errorf("cuda: gemmx_%s: %w", dtypeNames[d], err))
-				k.gemmx[d] = 0
+		for _, e := range []struct {
+			f    *Func
+			name string
+		}{{&k.gemmx[d], "gemmx_" + dtypeNames[d]}, {&k.gemmxO1[d], "gemmx_" + dtypeNames[d] + "_o1"}} {
+			fn(e.f, e.name)
+			if *e.f != 0 {
+				if err := t.SetMaxDynamicShared(*e.f, gemmxShared(d)); err != nil {
+					missing = append(missing, fmt.Errorf("cuda: %s: %w", e.name, err))
+					*e.f = 0
+				}
 			}
 		}
 	}
@@ -493,7 +501,11 @@ func (k *Kernels) matMulX(t *Thread, s Stream, y Ptr, ldy, ygs int, xh, xl Ptr, 
 	a := t.Args().Ptr(y).Ptr(part).Ptr(xh).Ptr(xl).Ptr(w.Data).Ptr(w.Scale).Ptr(tab).Int(M).Int(K).Int(T).Int(ldx).Int(xgs).
 		Int(ldy).Int(ygs).Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols()).Int(S).Int(per)
 	grid := Dim3{X: blocks(M, gemmxRows), Y: blocks(T, gemmxTokens), Z: G * (S / per)}
-	if err := t.Launch(k.gemmx[w.DType], grid, Dim3{X: 256}, gemmxShared(w.DType), s, a); err != nil {
+	f := k.gemmx[w.DType]
+	if k.useO1 && k.gemmxO1[w.DType] != 0 {
+		f = k.gemmxO1[w.DType]
+	}
+	if err := t.Launch(f, grid, Dim3{X: 256}, gemmxShared(w.DType), s, a); err != nil {
 		return err
 	}
 	if per == S {

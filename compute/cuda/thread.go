@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"unsafe"
@@ -493,6 +494,38 @@ func (t *Thread) replay(r *launchRec, s Stream) error {
 
 func (d Dim3) norm() Dim3 {
 	return Dim3{max(d.X, 1), max(d.Y, 1), max(d.Z, 1)}
+}
+
+// FuncAttrs are a compiled kernel's resources (cuFuncGetAttribute).
+type FuncAttrs struct {
+	Regs         int // registers a thread
+	LocalBytes   int // local memory a thread: register spills and stack arrays
+	StaticShared int // static shared memory a block, bytes
+}
+
+// FuncAttrs returns f's resources.
+func (t *Thread) FuncAttrs(f Func) (FuncAttrs, error) {
+	if err := t.ok(); err != nil {
+		return FuncAttrs{}, err
+	}
+	if t.drv.cuFuncGetAttribute == 0 {
+		return FuncAttrs{}, errors.New("cuda: the driver has no cuFuncGetAttribute")
+	}
+	get := func(attr uintptr) (int, error) {
+		var v int32
+		err := t.drv.check(ccall(t.drv.cuFuncGetAttribute, uintptr(unsafe.Pointer(&v)), attr, uintptr(f)), "cuFuncGetAttribute")
+		return int(v), err
+	}
+	var a FuncAttrs
+	var err error
+	if a.Regs, err = get(4); err != nil { // CU_FUNC_ATTRIBUTE_NUM_REGS
+		return a, err
+	}
+	if a.LocalBytes, err = get(3); err != nil { // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+		return a, err
+	}
+	a.StaticShared, err = get(1) // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+	return a, err
 }
 
 // SetMaxDynamicShared lets f use up to n bytes of dynamic shared memory

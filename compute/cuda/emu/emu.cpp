@@ -313,6 +313,10 @@ API CUresult cuModuleGetFunction(const void** f, void*, const char* name) {
   return 0;
 }
 API CUresult cuFuncSetAttribute(const void*, int, int) { return 0; }
+API CUresult cuFuncGetAttribute(int* v, int, const void*) {
+  *v = 0;
+  return 0;
+}
 API CUresult cuLaunchKernel(const emu::Entry* e, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                             unsigned bz, unsigned shared, void*, void** params, void**) {
   if (!e->bind) return 801;

@@ -207,18 +207,13 @@ __device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restr
     const u16* bh = (const u16*)st;
     const u16* bl = bh + BT;
 
-    // The warp's tokens past N (a short last tile, a tile of few pairs)
-    // skip their products: their outputs are never written.
-    const int nv = N - (n0 + wn);
 #pragma unroll
     for (int ks = 0; ks < XK; ks += 16) {
-      if (nv <= 0) break;
       u32 af[2][4], fh[4][2], fl[4][2];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) ldmatrix_x4(af[mt], &a[(wm + mt * 16 + (lane & 15)) * XS + ks + (lane >> 4) * 8]);
 #pragma unroll
       for (int np = 0; np < 2; ++np) {
-        if (np * 16 >= nv) break;
         const int off = (wn + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * XS + ks + ((lane >> 3) & 1) * 8;
         u32 t[4];
         ldmatrix_x4(t, &bh[off]);
@@ -230,7 +225,6 @@ __device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restr
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
         for (int n = 0; n < 4; ++n) {
-          if (n * 8 >= nv) break;
           mma_bf16(acc[mt][n], af[mt], fh[n]);
           mma_bf16(acc[mt][n], af[mt], fl[n]);
         }
@@ -269,8 +263,8 @@ __device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restr
       }
 }
 
-#define GEMMX_ENTRY(NAME, FMT)                                                                                      \
-  extern "C" __global__ void __launch_bounds__(256, 2)                                                             \
+#define GEMMX_ENTRY(NAME, FMT, MINB)                                                                                \
+  extern "C" __global__ void __launch_bounds__(256, MINB)                                                          \
       NAME(float* __restrict__ y, float* __restrict__ part, const u16* __restrict__ xh, const u16* __restrict__ xl, \
            const u8* __restrict__ w, const u8* __restrict__ sc, const u64* __restrict__ tab, int M, int K, int N,   \
            int ldx, int xgs, int ldy, int ygs, int blockRows, int blockCols, int scaleCols, int S, int per) {       \
@@ -278,9 +272,14 @@ __device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restr
     gemmx_body<FMT>(y, part, xh, xl, w, sc, tab, M, K, N, ldx, xgs, ldy, ygs, blockRows, blockCols, scaleCols, S,   \
                     per);                                                                                           \
   }
-GEMMX_ENTRY(gemmx_bf16, FMT_BF16)
-GEMMX_ENTRY(gemmx_fp8, FMT_FP8)
-GEMMX_ENTRY(gemmx_fp4, FMT_FP4)
+GEMMX_ENTRY(gemmx_bf16, FMT_BF16, 2)
+GEMMX_ENTRY(gemmx_fp8, FMT_FP8, 2)
+GEMMX_ENTRY(gemmx_fp4, FMT_FP4, 2)
+// _o1: the same kernels bounded for one block an SM (registers unbounded
+// by the second block), measured beside.
+GEMMX_ENTRY(gemmx_bf16_o1, FMT_BF16, 1)
+GEMMX_ENTRY(gemmx_fp8_o1, FMT_FP8, 1)
+GEMMX_ENTRY(gemmx_fp4_o1, FMT_FP4, 1)
 
 // gemmx_moe_<fmt>: y[q] = W_e·x[q / xDiv] for the pairs q of every tile of
 // moe_sort's list (tiles of at most 64 pairs of one expert e), gemmx's
