@@ -551,6 +551,18 @@ func BenchmarkGEMMX(b *testing.B) {
 						if err != nil {
 							return err
 						}
+						k.useO1 = true
+						o1, err := timeGPU(th, iters, 5, func(i int) error {
+							if err := k.splitX(th, th.Stream(), xh, xl, x, T*c.cols); err != nil {
+								return err
+							}
+							return k.matMulX(th, th.Stream(), y, c.rows, 0, xh, xl, c.cols, 0, T, ws[i], 1, 0, part)
+						})
+						k.useO1 = false
+						if err != nil {
+							return err
+						}
+						b.ReportMetric(o1*1e3, "o1-us")
 						g8, err := timeGPU(th, iters, 5, func(i int) error { return k.matMulGEMM(th, th.Stream(), y, x, T, ws[i]) })
 						flop := 2 * float64(c.rows) * float64(c.cols) * float64(T)
 						b.ReportMetric(gx*1e3, "gemmx-us")
