@@ -300,14 +300,20 @@ func BenchmarkGEMM(b *testing.B) {
 	}
 }
 
-// BenchmarkCrossover times the float32 and the tensor-core products at
-// small T, to place FastGEMVMaxT.
+// BenchmarkCrossover times the float32 and the tensor-core products (run
+// 8's gemm.cu, and gemmx with its split of x) at small T, to place
+// FastGEMVMaxT.
 func BenchmarkCrossover(b *testing.B) {
 	device(b)
-	c := benchMatrix{compute.FP8, 4096, 4096}
+	for _, c := range []benchMatrix{{compute.FP8, 4096, 4096}, {compute.FP8, 1024, 4096}, {compute.FP4, 2048, 4096}, {compute.BF16, 4096, 4096}} {
+		benchCrossover(b, c)
+	}
+}
+
+func benchCrossover(b *testing.B, c benchMatrix) {
 	m := c.make()
-	for _, T := range []int{1, 2, 4, 8, 16, 32, 64, 128} {
-		b.Run(fmt.Sprintf("T=%d", T), func(b *testing.B) {
+	for _, T := range []int{1, 2, 4, 8, 12, 16, 24, 32, 64, 128} {
+		b.Run(fmt.Sprintf("%v/T=%d", c, T), func(b *testing.B) {
 			for b.Loop() {
 				benchDo(b, func(th *Thread) error {
 					ws, err := deviceMatrices(th, m, 256<<20)
@@ -331,8 +337,32 @@ func BenchmarkCrossover(b *testing.B) {
 						return err
 					}
 					gemm, err := timeGPU(th, len(ws), 5, func(i int) error { return k.matMulGEMM(th, th.Stream(), y, x, T, ws[i]) })
+					if err != nil {
+						return err
+					}
+					xh, xl, err := allocSplit(th, T*c.cols)
+					if err != nil {
+						return err
+					}
+					defer th.Free(xh)
+					defer th.Free(xl)
+					rowBlocks := blocks(c.rows, gemmxRows)
+					var part Ptr
+					if S := gemmxSplits(rowBlocks, c.cols); S > 1 && rowBlocks*blocks(T, gemmxTokens) < gemmxBlocks {
+						if part, err = th.Alloc(int64(4 * S * T * c.rows)); err != nil {
+							return err
+						}
+						defer th.Free(part)
+					}
+					gx, err := timeGPU(th, len(ws), 5, func(i int) error {
+						if err := k.splitX(th, th.Stream(), xh, xl, x, T*c.cols); err != nil {
+							return err
+						}
+						return k.matMulX(th, th.Stream(), y, c.rows, 0, xh, xl, c.cols, 0, T, ws[i], 1, 0, part)
+					})
 					b.ReportMetric(gemv*1e3, "gemv-us")
 					b.ReportMetric(gemm*1e3, "gemm-us")
+					b.ReportMetric(gx*1e3, "gemmx-us")
 					return err
 				})
 			}
