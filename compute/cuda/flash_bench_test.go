@@ -302,6 +302,8 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("gemm-r8", gemmBatches, func(on bool) { be.gemmR8 = on })
 	abAt("attn-hg4", []int{8, 64, 256}, func(on bool) { be.attnHG4 = on })
 	abAt("gemmx-o1", gemmBatches, func(on bool) { be.k.useO1 = on })
+	// The crossover: run 8's FastGEMVMaxT (32) against run 9's (8).
+	abAt("gemv-to-32", []int{16, 32}, func(on bool) { be.k.gemvMaxT = map[bool]int{true: 32, false: FastGEMVMaxT}[on] })
 	pdl0 := be.PDL()
 	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
 	be.k.t8R4 = true

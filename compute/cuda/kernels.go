@@ -19,8 +19,11 @@ const (
 )
 
 // FastGEMVMaxT is the largest T for which Fast products use the float32
-// kernel: on the H200 it is still the faster of the two at T=32 (NOTES.md).
-const FastGEMVMaxT = 32
+// kernel. Run 9's BenchmarkCrossover on the H200: the float32 GEMV is the
+// faster up to T=8 (FP8 4096x4096 29.2 against gemmx's 38.3 µs, BF16
+// 23.3 against 29.3), gemmx from T=12 (38.7 against 53.6, 30.2 against
+// 43.2); run 8's gemm.cu had kept the GEMV up to T=32.
+const FastGEMVMaxT = 8
 
 // Kernels are the compiled kernels of a device. Their methods queue work
 // on a stream and return without waiting for it; they take the Thread of
@@ -37,6 +40,8 @@ type Kernels struct {
 	// when useO1 is set (measured beside).
 	gemmx, gemmxO1 [5]Func
 	useO1          bool
+	// gemvMaxT is FastGEMVMaxT, changed only to measure another crossover.
+	gemvMaxT int
 	// tensorCores: the device has bfloat16 mma.sync (sm_80 and later).
 	tensorCores bool
 	// unavailable says why kernels are missing (Open's keepGoing).
@@ -162,7 +167,7 @@ var dtypeNames = [5]string{"f32", "bf16", "f16", "fp8", "fp4"}
 // keepGoing, units that failed to build and kernels not found are left
 // out (their Func is 0) instead of failing.
 func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernels, error) {
-	k := &Kernels{tensorCores: tensorCores, t8R4: true}
+	k := &Kernels{tensorCores: tensorCores, t8R4: true, gemvMaxT: FastGEMVMaxT}
 	var missing []error
 	for _, u := range units {
 		if u.err != nil {
@@ -272,7 +277,7 @@ func (k *Kernels) launch(t *Thread, f Func, grid, block Dim3, s Stream, a *Args)
 // MatMul queues y[t] = W·x[t] for t in [0, T) on s: x is [T, W.Cols] and
 // y is [T, W.Rows], float32 row-major in device memory.
 func (k *Kernels) MatMul(t *Thread, s Stream, y, x Ptr, T int, w *Matrix, mode Mode) error {
-	if mode == Fast && T > FastGEMVMaxT && k.tensorCores {
+	if mode == Fast && T > k.gemvMaxT && k.tensorCores {
 		return k.matMulGEMM(t, s, y, x, T, w)
 	}
 	return k.matMulGEMV(t, s, y, x, T, w)

@@ -255,7 +255,7 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	// measured gemmx_moe at decode batches too: 36.5 ms a step at batch 64
 	// (1.5 pairs an expert) against 21.6 with the float32 kernels, 76.2
 	// against 73.6 at batch 256 (6 pairs an expert).
-	many := b.mode == Fast && T > FastGEMVMaxT && (P >= moeTCPairsPerExpert*E || b.moeXAll)
+	many := b.mode == Fast && T > b.k.gemvMaxT && (P >= moeTCPairsPerExpert*E || b.moeXAll)
 	tcx := many && !b.gemmR8 && !b.moeXOff && b.moeXFits(mt.w1) && b.moeXFits(mt.w2) && b.moeXFits(mt.w3) &&
 		D%8 == 0 && I%8 == 0
 	tc := many && !tcx && b.k.tensorCores && bf16Exact(mt.w1.DType) && bf16Exact(mt.w2.DType)
@@ -316,7 +316,7 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 		sh := b.Scratch(compute.F32, T, D)
 		gu := b.Scratch(compute.F32, 2*T, Is)
 		gs, us := gu.Slice(0, T), gu.Slice(T, 2*T)
-		if tab, w0, ok := b.groupTable([]*compute.Matrix{s.W1, s.W3}); ok && !b.k.groupedR5 && (b.mode == Strict || T <= FastGEMVMaxT || !bf16Exact(w0.DType) || !b.k.tensorCores) {
+		if tab, w0, ok := b.groupTable([]*compute.Matrix{s.W1, s.W3}); ok && !b.k.groupedR5 && (b.mode == Strict || T <= b.k.gemvMaxT || !bf16Exact(w0.DType) || !b.k.tensorCores) {
 			// W1 and W3 in one grouped launch on the same input (the
 			// split chosen for their 2·Is rows together).
 			b.fail(b.k.groupedGEMVStrided(b.rt, 0, b.ptr(gu), Is, T*Is, b.ptr(x), D, 0, T, w0, 2, tab))

@@ -44,7 +44,7 @@ func (b *Backend) matMul(y, x compute.Tensor, w *compute.Matrix, mode Mode) {
 	}
 	m := b.mustMat(w)
 	T := x.Rows
-	if mode != Fast || T <= FastGEMVMaxT || !bf16Exact(m.DType) || !b.k.tensorCores {
+	if mode != Fast || T <= b.k.gemvMaxT || !bf16Exact(m.DType) || !b.k.tensorCores {
 		b.fail(b.k.MatMul(b.rt, 0, b.ptr(y), b.ptr(x), T, m, Strict))
 		return
 	}
@@ -124,7 +124,7 @@ func (b *Backend) GroupedMatMul(y, x compute.Tensor, ws []*compute.Matrix) {
 		b.MatMul(y, x, ws[0])
 		return
 	}
-	if tab, w0, ok := b.groupTable(ws); ok && (b.mode == Strict || T <= FastGEMVMaxT || !bf16Exact(w0.DType) || !b.k.tensorCores) {
+	if tab, w0, ok := b.groupTable(ws); ok && (b.mode == Strict || T <= b.k.gemvMaxT || !bf16Exact(w0.DType) || !b.k.tensorCores) {
 		b.fail(b.k.groupedGEMV(b.rt, 0, b.ptr(y), b.ptr(x), T, w0, G, tab))
 		return
 	}
@@ -270,7 +270,7 @@ func (b *Backend) multiKey(w *compute.Matrix, T int) (g, si int, ok bool) {
 	if T == 0 || (m.DType != compute.BF16 && m.DType != compute.FP8) || !m.vec() || m.Rows <= 0 {
 		return 0, 0, false
 	}
-	if b.mode == Fast && T > FastGEMVMaxT {
+	if b.mode == Fast && T > b.k.gemvMaxT {
 		return 0, 0, false
 	}
 	g = gemv2Group(T)
