@@ -244,17 +244,14 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	// Tiles of at most pt pairs of one expert: at most P/pt + E of them,
 	// and at most P.
 	grouped := mt.w1.vec() && mt.w2.vec()
-	// The tensor cores take tiles of 128 pairs: only worth it when experts
-	// get many pairs each (prefill). Run 3 used them above FastGEMVMaxT
-	// tokens and decoded batch 64 in 115 ms (2 pairs an expert); the bound
-	// of 32 pairs an expert on average is set from that, not measured.
 	I := mt.w1.Rows
 	// Fast, experts averaging moeTCPairsPerExpert pairs or more
 	// (prefill): the tensor cores, gemmx's experts' form with tiles of up
-	// to 64 pairs of one expert (run 8's moe_gemm behind gemmR8). Run 9
-	// measured gemmx_moe at decode batches too: 36.5 ms a step at batch 64
-	// (1.5 pairs an expert) against 21.6 with the float32 kernels, 76.2
-	// against 73.6 at batch 256 (6 pairs an expert).
+	// to 64 pairs of one expert (run 8's moe_gemm, tiles of 128, behind
+	// gemmR8). Only worth it with many pairs an expert: run 3's tensor
+	// cores decoded batch 64 (1.5 pairs an expert) in 115 ms, and run 9's
+	// gemmx_moe in 36.5 ms against 21.6 with the float32 kernels (76.2
+	// against 73.6 at batch 256, 6 pairs an expert).
 	many := b.mode == Fast && T > b.k.gemvMaxT && (P >= moeTCPairsPerExpert*E || b.moeXAll)
 	tcx := many && !b.gemmR8 && !b.moeXOff && b.moeXFits(mt.w1) && b.moeXFits(mt.w2) && b.moeXFits(mt.w3) &&
 		D%8 == 0 && I%8 == 0
