@@ -1,5 +1,7 @@
-// gemm.cu: y[t] = W·x[t] for many tokens on the tensor cores (the fast
-// product for large T).
+// gemm.cu: y[t] = W·x[t] for many tokens on the tensor cores: run 8's
+// fast product (split_bf16, this kernel on hi and on lo, the two added),
+// kept behind Backend.gemmR8 to be measured beside gemmx.cu, which
+// replaced it; moe_gemm likewise beside gemmx_moe.
 //
 // Numerics: the weights are dequantized exactly to bfloat16 (BF16, FP8
 // e4m3 times its UE8M0 scale and FP4 e2m1 times its scale are bfloat16

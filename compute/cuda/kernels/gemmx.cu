@@ -3,8 +3,8 @@
 //
 // Numerics: the weights (BF16, FP8 e4m3 times its UE8M0 scale, FP4 e2m1
 // times its scale) are dequantized exactly to bfloat16; every activation
-// is split as x = hi + lo with hi = bf16(x) and lo = bf16(x - hi) (round
-// to nearest even, as split_bf16 and gemm.cu did; split_bf16x), and
+// is split once, by split_bf16x, as x = hi + lo with hi = bf16(x) and lo =
+// bf16(x - hi) (round to nearest even: run 8's operands exactly), and
 // mma.sync multiplies W by hi and by lo into one float32 accumulator, 16
 // columns at a time. K is cut into S equal parts (S chosen from the
 // matrix's shape alone, gemmxSplits in kernels.go); each part sums its
