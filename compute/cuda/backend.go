@@ -69,6 +69,9 @@ type Backend struct {
 	// moePT > 0 forces the grouped expert kernels' tile (1, 2, 4 or 8
 	// pairs) instead of moeTile's: tests run every tile on one batch.
 	moePT int
+	// moeSX1: tiles of 1 pair (batches up to E/K tokens) take the _sx
+	// entries too; the same bits (BenchmarkFlash's moe-sx1 A/B).
+	moeSX1 bool
 	// attnScalar: attention decodes its keys channel by channel (run 5's
 	// loads) instead of ATT_G channels a load; the same values.
 	attnScalar bool

@@ -89,7 +89,7 @@ func init() {
 				modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p%d", kind, dn, pt))
 			}
 			modelKernels = append(modelKernels, fmt.Sprintf("%s_%s_p2_r3", kind, dn))
-			for _, pt := range []int{2, 4, 8} {
+			for _, pt := range []int{1, 2, 4, 8} {
 				moeSXKernels = append(moeSXKernels, fmt.Sprintf("%s_%s_p%d_sx", kind, dn, pt))
 			}
 		}

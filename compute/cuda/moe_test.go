@@ -103,6 +103,14 @@ func TestBackendMoE(t *testing.T) {
 				if !slices.Equal(bitsOf(got), bitsOf(old)) {
 					t.Errorf("%s: the default kernels' bits differ from run 8's", name)
 				}
+				if pt == 1 {
+					be.moeSX1 = true
+					sx := c.run(t, be, x, T, pt, false)
+					be.moeSX1 = false
+					if !slices.Equal(bitsOf(sx), bitsOf(old)) {
+						t.Errorf("%s: the _sx entries' bits differ from run 8's", name)
+					}
+				}
 				if first == nil {
 					first = got
 				} else if !slices.Equal(bitsOf(got), bitsOf(first)) {

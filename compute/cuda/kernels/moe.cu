@@ -709,6 +709,7 @@ __device__ __forceinline__ void moe_sx_body(float* y, const float* x, int xDiv, 
                                        blockCols, scaleCols, L, G);                                              \
   }
 #define MOE_SX_ENTRIES(F, FMT, DEC) \
+  MOE_SX_ENTRY(F, FMT, DEC, 1, 2)   \
   MOE_SX_ENTRY(F, FMT, DEC, 2, 2)   \
   MOE_SX_ENTRY(F, FMT, DEC, 4, 2)   \
   MOE_SX_ENTRY(F, FMT, DEC, 8, 1)
