@@ -100,13 +100,6 @@ __device__ __forceinline__ void decode16(u32* o, const u8* raw, const u8* __rest
   }
 }
 
-// gemmx_body: block (x, y, z) computes rows [128x, 128x+128) for tokens
-// [64y, 64y+64) of group z / (S/per), parts [p·per, p·per+per) with p =
-// z % (S/per). xh and xl are the activations split by split_bf16x (bf16,
-// hi + lo = x up to lo's rounding), group g's at + g·xgs, rows ldx apart;
-// W is w (or group g's matrix from tab, [G][data, scale]). per == S:
-// y[t·ldy + g·ygs + r]; per == 1: the part's sums at
-// part[((g·S + p)·N + t)·M + r].
 // GemmxPairs: the experts' form (gemmx_moe): block y takes tile y of
 // moe_sort's list (at most 64 pairs of one expert e, from sorted position
 // q0), W is expert e's matrix from tab ([E][data, scale]), pair slot j
@@ -117,6 +110,14 @@ struct GemmxPairs {
   int xDiv;
 };
 
+// gemmx_body: block (x, y, z) computes rows [128x, 128x+128) for tokens
+// [64y, 64y+64) of group z / (S/per), parts [p·per, p·per+per) with p =
+// z % (S/per). xh and xl are the activations split by split_bf16x (bf16,
+// hi + lo = x up to lo's rounding), group g's at + g·xgs, rows ldx apart;
+// W is w (or group g's matrix from tab, [G][data, scale]). per == S:
+// y[t·ldy + g·ygs + r]; per == 1: the part's sums at
+// part[((g·S + p)·N + t)·M + r]. With P, the tokens are tile y's pairs
+// (GemmxPairs) and G = 1.
 template <int FMT>
 __device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restrict__ part, const u16* __restrict__ xh,
                                            const u16* __restrict__ xl, const u8* __restrict__ w,
