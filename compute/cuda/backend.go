@@ -72,6 +72,9 @@ type Backend struct {
 	// moeSX1: tiles of 1 pair (batches up to E/K tokens) take the _sx
 	// entries too; the same bits (BenchmarkFlash's moe-sx1 A/B).
 	moeSX1 bool
+	// routeR8: routing takes run 8's moe_route (one warp a token) instead
+	// of moe_route_b (a block a token); the same results.
+	routeR8 bool
 	// attnScalar: attention decodes its keys channel by channel (run 5's
 	// loads) instead of ATT_G channels a load; the same values.
 	attnScalar bool

@@ -103,6 +103,14 @@ func TestBackendMoE(t *testing.T) {
 				if !slices.Equal(bitsOf(got), bitsOf(old)) {
 					t.Errorf("%s: the default kernels' bits differ from run 8's", name)
 				}
+				if pt == 0 {
+					be.routeR8 = true
+					r := c.run(t, be, x, T, pt, false)
+					be.routeR8 = false
+					if !slices.Equal(bitsOf(r), bitsOf(got)) {
+						t.Errorf("%s: run 8's moe_route gives other bits than moe_route_b", name)
+					}
+				}
 				if pt == 1 {
 					be.moeSX1 = true
 					sx := c.run(t, be, x, T, pt, false)

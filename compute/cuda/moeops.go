@@ -239,7 +239,11 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	b.matMul(scores, x, a.Gate, Strict)
 	idx := b.Scratch(compute.I32, T, K)
 	wt := b.Scratch(compute.F32, T, K)
-	b.launch("moe_route", Dim3{X: T}, Dim3{X: 32}, 0,
+	route, threads := "moe_route_b", 256
+	if b.routeR8 || b.k.fns[route] == 0 {
+		route, threads = "moe_route", 32
+	}
+	b.launch(route, Dim3{X: T}, Dim3{X: threads}, 0,
 		b.args().Ptr(b.ptr(idx)).Ptr(b.ptr(wt)).Ptr(b.ptr(scores)).Ptr(b.ptr(a.Bias)).Ptr(b.ptr(a.Tid2Eid)).
 			Ptr(b.ptr(tokens)).Int(E).Int(K).Int(int(a.Scoring)).F32(a.RoutedScale))
 	// Tiles of at most pt pairs of one expert: at most P/pt + E of them,
