@@ -69,9 +69,10 @@ type Backend struct {
 	// moePT > 0 forces the grouped expert kernels' tile (1, 2, 4 or 8
 	// pairs) instead of moeTile's: tests run every tile on one batch.
 	moePT int
-	// moeSX1: tiles of 1 pair (batches up to E/K tokens) take the _sx
-	// entries too; the same bits (BenchmarkFlash's moe-sx1 A/B).
-	moeSX1 bool
+	// moeP1R8: tiles of 1 pair (batches up to E/K tokens) take run 8's
+	// grouped kernels instead of the _sx entries; the same bits
+	// (BenchmarkFlash's moe-p1-r8 A/B; run 9: 1.5-1.9% slower a step).
+	moeP1R8 bool
 	// routeR8: routing takes run 8's moe_route (one warp a token) instead
 	// of moe_route_b (a block a token); the same results.
 	routeR8 bool

@@ -290,7 +290,7 @@ func BenchmarkFlash(b *testing.B) {
 	// they differ at tiles of 2 or more pairs, so at batch 64 and 256
 	// (STRATA_FLASH_MOE_AB_BATCHES).
 	abAt("moe-r8", intList(os.Getenv("STRATA_FLASH_MOE_AB_BATCHES"), []int{64, 256}), func(on bool) { be.moeR8 = on })
-	abAt("moe-sx1", []int{1, 8}, func(on bool) { be.moeSX1 = on })
+	abAt("moe-p1-r8", []int{1, 8}, func(on bool) { be.moeP1R8 = on })
 	abAt("route-r8", []int{1, 8, 64}, func(on bool) { be.routeR8 = on })
 	ab("attn-r5", func(on bool) { be.attnScalar = on })
 	ab("t8-r2", func(on bool) { be.k.t8R4 = !on })

@@ -135,13 +135,12 @@ func moeSXGroups(rows, rowsPerGroup, pt int) int {
 
 // moeGrouped records one of the grouped expert kernels (moe.cu): kind
 // moe_gateup (W1 and W3 from tab1 and tab3, SwiGLU fused) or moe_down (W2
-// from tab1), for every tile: moe_sx_body's _sx entries for tiles of 2 to
-// 8 pairs, and of 1 with moeSX1 (unless moeR8, or their shared memory
-// does not fit), else
+// from tab1), for every tile: moe_sx_body's _sx entries (unless moeR8,
+// moeP1R8 for tiles of 1, or their shared memory does not fit), else
 // moe_grouped_body's, moeRows rows a block. Both give the same bits.
 func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
 	name := fmt.Sprintf("%s_%s_p%d", kind, dtypeNames[m.DType], pt)
-	if sh := moeSXShared(m, pt); (pt >= 2 || b.moeSX1) && !b.moeR8 && !b.moeRun3 && sh <= b.optin {
+	if sh := moeSXShared(m, pt); (pt >= 2 || !b.moeP1R8) && !b.moeR8 && !b.moeRun3 && sh <= b.optin {
 		r := 2 // rows a warp: 2 of W1 and 2 of W3, or 4 of W2
 		if kind == "moe_down" {
 			r = 4

@@ -573,7 +573,8 @@ MOE_GROUPED_ENTRIES(fp4, FMT_FP4)
 // moe_sx_body computes what moe_grouped_body computes, with the same order
 // of operations for every output (so the same bits), organized for tiles
 // of 2 to 8 pairs (run 4 to 8: the grouped kernels read their weights at
-// 0.5-0.9 TB/s there):
+// 0.5-0.9 TB/s there), and taking tiles of 1 too (run 9: 1.5-1.9% off a
+// batch-1 or batch-8 step):
 //
 //   - The tile's activations are staged once per block in dynamic shared
 //     memory (xp floats per 16-byte chunk of weights: a chunk's columns,
