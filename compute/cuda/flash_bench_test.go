@@ -287,8 +287,8 @@ func BenchmarkFlash(b *testing.B) {
 		}
 	}
 	// Run 8's grouped expert kernels and tiles against the _sx entries:
-	// they differ at tiles of 2 or more pairs, so at batch 64 and 256
-	// (STRATA_FLASH_MOE_AB_BATCHES).
+	// at batch 64 and 256 (STRATA_FLASH_MOE_AB_BATCHES), and for tiles of
+	// one pair alone (moe-p1-r8) at batches 1 and 8.
 	abAt("moe-r8", intList(os.Getenv("STRATA_FLASH_MOE_AB_BATCHES"), []int{64, 256}), func(on bool) { be.moeR8 = on })
 	abAt("moe-p1-r8", []int{1, 8}, func(on bool) { be.moeP1R8 = on })
 	abAt("route-r8", []int{1, 8, 64}, func(on bool) { be.routeR8 = on })
