@@ -47,8 +47,10 @@
 //     compute them). gemmx is batch-invariant on its own, but a token's
 //     result changes when T crosses the threshold between the two kernels.
 //     Grouped products (GroupedMatMul) take gemmx's grouped form, and the
-//     routed experts its experts' form (tiles of up to 64 pairs of one
-//     expert, K in one part). F32 and F16 weights keep the float32 kernel.
+//     routed experts its experts' form when they average 32 pairs or more
+//     (prefill; tiles of up to 64 pairs of one expert, K in one part);
+//     fewer pairs take the float32 grouped kernels, which measured faster
+//     there. F32 and F16 weights keep the float32 kernel.
 //     Run 8's fast path (split_bf16, the tensor-core kernel of gemm.cu on
 //     hi and on lo, the two products added; moe_gemm for experts averaging
 //     32 pairs) is still there, measured beside it (NOTES.md, run 9).
