@@ -26,80 +26,21 @@ __device__ __forceinline__ double softplus_d(double x) { return x > 20.0 ? x : l
 // moe_route scores each token's router logits in place (scoring 0:
 // sqrt-softplus, 1: sigmoid, 2: softmax), picks its K experts (tid2eid's
 // row of its token id when given, else the K best biased scores) and their
-// weights (normalized, times routedScale). One warp a token.
-extern "C" __global__ void __launch_bounds__(32)
-    moe_route(int* idx, float* wt, float* scores, const float* bias, const int* tid2eid, const int* tokens, int E,
-              int K, int scoring, float routedScale) { PDL_WAIT();
+// weights (normalized, times routedScale). One block of NT threads a
+// token: the scores one expert a thread, each of the K picks an argmax
+// over the block (warps, then the warps' winners on thread 0).
+// rank_before is a strict total order, so the winner, and every result,
+// is the same whatever NT: moe_route (NT = 32, run 8's one warp a token)
+// and moe_route_b (NT = 256).
+template <int NT>
+__device__ __forceinline__ void moe_route_body(int* idx, float* wt, float* scores, const float* bias,
+                                               const int* tid2eid, const int* tokens, int E, int K, int scoring,
+                                               float routedScale) {
+  constexpr int NW = NT / 32;
   __shared__ unsigned char chosen[MOE_MAX_E];
   __shared__ float biased[MOE_MAX_E];
-  const int t = blockIdx.x, lane = threadIdx.x;
-  float* s = scores + (long long)t * E;
-  if (scoring == 2) {
-    if (lane == 0) {
-      float mx = __int_as_float(0xFF800000);
-      for (int e = 0; e < E; ++e) mx = fmaxf(mx, s[e]);
-      float sum = 0.0f;
-      for (int e = 0; e < E; ++e) {
-        const float v = exp_f(__fsub_rn(s[e], mx));
-        s[e] = v;
-        sum = __fadd_rn(sum, v);
-      }
-      for (int e = 0; e < E; ++e) s[e] = __fdiv_rn(s[e], sum);
-    }
-  } else {
-    for (int e = lane; e < E; e += 32)
-      s[e] = scoring == 0 ? (float)sqrt(softplus_d((double)s[e])) : sigmoid_f(s[e]);
-  }
-  __syncwarp();
-  int* it = idx + (long long)t * K;
-  if (tid2eid) {
-    for (int k = lane; k < K; k += 32) it[k] = tid2eid[(long long)tokens[t] * K + k];
-  } else {
-    for (int e = lane; e < E; e += 32) chosen[e] = 0, biased[e] = __fadd_rn(s[e], bias[e]);
-    __syncwarp();
-    for (int k = 0; k < K; ++k) {
-      int best = -1;
-      float bv = 0.0f;
-      for (int e = lane; e < E; e += 32) {
-        if (chosen[e]) continue;
-        const float v = biased[e];
-        if (best < 0 || rank_before(v, e, bv, best)) best = e, bv = v;
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        const int ob = __shfl_xor_sync(0xFFFFFFFFu, best, o);
-        const float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, o);
-        if (ob >= 0 && (best < 0 || rank_before(ov, ob, bv, best))) best = ob, bv = ov;
-      }
-      if (lane == 0) {
-        it[k] = best;
-        chosen[best] = 1;
-      }
-      __syncwarp();
-    }
-  }
-  __syncwarp();
-  if (lane == 0) {
-    float sum = 0.0f;
-    for (int k = 0; k < K; ++k) sum = __fadd_rn(sum, s[it[k]]);
-    for (int k = 0; k < K; ++k)
-      wt[(long long)t * K + k] = __fmul_rn(__fdiv_rn(s[it[k]], __fadd_rn(sum, 1e-20f)), routedScale);
-  }
-}
-
-// moe_route_b is moe_route with one block of 256 threads a token: the
-// scores one expert a thread, and each of the K picks a block-wide argmax
-// (warps, then the 8 warps' winners on thread 0). rank_before is a strict
-// total order, so the winner, and every result, is moe_route's whatever
-// the reduction's shape.
-extern "C" __global__ void __launch_bounds__(256)
-    moe_route_b(int* idx, float* wt, float* scores, const float* bias, const int* tid2eid, const int* tokens, int E,
-                int K, int scoring, float routedScale) {
-  PDL_WAIT();
-  __shared__ unsigned char chosen[MOE_MAX_E];
-  __shared__ float biased[MOE_MAX_E];
-  __shared__ int wb[8];
-  __shared__ float wv[8];
+  __shared__ int wb[NW];
+  __shared__ float wv[NW];
   const int t = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   float* s = scores + (long long)t * E;
   if (scoring == 2) {
@@ -115,20 +56,20 @@ extern "C" __global__ void __launch_bounds__(256)
       for (int e = 0; e < E; ++e) s[e] = __fdiv_rn(s[e], sum);
     }
   } else {
-    for (int e = tid; e < E; e += 256)
+    for (int e = tid; e < E; e += NT)
       s[e] = scoring == 0 ? (float)sqrt(softplus_d((double)s[e])) : sigmoid_f(s[e]);
   }
   __syncthreads();
   int* it = idx + (long long)t * K;
   if (tid2eid) {
-    for (int k = tid; k < K; k += 256) it[k] = tid2eid[(long long)tokens[t] * K + k];
+    for (int k = tid; k < K; k += NT) it[k] = tid2eid[(long long)tokens[t] * K + k];
   } else {
-    for (int e = tid; e < E; e += 256) chosen[e] = 0, biased[e] = __fadd_rn(s[e], bias[e]);
+    for (int e = tid; e < E; e += NT) chosen[e] = 0, biased[e] = __fadd_rn(s[e], bias[e]);
     __syncthreads();
     for (int k = 0; k < K; ++k) {
       int best = -1;
       float bv = 0.0f;
-      for (int e = tid; e < E; e += 256) {
+      for (int e = tid; e < E; e += NT) {
         if (chosen[e]) continue;
         const float v = biased[e];
         if (best < 0 || rank_before(v, e, bv, best)) best = e, bv = v;
@@ -143,7 +84,7 @@ extern "C" __global__ void __launch_bounds__(256)
       __syncthreads();
       if (tid == 0) {
         best = wb[0], bv = wv[0];
-        for (int w = 1; w < 8; ++w)
+        for (int w = 1; w < NW; ++w)
           if (wb[w] >= 0 && (best < 0 || rank_before(wv[w], wb[w], bv, best))) best = wb[w], bv = wv[w];
         it[k] = best;
         chosen[best] = 1;
@@ -159,6 +100,16 @@ extern "C" __global__ void __launch_bounds__(256)
       wt[(long long)t * K + k] = __fmul_rn(__fdiv_rn(s[it[k]], __fadd_rn(sum, 1e-20f)), routedScale);
   }
 }
+
+#define MOE_ROUTE_ENTRY(NAME, NT)                                                                               \
+  extern "C" __global__ void __launch_bounds__(NT)                                                             \
+      NAME(int* idx, float* wt, float* scores, const float* bias, const int* tid2eid, const int* tokens, int E, \
+           int K, int scoring, float routedScale) {                                                             \
+    PDL_WAIT();                                                                                                 \
+    moe_route_body<NT>(idx, wt, scores, bias, tid2eid, tokens, E, K, scoring, routedScale);                    \
+  }
+MOE_ROUTE_ENTRY(moe_route, 32)
+MOE_ROUTE_ENTRY(moe_route_b, 256)
 
 __device__ __forceinline__ float gomin(float a, float b) {
   if (a != a || b != b) return __uint_as_float(QNAN_BITS);
