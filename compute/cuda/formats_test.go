@@ -1,16 +1,13 @@
 package cuda
 
 import (
-	"context"
 	"fmt"
-	"math"
 	"path/filepath"
 	"testing"
 
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/golden"
 	"github.com/strata-inference/strata/model"
-	"github.com/strata-inference/strata/model/deepseekv4"
 )
 
 // TestBackendCacheFormats: with a bf16 or FP8 cache, attention's keys
@@ -27,33 +24,12 @@ func TestBackendCacheFormats(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ctx := context.Background()
-				L := len(c.InputIDs)
-				var logits [2][2][]float32 // [scalar][full, decode]
-				for i, scalar := range []bool{false, true} {
-					be := newBackend(t, Strict)
-					be.attnScalar = scalar
-					m, err := deepseekv4.LoadWith(dir, be, model.Options{CacheDType: dt})
-					if err != nil {
-						t.Fatal(err)
-					}
-					for j, feeds := range [][]int{{L}, golden.DecodeFeeds(c.Prompt, L)} {
-						if logits[i][j], err = golden.Feed(ctx, m, c.InputIDs, feeds); err != nil {
-							t.Fatal(err)
-						}
-					}
-					m.Close()
-				}
-				for j, path := range []string{"full", "decode"} {
-					got, want := logits[0][j], logits[1][j]
-					for i := range got {
-						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-							t.Fatalf("%s path logit %d: %g, channel by channel %g", path, i, got[i], want[i])
-						}
-					}
-				}
+				opts := model.Options{CacheDType: dt}
+				vec := goldenPaths(t, dir, c, Strict, opts, func(*Backend) {})
+				scalar := goldenPaths(t, dir, c, Strict, opts, func(be *Backend) { be.attnScalar = true })
+				samePaths(t, vec, scalar, "channel by channel")
 				fmt.Printf("FORMATS %s %v: full and decode logits identical to channel-by-channel keys (max abs from the golden f32 logits %.3g)\n",
-					filepath.Base(name), dt, golden.MaxAbsDiff(logits[0][0], c.LogitsFull))
+					filepath.Base(name), dt, golden.MaxAbsDiff(vec[0], c.LogitsFull))
 			})
 		}
 	}

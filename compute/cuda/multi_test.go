@@ -10,8 +10,44 @@ import (
 
 	"github.com/strata-inference/strata/compute"
 	"github.com/strata-inference/strata/golden"
+	"github.com/strata-inference/strata/model"
 	"github.com/strata-inference/strata/model/deepseekv4"
 )
+
+// goldenPaths returns a golden case's logits along the full pass and the
+// decode path ([full, decode]) on a new backend of mode, set up by setup
+// before the model loads with opts.
+func goldenPaths(t *testing.T, dir string, c *golden.Case, mode Mode, opts model.Options, setup func(*Backend)) [2][]float32 {
+	t.Helper()
+	be := newBackend(t, mode)
+	setup(be)
+	m, err := deepseekv4.LoadWith(dir, be, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	L := len(c.InputIDs)
+	var out [2][]float32
+	for j, feeds := range [][]int{{L}, golden.DecodeFeeds(c.Prompt, L)} {
+		if out[j], err = golden.Feed(context.Background(), m, c.InputIDs, feeds); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// samePaths fails unless got and want (goldenPaths' logits) are the same
+// bits on both paths; other names want's variant in the message.
+func samePaths(t *testing.T, got, want [2][]float32, other string) {
+	t.Helper()
+	for j, path := range []string{"full", "decode"} {
+		for i := range got[j] {
+			if math.Float32bits(got[j][i]) != math.Float32bits(want[j][i]) {
+				t.Fatalf("%s path logit %d: %g, %s %g", path, i, got[j][i], other, want[j][i])
+			}
+		}
+	}
+}
 
 // TestBackendMatMuls: the products of one input in one launch (gemvm) give
 // the logits of one launch a product (Backend.unmulti, run 6's launches)
@@ -26,34 +62,11 @@ func TestBackendMatMuls(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ctx := context.Background()
-				L := len(c.InputIDs)
-				var logits [2][2][]float32 // [unmulti][full, decode]
-				for i, unmulti := range []bool{false, true} {
-					be := newBackend(t, mode)
-					be.unmulti = unmulti
-					var _ compute.MultiMatMul = be
-					m, err := deepseekv4.Load(dir, be)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for j, feeds := range [][]int{{L}, golden.DecodeFeeds(c.Prompt, L)} {
-						if logits[i][j], err = golden.Feed(ctx, m, c.InputIDs, feeds); err != nil {
-							t.Fatal(err)
-						}
-					}
-					m.Close()
-				}
-				for j, path := range []string{"full", "decode"} {
-					got, want := logits[0][j], logits[1][j]
-					for i := range got {
-						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-							t.Fatalf("%s path logit %d: %g, one launch a product %g", path, i, got[i], want[i])
-						}
-					}
-				}
+				multi := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { var _ compute.MultiMatMul = be })
+				one := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.unmulti = true })
+				samePaths(t, multi, one, "one launch a product")
 				fmt.Printf("MULTI %s %s: full and decode logits identical to one launch a product (max abs from the golden f32 logits %.3g)\n",
-					filepath.Base(name), modeName(mode), golden.MaxAbsDiff(logits[0][0], c.LogitsFull))
+					filepath.Base(name), modeName(mode), golden.MaxAbsDiff(multi[0], c.LogitsFull))
 			})
 		}
 	}
@@ -126,33 +139,11 @@ func TestBackendAttentionHeads(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ctx := context.Background()
-				L := len(c.InputIDs)
-				var logits [2][2][]float32 // [16 heads a block][full, decode]
-				for i, h16 := range []bool{false, true} {
-					be := newBackend(t, mode)
-					be.attnHG4, be.attnHG16 = !h16, h16
-					m, err := deepseekv4.Load(dir, be)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for j, feeds := range [][]int{{L}, golden.DecodeFeeds(c.Prompt, L)} {
-						if logits[i][j], err = golden.Feed(ctx, m, c.InputIDs, feeds); err != nil {
-							t.Fatal(err)
-						}
-					}
-					m.Close()
-				}
-				for j, path := range []string{"full", "decode"} {
-					got, want := logits[1][j], logits[0][j]
-					for i := range got {
-						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-							t.Fatalf("%s path logit %d: %g with 16 heads a block, %g with 4", path, i, got[i], want[i])
-						}
-					}
-				}
+				h16 := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.attnHG16 = true })
+				h4 := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.attnHG4 = true })
+				samePaths(t, h16, h4, "with 4 heads a block")
 				fmt.Printf("ATTNHEADS %s %s: full and decode logits identical with 16 and 4 heads a block (max abs from the golden f32 logits %.3g)\n",
-					filepath.Base(name), modeName(mode), golden.MaxAbsDiff(logits[1][0], c.LogitsFull))
+					filepath.Base(name), modeName(mode), golden.MaxAbsDiff(h16[0], c.LogitsFull))
 			})
 		}
 	}
