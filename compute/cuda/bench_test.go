@@ -340,26 +340,12 @@ func benchCrossover(b *testing.B, c benchMatrix) {
 					if err != nil {
 						return err
 					}
-					xh, xl, err := allocSplit(th, T*c.cols)
+					gemmx, free, err := gemmxBench(th, k, c, T, x, y)
 					if err != nil {
 						return err
 					}
-					defer th.Free(xh)
-					defer th.Free(xl)
-					rowBlocks := blocks(c.rows, gemmxRows)
-					var part Ptr
-					if S := gemmxSplits(rowBlocks, c.cols); S > 1 && rowBlocks*blocks(T, gemmxTokens) < gemmxBlocks {
-						if part, err = th.Alloc(int64(4 * S * T * c.rows)); err != nil {
-							return err
-						}
-						defer th.Free(part)
-					}
-					gx, err := timeGPU(th, len(ws), 5, func(i int) error {
-						if err := k.splitX(th, th.Stream(), xh, xl, x, T*c.cols); err != nil {
-							return err
-						}
-						return k.matMulX(th, th.Stream(), y, c.rows, 0, xh, xl, c.cols, 0, T, ws[i], 1, 0, part)
-					})
+					defer free()
+					gx, err := timeGPU(th, len(ws), 5, func(i int) error { return gemmx(ws[i]) })
 					b.ReportMetric(gemv*1e3, "gemv-us")
 					b.ReportMetric(gemm*1e3, "gemm-us")
 					b.ReportMetric(gx*1e3, "gemmx-us")
@@ -556,38 +542,19 @@ func BenchmarkGEMMX(b *testing.B) {
 							return err
 						}
 						defer th.Free(y)
-						xh, xl, err := allocSplit(th, T*c.cols)
+						k := device(b).Kernels()
+						gemmx, free, err := gemmxBench(th, k, c, T, x, y)
 						if err != nil {
 							return err
 						}
-						defer th.Free(xh)
-						defer th.Free(xl)
-						rowBlocks := blocks(c.rows, gemmxRows)
-						var part Ptr
-						if S := gemmxSplits(rowBlocks, c.cols); S > 1 && rowBlocks*blocks(T, gemmxTokens) < gemmxBlocks {
-							if part, err = th.Alloc(int64(4 * S * T * c.rows)); err != nil {
-								return err
-							}
-							defer th.Free(part)
-						}
-						k := device(b).Kernels()
+						defer free()
 						iters := min(len(ws), 16)
-						gx, err := timeGPU(th, iters, 5, func(i int) error {
-							if err := k.splitX(th, th.Stream(), xh, xl, x, T*c.cols); err != nil {
-								return err
-							}
-							return k.matMulX(th, th.Stream(), y, c.rows, 0, xh, xl, c.cols, 0, T, ws[i], 1, 0, part)
-						})
+						gx, err := timeGPU(th, iters, 5, func(i int) error { return gemmx(ws[i]) })
 						if err != nil {
 							return err
 						}
 						k.useO1 = true
-						o1, err := timeGPU(th, iters, 5, func(i int) error {
-							if err := k.splitX(th, th.Stream(), xh, xl, x, T*c.cols); err != nil {
-								return err
-							}
-							return k.matMulX(th, th.Stream(), y, c.rows, 0, xh, xl, c.cols, 0, T, ws[i], 1, 0, part)
-						})
+						o1, err := timeGPU(th, iters, 5, func(i int) error { return gemmx(ws[i]) })
 						k.useO1 = false
 						if err != nil {
 							return err
@@ -605,4 +572,37 @@ func BenchmarkGEMMX(b *testing.B) {
 			})
 		}
 	}
+}
+
+// gemmxBench prepares gemmx's products of T tokens of x (device floats)
+// into y by matrices of c's shape, as the Backend runs them: run(w) queues
+// split_bf16x and gemmx, the parts apart where the Backend puts them
+// apart; free releases the buffers.
+func gemmxBench(th *Thread, k *Kernels, c benchMatrix, T int, x, y Ptr) (run func(w *Matrix) error, free func(), err error) {
+	xh, xl, err := allocSplit(th, T*c.cols)
+	if err != nil {
+		return nil, nil, err
+	}
+	var part Ptr
+	if S := gemmxPartsApart(blocks(c.rows, gemmxRows), c.cols, T); S > 0 {
+		if part, err = th.Alloc(int64(4 * S * T * c.rows)); err != nil {
+			th.Free(xh)
+			th.Free(xl)
+			return nil, nil, err
+		}
+	}
+	run = func(w *Matrix) error {
+		if err := k.splitX(th, th.Stream(), xh, xl, x, T*c.cols); err != nil {
+			return err
+		}
+		return k.matMulX(th, th.Stream(), y, c.rows, 0, xh, xl, c.cols, 0, T, w, 1, 0, part)
+	}
+	free = func() {
+		th.Free(xh)
+		th.Free(xl)
+		if part != 0 {
+			th.Free(part)
+		}
+	}
+	return run, free, nil
 }

@@ -470,6 +470,18 @@ func gemmxSplits(rowBlocks, K int) int {
 	return S
 }
 
+// gemmxPartsApart is the number of parts whose sums gemmx writes apart
+// (per == 1, for gemmx_reduce) in a product of rowBlocks row blocks over K
+// columns for T tokens, or 0 when one block runs all of them: apart only
+// when a tile of tokens leaves the device short of blocks. Either way
+// gives the same bits.
+func gemmxPartsApart(rowBlocks, K, T int) int {
+	if S := gemmxSplits(rowBlocks, K); S > 1 && rowBlocks*blocks(T, gemmxTokens) < gemmxBlocks {
+		return S
+	}
+	return 0
+}
+
 // gemmxFits reports whether gemmx computes w's products: BF16, FP8 or FP4
 // rows of 16-byte chunks, K a multiple of 32, the kernel loaded.
 func (k *Kernels) gemmxFits(w *Matrix) bool {

@@ -75,9 +75,15 @@ func (b *Backend) matMulX(y Ptr, ldy, ygs int, x Ptr, ldx, xgs, T int, m *Matrix
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
 	xh, xl := b.splitX(x, T*ldx)
-	rowBlocks := G * blocks(m.Rows, gemmxRows)
+	b.matMulXSplit(y, ldy, ygs, xh, xl, ldx, xgs, T, m, G, tab)
+}
+
+// matMulXSplit is matMulX on x already split (splitX).
+func (b *Backend) matMulXSplit(y Ptr, ldy, ygs int, xh, xl Ptr, ldx, xgs, T int, m *Matrix, G int, tab Ptr) {
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
 	var part Ptr
-	if S := gemmxSplits(rowBlocks, m.Cols); S > 1 && rowBlocks*blocks(T, gemmxTokens) < gemmxBlocks {
+	if S := gemmxPartsApart(G*blocks(m.Rows, gemmxRows), m.Cols, T); S > 0 {
 		part = b.ptr(b.Scratch(compute.F32, G*S*T, m.Rows))
 	}
 	b.fail(b.k.matMulX(b.rt, 0, y, ldy, ygs, xh, xl, ldx, xgs, T, m, G, tab, part))
@@ -198,6 +204,20 @@ func (b *Backend) MatMuls(ys []compute.Tensor, x compute.Tensor, ws []*compute.M
 		panic(fmt.Sprintf("cuda: MatMuls of %d outputs for %d matrices", len(ys), len(ws)))
 	}
 	T := x.Rows
+	if b.mode == Fast && T > b.k.gemvMaxT && !b.gemmR8 && !b.unmulti && x.Cols%8 == 0 && b.allGemmx(ws) {
+		// gemmx for every product: x split once for all of them (the
+		// same bits as a MatMul each, which splits it each time).
+		mark := b.ScratchMark()
+		defer b.ResetScratch(mark)
+		xh, xl := b.splitX(b.ptr(x), T*x.Cols)
+		for i, w := range ws {
+			if x.Cols != w.Cols || ys[i].Cols != w.Rows || ys[i].Rows != T {
+				panic(fmt.Sprintf("cuda: MatMuls of x %d×%d by W %d×%d into y %d×%d", T, x.Cols, w.Rows, w.Cols, ys[i].Rows, ys[i].Cols))
+			}
+			b.matMulXSplit(b.ptr(ys[i]), w.Rows, 0, xh, xl, x.Cols, 0, T, b.mustMat(w), 1, 0)
+		}
+		return
+	}
 	var done uint64
 	for i := range ws {
 		if done&(1<<i) != 0 {
@@ -261,6 +281,16 @@ func (b *Backend) MatMuls(ys []compute.Tensor, x compute.Tensor, ws []*compute.M
 		name := fmt.Sprintf("gemvm_%s_t%d_s%d", dtypeNames[m0.DType], 1<<g, 1<<si)
 		b.launch(name, Dim3{X: starts[n]}, Dim3{X: opThreads}, 0, a)
 	}
+}
+
+// allGemmx reports whether gemmx takes the products of every matrix of ws.
+func (b *Backend) allGemmx(ws []*compute.Matrix) bool {
+	for _, w := range ws {
+		if !b.k.gemmxFits(b.mustMat(w)) {
+			return false
+		}
+	}
+	return true
 }
 
 // multiKey says whether MatMul would run w over T tokens through gemv2 (T
