@@ -293,3 +293,34 @@ type MoEArgs struct {
 type MultiMatMul interface {
 	MatMuls(ys []Tensor, x Tensor, ws []*Matrix)
 }
+
+// Branches is optionally implemented by a backend that can run independent
+// ops at once (a GPU's streams). Branch(i), 1 ≤ i ≤ MaxBranches, queues the
+// ops that follow on branch i until the next Branch or Join: they start
+// after every op queued on the main branch before the call, and may run
+// while the ops of the main branch and of the other branches queued after
+// it run. Branch(0) returns to the main branch. Join(i) returns to it too,
+// and the ops queued on it after the call start after branch i's ops
+// (every branch's for Join(0)).
+//
+// Ops on different branches between two Joins must not write what another
+// of them reads or writes. The values are those of queuing every op on the
+// main branch: only the schedule changes. A model calls it only when its
+// backend has it, and Joins before ResetScratch and at the end of a step.
+type Branches interface {
+	Branch(i int)
+	Join(i int)
+}
+
+// MaxBranches is the most side branches a Branches backend offers.
+const MaxBranches = 3
+
+// Prefetcher is optionally implemented by a backend with a cache between
+// its memory and its compute (a GPU's L2): Prefetch starts loading ws, in
+// order, into that cache (the first bytes of them in all when bytes > 0;
+// a backend may load less where its cache is smaller), for the products
+// that read them soon. It reads and changes no value; a model queues it on
+// a branch (Branches) while other ops leave the memory idle.
+type Prefetcher interface {
+	Prefetch(ws []*Matrix, bytes int64)
+}

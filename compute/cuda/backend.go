@@ -99,11 +99,16 @@ type Backend struct {
 	attnHG4 bool
 	// attnHG16: attention takes 16 heads a block at every batch (tests).
 	attnHG16 bool
-	closed   bool
+	// br are the backend's branches (branch.go).
+	br branches
+	// noPrefetch: Prefetch does nothing (BenchmarkFlash's prefetch-off A/B).
+	noPrefetch bool
+	closed     bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile
 	events  []Event
+	prof    []*launchRec // flushProfiled's launches
 }
 
 // Profile is the GPU time of each kernel over the flushes it was on for.
@@ -121,6 +126,7 @@ type KernelTime struct {
 type Stats struct {
 	Flushes, Launches       int64 // recordings flushed, kernels launched directly
 	GraphLaunches, Captures int64 // recordings replayed from a graph, graphs captured
+	Forks                   int64 // branch forks recorded (Branch)
 }
 
 // buffer is device memory.
@@ -259,11 +265,23 @@ func (b *Backend) flushOn(t *Thread) error {
 	if len(b.rec.launches) == 0 {
 		return nil
 	}
-	defer func() { b.rec.launches = b.rec.launches[:0] }()
+	b.joinLanes() // a flush ends with every lane joined
+	err := b.flushRecorded(t)
+	b.rec.launches, b.br.scanned = b.rec.launches[:0], 0
+	if b.br.lane > 0 {
+		b.Branch(b.br.lane) // the current lane goes on after what was flushed
+	}
+	return err
+}
+
+func (b *Backend) flushRecorded(t *Thread) error {
 	s := t.Stream()
 	b.stats.Flushes++
 	if b.profile != nil {
 		return b.flushProfiled(t, s)
+	}
+	if err := b.lanesOn(t); err != nil {
+		return err
 	}
 	if b.graphs {
 		key := b.rec.key()
@@ -286,11 +304,14 @@ func (b *Backend) flushOn(t *Thread) error {
 		}
 	}
 	for i := range b.rec.launches {
-		if err := t.replay(&b.rec.launches[i], s); err != nil {
+		r := &b.rec.launches[i]
+		if err := b.replayRec(t, r, s); err != nil {
 			return err
 		}
+		if r.op == opLaunch {
+			b.stats.Launches++
+		}
 	}
-	b.stats.Launches += int64(len(b.rec.launches))
 	return nil
 }
 
@@ -307,7 +328,16 @@ func (b *Backend) StopProfile() (*Profile, error) {
 }
 
 func (b *Backend) flushProfiled(t *Thread, s Stream) error {
-	n := len(b.rec.launches)
+	// Every launch on the main stream, one after another (forks and joins
+	// left out), so that each is timed alone.
+	launches := b.prof[:0]
+	for i := range b.rec.launches {
+		if b.rec.launches[i].op == opLaunch {
+			launches = append(launches, &b.rec.launches[i])
+		}
+	}
+	b.prof = launches[:0]
+	n := len(launches)
 	for len(b.events) < n+1 {
 		e, err := t.NewEvent(true)
 		if err != nil {
@@ -318,8 +348,8 @@ func (b *Backend) flushProfiled(t *Thread, s Stream) error {
 	if err := t.Record(b.events[0], s); err != nil {
 		return err
 	}
-	for i := range b.rec.launches {
-		if err := t.replay(&b.rec.launches[i], s); err != nil {
+	for i, r := range launches {
+		if err := t.replay(r, s); err != nil {
 			return err
 		}
 		if err := t.Record(b.events[i+1], s); err != nil {
@@ -330,12 +360,12 @@ func (b *Backend) flushProfiled(t *Thread, s Stream) error {
 	if err := t.Sync(s); err != nil {
 		return err
 	}
-	for i := range b.rec.launches {
+	for i, r := range launches {
 		ms, err := t.Elapsed(b.events[i], b.events[i+1])
 		if err != nil {
 			return err
 		}
-		name := b.k.names[b.rec.launches[i].f]
+		name := b.k.names[r.f]
 		kt := b.profile.Kernels[name]
 		if kt == nil {
 			kt = &KernelTime{}
@@ -354,7 +384,7 @@ func (b *Backend) capture(t *Thread, s Stream) (GraphExec, error) {
 	}
 	var lerr error
 	for i := range b.rec.launches {
-		if lerr = t.replay(&b.rec.launches[i], s); lerr != nil {
+		if lerr = b.replayRec(t, &b.rec.launches[i], s); lerr != nil {
 			break
 		}
 	}
@@ -378,6 +408,7 @@ func (b *Backend) Close() error {
 	err := b.dev.Do(b.ctx, func(t *Thread) error {
 		var errs []error
 		errs = append(errs, b.flushOn(t), t.Sync(t.Stream()))
+		errs = append(errs, b.closeBranches(t)...) // after their work, before the memory it reads
 		for _, g := range b.gc.graphs {
 			errs = append(errs, t.DestroyGraphExec(g.exec))
 		}
@@ -510,8 +541,16 @@ func (b *Backend) ScratchMark() int64 { return b.off }
 // outgrew the arena waits for the queued work and reallocates the arena.
 func (b *Backend) ResetScratch(mark int64) {
 	if mark > 0 {
-		b.off = min(b.off, mark)
+		if !b.branchesOpen() { // else a lane's op may still read it (branch.go)
+			b.off = min(b.off, mark)
+		}
 		return
+	}
+	if b.branchesOpen() {
+		// What the lanes read is handed out again below: join them first.
+		lane := b.br.lane
+		b.Join(0)
+		b.Branch(lane)
 	}
 	if len(b.overflow) > 0 || (b.arena != nil && b.peak > b.arena.n) {
 		want := b.peak + b.peak/4 + (1 << 20)

@@ -606,3 +606,124 @@ func gemmxBench(th *Thread, k *Kernels, c benchMatrix, T int, x, y Ptr) (run fun
 	}
 	return run, free, nil
 }
+
+// BenchmarkPrefetch measures what l2_prefetch buys a T=1 product: each
+// product of a matrix (rotated over 512 MB, so that HBM serves it cold) is
+// timed alone between two events, cold, after an l2_prefetch of its
+// matrix, and right after the same product (what the L2 keeps of it),
+// each after ~20 launches of the empty kernel that give the prefetch time
+// to land; medians over the matrices. prefetch-us is the l2_prefetch
+// launch itself.
+func BenchmarkPrefetch(b *testing.B) {
+	for _, c := range []benchMatrix{
+		{compute.FP8, 4096, 8192},  // wo_b
+		{compute.FP8, 32768, 1024}, // wq_b
+		{compute.FP8, 4096, 4096},
+		{compute.BF16, 4096, 4096},
+	} {
+		b.Run(c.String(), func(b *testing.B) {
+			device(b)
+			m := c.make()
+			for b.Loop() {
+				benchDo(b, func(th *Thread) error {
+					ws, err := deviceMatrices(th, m, 512<<20)
+					if err != nil {
+						return err
+					}
+					defer freeMatrices(th, ws)
+					x, err := upload(th, randFloats(rand.New(rand.NewPCG(2, 3)), c.cols))
+					if err != nil {
+						return err
+					}
+					defer th.Free(x)
+					y, err := th.Alloc(int64(4 * c.rows))
+					if err != nil {
+						return err
+					}
+					defer th.Free(y)
+					k := device(b).Kernels()
+					s := th.Stream()
+					var ev [2]Event
+					for i := range ev {
+						if ev[i], err = th.NewEvent(true); err != nil {
+							return err
+						}
+						defer th.DestroyEvent(ev[i])
+					}
+					gemv := func(w *Matrix) error { return k.matMulGEMVVersion(th, s, y, x, 1, w, 2) }
+					prefetch := func(w *Matrix) error {
+						data := w.rowBytes() * int64(w.Rows)
+						var words [pfRegions + pfRegions/2]uint64
+						words[0], words[pfRegions] = uint64(w.Data), uint64(uint32(data/16))
+						nr := 1
+						if w.Scale != 0 && w.bytes > data {
+							words[1] = uint64(w.Scale)
+							words[pfRegions] |= uint64(uint32((w.bytes-data)/16)) << 32
+							nr = 2
+						}
+						threads := (data + pfPiece - 1) / pfPiece
+						return th.Launch(k.fns["l2_prefetch"], Dim3{X: int((threads + 127) / 128)}, Dim3{X: 128}, 0, s, th.Args().Struct(words[:]...).Int(nr))
+					}
+					delay := func() error {
+						for range 20 {
+							if err := th.Launch(k.empty, Dim3{X: 1}, Dim3{X: 32}, 0, s, th.Args().Int(0)); err != nil {
+								return err
+							}
+						}
+						return nil
+					}
+					timed := func(fn func() error) (float64, error) {
+						th.Record(ev[0], s)
+						if err := fn(); err != nil {
+							return 0, err
+						}
+						th.Record(ev[1], s)
+						if err := th.EventSync(ev[1]); err != nil {
+							return 0, err
+						}
+						return th.Elapsed(ev[0], ev[1])
+					}
+					var cold, hot, again, pf []float64
+					for i, w := range ws {
+						if i == 0 {
+							continue // warm-up
+						}
+						if err := delay(); err != nil {
+							return err
+						}
+						ms, err := timed(func() error { return gemv(w) })
+						if err != nil {
+							return err
+						}
+						cold = append(cold, ms)
+						if err := delay(); err != nil {
+							return err
+						}
+						if ms, err = timed(func() error { return gemv(w) }); err != nil {
+							return err
+						}
+						again = append(again, ms)
+						v := ws[(i+len(ws)/2)%len(ws)] // not read since the last rotation
+						if ms, err = timed(func() error { return prefetch(v) }); err != nil {
+							return err
+						}
+						pf = append(pf, ms)
+						if err := delay(); err != nil {
+							return err
+						}
+						if ms, err = timed(func() error { return gemv(v) }); err != nil {
+							return err
+						}
+						hot = append(hot, ms)
+					}
+					med := func(v []float64) float64 { sort.Float64s(v); return v[len(v)/2] }
+					b.ReportMetric(med(cold)*1e3, "cold-us")
+					b.ReportMetric(med(hot)*1e3, "prefetched-us")
+					b.ReportMetric(med(again)*1e3, "again-us")
+					b.ReportMetric(med(pf)*1e3, "prefetch-us")
+					return nil
+				})
+			}
+		})
+	}
+}

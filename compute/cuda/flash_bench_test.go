@@ -262,7 +262,12 @@ func BenchmarkFlash(b *testing.B) {
 	var abAt func(name string, abBatches []int, set func(bool))
 	rounds := envInt("STRATA_FLASH_AB_ROUNDS", 3)
 	ab := func(name string, set func(bool)) { abAt(name, abBatches, set) }
+	// STRATA_FLASH_AB, when set, names the A/B lines to run (comma list).
+	abOnly := strings.Split(os.Getenv("STRATA_FLASH_AB"), ",")
 	abAt = func(name string, abBatches []int, set func(bool)) {
+		if abOnly[0] != "" && !slices.Contains(abOnly, name) {
+			return
+		}
 		for _, B := range abBatches {
 			var t [2][]float64
 			var want []float32
@@ -286,6 +291,10 @@ func BenchmarkFlash(b *testing.B) {
 				map[bool]string{true: "identical", false: "DIFFERENT"}[same])
 		}
 	}
+	// The layer's chains on one stream without prefetches (the schedule
+	// before branches), and branches without the L2 prefetches.
+	abAt("one-stream", []int{1, 8, 64}, func(on bool) { be.SetBranches(!on); be.noPrefetch = on })
+	abAt("prefetch-off", []int{1, 8, 64}, func(on bool) { be.noPrefetch = on })
 	// Run 8's grouped expert kernels and tiles against the _sx entries:
 	// at batch 64 and 256 (STRATA_FLASH_MOE_AB_BATCHES), and for tiles of
 	// one pair alone (moe-p1-r8) at batches 1 and 8.

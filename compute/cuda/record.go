@@ -14,7 +14,23 @@ type launchRec struct {
 	vals        []uint64
 	offs        []uint8
 	pdl         bool // programmatic dependent launch (Thread.pdl)
+	// lane is the branch the launch runs on (0: the main stream; see
+	// Backend.Branch), and op what the record is: a launch, or a fork or
+	// join of its lane (f, grid and the parameters unused).
+	lane uint8
+	op   recOp
 }
+
+// recOp is what a launchRec records.
+type recOp uint8
+
+const (
+	opLaunch recOp = iota
+	// opFork: the lane's stream waits for the main stream's work so far.
+	opFork
+	// opJoin: the main stream waits for the lane's work so far.
+	opJoin
+)
 
 // recording is the launches a Backend has queued since its last flush.
 // Ops record on a Thread without a driver (no CUDA call happens on the
@@ -38,7 +54,7 @@ func newRecorder(rec *recording) *Thread {
 func (r *recording) key() []byte {
 	n := 0
 	for i := range r.launches {
-		n += 68 + 8*len(r.launches[i].vals) + len(r.launches[i].offs)
+		n += 76 + 8*len(r.launches[i].vals) + len(r.launches[i].offs)
 	}
 	b := make([]byte, 0, n)
 	for i := range r.launches {
@@ -48,7 +64,7 @@ func (r *recording) key() []byte {
 		if l.pdl {
 			pdl = 1
 		}
-		for _, v := range []int{l.grid.X, l.grid.Y, l.grid.Z, l.block.X, l.block.Y, l.block.Z, l.shared, len(l.vals), len(l.offs), pdl} {
+		for _, v := range []int{l.grid.X, l.grid.Y, l.grid.Z, l.block.X, l.block.Y, l.block.Z, l.shared, len(l.vals), len(l.offs), pdl, int(l.lane), int(l.op)} {
 			b = binary.LittleEndian.AppendUint32(b, uint32(v))
 		}
 		for _, v := range l.vals {

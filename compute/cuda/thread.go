@@ -45,6 +45,7 @@ type Thread struct {
 	params uintptr
 	args   Args
 	rec    *recording // set on a recording Thread (no driver): Launch records
+	lane   uint8      // the branch a recording Thread's launches run on
 	// pdl: launches (recorded ones: at their replay) allow programmatic
 	// dependent launch (every kernel opens with PDL_WAIT, common.cuh), where
 	// the driver has cuLaunchKernelEx.
@@ -446,7 +447,7 @@ func (t *Thread) launch(f Func, grid, block Dim3, shared int, s Stream, a *Args,
 	}
 	g, b := grid.norm(), block.norm()
 	if t.rec != nil {
-		r := launchRec{f: f, grid: g, block: b, shared: shared, pdl: pdl}
+		r := launchRec{f: f, grid: g, block: b, shared: shared, pdl: pdl, lane: t.lane}
 		if a != nil {
 			r.vals = append([]uint64(nil), a.vals[:a.used]...)
 			r.offs = append([]uint8(nil), a.offs[:a.n]...)

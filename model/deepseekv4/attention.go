@@ -6,11 +6,13 @@ import (
 	"github.com/strata-inference/strata/compute"
 )
 
-// attention runs a layer's attention on x [T, D] (the attn_norm output) and
+// attention runs layer L's attention on x [T, D] (the attn_norm output) and
 // returns its output [T, D] (spec §3, "Attention"). It reads and updates the
 // window ring, compressed entries and indexer keys of every span's sequence.
-func (m *Model) attention(A *rAttention, kind LayerSpec, lay *cacheLayout, refs *layerRefs, x compute.Tensor, st *step) compute.Tensor {
-	be, cfg := m.be, m.Cfg
+// Between the products of x and the attention, its three chains may run
+// side by side (branches.go).
+func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *layerRefs, x compute.Tensor, st *step) compute.Tensor {
+	be, cfg, A := m.be, m.Cfg, &L.attn
 	T, D, H, d, q := st.T, cfg.Hidden, cfg.Heads, cfg.HeadDim, cfg.QLoraRank
 	eps := float32(cfg.RMSEps)
 	inv := m.rope.forLayer(kind.Attn)
@@ -33,19 +35,14 @@ func (m *Model) attention(A *rAttention, kind LayerSpec, lay *cacheLayout, refs 
 		mm.add(wt, A.indexer.weightsProj)
 	}
 	m.matMuls(x)
-
-	// qr = RMSNorm(wq_a·x); q = wq_b·qr, per-head unweighted rms, RoPE.
+	// qr = RMSNorm(wq_a·x), which the queries and the indexer read.
 	be.RMSNorm(qr, qr, A.qNorm, eps)
-	Q := be.Scratch(compute.F32, T, H*d)
-	be.MatMul(Q, qr, A.wqB)
-	Qh := Q.Reshape(T*H, d)
-	be.RMSNorm(Qh, Qh, compute.Tensor{}, eps)
-	be.RoPE(Qh, pos, H, inv, false)
 
-	// kv = RoPE(RMSNorm(wkv·x)): the single key and value vector of each token.
+	// laneKV: kv = RoPE(RMSNorm(wkv·x)), the single key and value vector of
+	// each token, and the compressor's entries.
+	m.branch(laneKV)
 	be.RMSNorm(kv, kv, A.kvNorm, eps)
 	be.RoPE(kv, pos, 1, inv, false)
-
 	if A.comp != nil {
 		m.compress(ca, cz, A.comp, d, kind.Attn == CSA, kind.Rate, st.kind(refs.compressed), st.kind(refs.compressor), st)
 	}
@@ -58,17 +55,31 @@ func (m *Model) attention(A *rAttention, kind LayerSpec, lay *cacheLayout, refs 
 	}
 	args := &m.args.attn
 	*args = compute.AttentionArgs{
-		Q: Q, KV: kvAttn, Window: st.kind(refs.window), WindowSize: cfg.Window,
+		KV: kvAttn, Window: st.kind(refs.window), WindowSize: cfg.Window,
 		Compressed: st.kind(refs.compressed), Rate: kind.Rate,
 		Sink: A.sink, Heads: H, Dim: d, Scale: float32(1 / math.Sqrt(float64(d))),
 	}
+	// laneIndexer: the indexer's keys and its choice of compressed entries.
 	if A.indexer != nil {
+		m.branch(laneIndexer)
 		m.compress(ia, iz, &A.indexer.comp, cfg.IndexHeadDim, true, kind.Rate, st.kind(refs.indexer), st.kind(refs.idxComp), st)
 		args.Sel, args.N = m.indexerSelect(A.indexer, kind.Rate, st.kind(refs.indexer), wt, qr, st)
 	}
 
+	// The main branch: q = wq_b·qr, per-head unweighted rms, RoPE.
+	m.branch(0)
+	Q := be.Scratch(compute.F32, T, H*d)
+	be.MatMul(Q, qr, A.wqB)
+	m.ahead(L, aheadOut)
+	Qh := Q.Reshape(T*H, d)
+	be.RMSNorm(Qh, Qh, compute.Tensor{}, eps)
+	be.RoPE(Qh, pos, H, inv, false)
+	m.join(laneKV)
+	m.join(laneIndexer)
+
 	// Attention per token over the window and the compressed entries; then
 	// the window ring keeps each span's last `window` kv vectors.
+	args.Q = Q
 	args.Out = be.Scratch(compute.F32, T, H*d)
 	be.SparseAttention(args, st.spans)
 	be.StoreRing(st.kind(refs.window), cfg.Window, kv, st.spans)

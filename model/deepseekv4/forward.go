@@ -120,12 +120,14 @@ func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRe
 	T, D, hc := st.T, cfg.Hidden, cfg.HCMult
 	eps := float32(cfg.RMSEps)
 
+	m.ahead(L, aheadIn)
 	x := be.Scratch(compute.F32, T, D)
 	post := be.Scratch(compute.F32, T, hc)
 	comb := be.Scratch(compute.F32, T, hc*hc)
 	be.HCPre(x, post, comb, h, &L.hcAttn, m.hcp)
 	be.RMSNorm(x, x, L.attnNorm, eps)
-	y := m.attention(&L.attn, spec, lay, refs, x, st)
+	y := m.attention(L, spec, lay, refs, x, st)
+	m.ahead(L, aheadShared)
 	be.HCPost(h, y, post, comb, m.hcp)
 
 	x = be.Scratch(compute.F32, T, D)
@@ -140,6 +142,7 @@ func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRe
 		be.MoE(y, x, st.tokens, &L.moe)
 	}
 	be.HCPost(h, y, post, comb, m.hcp)
+	m.join(0) // the caller resets the scratch the lanes used
 }
 
 // head computes the logits of the rows the spans ask for: collapse the

@@ -33,7 +33,10 @@ type Model struct {
 	be compute.Backend
 	// multi is be's optional MatMuls, nil when it has none (findOps:
 	// asserted once, not per step).
-	multi  compute.MultiMatMul
+	multi compute.MultiMatMul
+	// br and pf are be's optional branches and prefetch (branches.go).
+	br     compute.Branches
+	pf     compute.Prefetcher
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
 	hcp    compute.HCParams
@@ -300,4 +303,6 @@ func (m *Model) PrefillFLOPs(n int) float64 {
 // findOps looks up the backend's optional ops.
 func (m *Model) findOps() {
 	m.multi, _ = m.be.(compute.MultiMatMul)
+	m.br, _ = m.be.(compute.Branches)
+	m.pf, _ = m.be.(compute.Prefetcher)
 }

@@ -34,6 +34,9 @@ type rLayer struct {
 	hcAttn, hcFFN     compute.HC
 	attn              rAttention
 	moe               compute.MoEArgs
+	// ahead are the matrices a Prefetcher backend loads ahead of their
+	// products, by stretch of the layer (branches.go).
+	ahead [stretches][]*compute.Matrix
 }
 
 type rHead struct {
@@ -149,6 +152,7 @@ func (u *uploader) layer(L *Layer, cfg *Config) rLayer {
 	for e := range f.Experts {
 		r.moe.Experts = append(r.moe.Experts, u.swiglu(&f.Experts[e]))
 	}
+	r.ahead = aheadOf(&r)
 	return r
 }
 

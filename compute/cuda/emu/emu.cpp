@@ -189,6 +189,56 @@ struct Graph { std::vector<Launch> launches; };
 bool capturing = false;
 Graph* capture_graph = nullptr;
 
+// Streams. The first stream created (the device thread's) runs its work at
+// once; every later one (compute.Branches' lanes) keeps its launches queued
+// until something waits for them: another stream waiting on an event
+// recorded on it after them, a copy or memset or synchronize on it, or a
+// context synchronize. That runs a side stream's work as late as CUDA
+// allows, so that a missing wait (a join) shows as wrong values instead of
+// going unnoticed, and a capture that ends with a side stream's work not
+// waited for fails as CUDA's does.
+struct Queue {
+  std::vector<Launch> pending;
+  size_t done = 0;  // launches taken from pending so far
+};
+std::map<void*, Queue> queues;
+void* first_stream = nullptr;
+struct Ev {
+  void* stream;
+  size_t pos;  // the stream's launches queued when it was recorded
+};
+std::map<void*, Ev> events;
+
+void* capture_stream = nullptr;  // the stream a capture began on runs at once
+bool lazy(void* s) { return s != nullptr && s != first_stream && s != capture_stream; }
+
+int exec(Launch& l) {
+  if (capturing) {
+    capture_graph->launches.push_back(std::move(l));
+    return 0;
+  }
+  return run_launch(l);
+}
+
+// drain runs (or captures) stream s's queued launches up to the upto-th.
+int drain(void* s, size_t upto) {
+  auto it = queues.find(s);
+  if (it == queues.end()) return 0;
+  Queue& q = it->second;
+  size_t k = 0;
+  int r = 0;
+  for (; k < q.pending.size() && q.done + k < upto; ++k)
+    if ((r = exec(q.pending[k])) != 0) break;
+  q.pending.erase(q.pending.begin(), q.pending.begin() + k + (r != 0 ? 1 : 0));
+  q.done += k + (r != 0 ? 1 : 0);
+  return r;
+}
+int drain_all() {
+  for (auto& e : queues)
+    if (int r = drain(e.first, (size_t)-1)) return r;
+  return 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -249,7 +299,7 @@ API CUresult cuDeviceTotalMem_v2(size_t* b, int) { *b = (size_t)16 << 30; return
 API CUresult cuDevicePrimaryCtxRetain(void** c, int) { *c = (void*)1; return 0; }
 API CUresult cuDevicePrimaryCtxRelease_v2(int) { return 0; }
 API CUresult cuCtxSetCurrent(void*) { return 0; }
-API CUresult cuCtxSynchronize() { return 0; }
+API CUresult cuCtxSynchronize() { return drain_all(); }
 API CUresult cuMemGetInfo_v2(size_t* f, size_t* t) { *f = (size_t)8 << 30; *t = (size_t)16 << 30; return 0; }
 API CUresult cuMemAlloc_v2(uint64_t* p, size_t n) {
   void* m = aligned_alloc(256, (n + 255) / 256 * 256);
@@ -261,31 +311,85 @@ API CUresult cuMemAlloc_v2(uint64_t* p, size_t n) {
 API CUresult cuMemFree_v2(uint64_t p) { free((void*)p); return 0; }
 API CUresult cuMemAllocHost_v2(void** p, size_t n) { *p = aligned_alloc(256, (n + 255) / 256 * 256); return *p ? 0 : 2; }
 API CUresult cuMemFreeHost(void* p) { free(p); return 0; }
-API CUresult cuMemcpyHtoDAsync_v2(uint64_t d, const void* s, size_t n, void*) { memcpy((void*)d, s, n); return 0; }
-API CUresult cuMemcpyDtoHAsync_v2(void* d, uint64_t s, size_t n, void*) { memcpy(d, (void*)s, n); return 0; }
-API CUresult cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void*) { memmove((void*)d, (void*)s, n); return 0; }
-API CUresult cuMemsetD8Async(uint64_t d, unsigned char v, size_t n, void*) { memset((void*)d, v, n); return 0; }
-API CUresult cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void*) {
+API CUresult cuMemcpyHtoDAsync_v2(uint64_t d, const void* s, size_t n, void* st) {
+  if (int r = drain(st, (size_t)-1)) return r;
+  memcpy((void*)d, s, n);
+  return 0;
+}
+API CUresult cuMemcpyDtoHAsync_v2(void* d, uint64_t s, size_t n, void* st) {
+  if (int r = drain(st, (size_t)-1)) return r;
+  memcpy(d, (void*)s, n);
+  return 0;
+}
+API CUresult cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void* st) {
+  if (int r = drain(st, (size_t)-1)) return r;
+  memmove((void*)d, (void*)s, n);
+  return 0;
+}
+API CUresult cuMemsetD8Async(uint64_t d, unsigned char v, size_t n, void* st) {
+  if (int r = drain(st, (size_t)-1)) return r;
+  memset((void*)d, v, n);
+  return 0;
+}
+API CUresult cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void* st) {
+  if (int r = drain(st, (size_t)-1)) return r;
   for (size_t i = 0; i < n; ++i) ((unsigned*)d)[i] = v;
   return 0;
 }
-API CUresult cuStreamCreate(void** s, unsigned) { static int k; *s = (void*)(uintptr_t)(++k + 16); return 0; }
-API CUresult cuStreamDestroy_v2(void*) { return 0; }
-API CUresult cuStreamSynchronize(void*) { return 0; }
-API CUresult cuStreamWaitEvent(void*, void*, unsigned) { return 0; }
+API CUresult cuStreamCreate(void** s, unsigned) {
+  static int k;
+  *s = (void*)(uintptr_t)(++k + 16);
+  if (!first_stream) first_stream = *s;
+  return 0;
+}
+API CUresult cuStreamDestroy_v2(void* s) {
+  int r = drain(s, (size_t)-1);
+  queues.erase(s);
+  return r;
+}
+API CUresult cuStreamSynchronize(void* s) { return drain(s, (size_t)-1); }
+API CUresult cuStreamWaitEvent(void*, void* e, unsigned) {
+  auto it = events.find(e);
+  return it == events.end() ? 0 : drain(it->second.stream, it->second.pos);
+}
 API CUresult cuEventCreate(void** e, unsigned) { static int k; *e = (void*)(uintptr_t)(++k + 16); return 0; }
-API CUresult cuEventDestroy_v2(void*) { return 0; }
-API CUresult cuEventRecord(void*, void*) { return 0; }
-API CUresult cuEventSynchronize(void*) { return 0; }
+API CUresult cuEventDestroy_v2(void* e) {
+  events.erase(e);
+  return 0;
+}
+API CUresult cuEventRecord(void* e, void* s) {
+  auto it = queues.find(s);
+  events[e] = Ev{s, it == queues.end() ? 0 : it->second.done + it->second.pending.size()};
+  return 0;
+}
+API CUresult cuEventSynchronize(void* e) {
+  auto it = events.find(e);
+  return it == events.end() ? 0 : drain(it->second.stream, it->second.pos);
+}
 API CUresult cuEventElapsedTime(float* ms, void*, void*) { *ms = 0; return 0; }
-API CUresult cuStreamBeginCapture_v2(void*, int) {
+API CUresult cuStreamBeginCapture_v2(void* s, int) {
   if (capturing) return 900;
+  if (int r = drain(s, (size_t)-1)) return r;
+  capture_stream = s;
   capturing = true;
   capture_graph = new Graph;
   return 0;
 }
 API CUresult cuStreamEndCapture(void*, void** g) {
   if (!capturing) return 901;
+  capture_stream = nullptr;
+  for (auto& e : queues)
+    if (!e.second.pending.empty()) {
+      // CUDA_ERROR_STREAM_CAPTURE_UNJOINED: a side stream's work is not
+      // waited for.
+      e.second.done += e.second.pending.size();
+      e.second.pending.clear();
+      capturing = false;
+      delete capture_graph;
+      capture_graph = nullptr;
+      *g = nullptr;
+      return 904;
+    }
   capturing = false;
   *g = capture_graph;
   capture_graph = nullptr;
@@ -318,14 +422,14 @@ API CUresult cuFuncGetAttribute(int* v, int, const void*) {
   return 0;
 }
 API CUresult cuLaunchKernel(const emu::Entry* e, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                            unsigned bz, unsigned shared, void*, void** params, void**) {
+                            unsigned bz, unsigned shared, void* stream, void** params, void**) {
   if (!e->bind) return 801;
   Launch l{e, dim3{gx, gy, gz}, dim3{bx, by, bz}, shared, e->bind(params)};
-  if (capturing) {
-    capture_graph->launches.push_back(std::move(l));
+  if (lazy(stream)) {
+    queues[stream].pending.push_back(std::move(l));
     return 0;
   }
-  return run_launch(l);
+  return exec(l);
 }
 // cuLaunchKernelEx: CUlaunchConfig's grid, block, shared bytes and stream
 // (the attributes, programmatic serialization among them, change nothing

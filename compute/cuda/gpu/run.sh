@@ -14,7 +14,8 @@
 # the golden and invariance tests again with programmatic dependent launch);
 # BenchmarkFlash (decode table, A/B lines, kernel breakdowns at
 # PROFILE batches, 8K prefill); the GEMV benchmarks (GEMV=1); gemmx
-# against run 8's fast products (GEMMX=1); perplexity
+# against run 8's fast products (GEMMX=1); what an L2 prefetch buys a
+# product (PREFETCH=1); perplexity
 # against the CPU (PPL=1, needs C/heldout.txt); HF transformers (HF=1).
 # Logs go to $OUT, a summary is printed last.
 set -u
@@ -42,7 +43,7 @@ SYN=$!
 
 stage tests
 timeout $(left 150) "$B/cuda.test" -test.v -test.timeout 200s \
-	-test.run 'TestBackend|TestMatMul|TestRMSNorm|TestRoPE|TestSoftmax|TestTopK|TestGather|TestGEMV2Split|TestGEMVVariants|TestGEMV5|TestKernelsOpenWithPDLWait|TestHandOff|TestDeviceMemory|TestEventsAndGraph' \
+	-test.run 'TestBackend|TestMatMul|TestRMSNorm|TestRoPE|TestSoftmax|TestTopK|TestGather|TestGEMV2Split|TestGEMVVariants|TestGEMV5|TestKernelsOpenWithPDLWait|TestHandOff|TestDeviceMemory|TestEventsAndGraph|TestBranches' \
 	> "$OUT/tests.log" 2>&1
 echo "tests rc=$?" >> "$OUT/tests.log"
 if [ "${PDLTEST:-0}" = 1 ]; then
@@ -65,6 +66,12 @@ if [ "${GEMV:-1}" = 1 ]; then
 	timeout $(left 15) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkGEMVVariants|BenchmarkGEMVGrouped' -test.benchtime 1x -test.timeout 300s \
 		> "$OUT/gemv.log" 2>&1
 	echo "gemv rc=$?" >> "$OUT/gemv.log"
+fi
+if [ "${PREFETCH:-0}" = 1 ]; then
+	stage prefetch
+	timeout $(left 15) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkPrefetch' -test.benchtime 1x -test.timeout 300s \
+		> "$OUT/prefetch.log" 2>&1
+	echo "prefetch rc=$?" >> "$OUT/prefetch.log"
 fi
 if [ "${GEMMX:-1}" = 1 ]; then
 	stage gemmx
@@ -90,12 +97,13 @@ cat "$OUT/smi.txt"
 tail -2 "$OUT/synth.log"
 grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|tests rc|panic" "$OUT/tests.log" | grep -v "^    " | head -40
 grep -cE "^    --- PASS|^--- PASS" "$OUT/tests.log" | sed 's/^/tests passed (lines): /'
-grep -E "FORMATS|MULTI|FUSED|PDL" "$OUT/tests.log" | grep -v "^    " | head -12
+grep -E "FORMATS|MULTI|FUSED|PDL|BRANCHES" "$OUT/tests.log" | grep -v "^    " | head -12
 [ -f "$OUT/tests-pdl.log" ] && { grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|FORMATS|rc=|panic" "$OUT/tests-pdl.log" | grep -v "^    " | head -30; grep -cE "^    --- PASS|^--- PASS" "$OUT/tests-pdl.log" | sed 's/^/pdl tests passed (lines): /'; }
 grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -v "FLASH kernel" | head -40
 grep "FLASH kernel" "$OUT/flash.log" | head -40
 grep "FLASH regs" "$OUT/flash.log" | grep -E "gemmx|_sx|_h16" | head -30
 [ -f "$OUT/gemv.log" ] && grep -E "GEMVV|GEMVG|rc=|panic" "$OUT/gemv.log"
+[ -f "$OUT/prefetch.log" ] && grep -E "Prefetch|rc=|panic" "$OUT/prefetch.log"
 [ -f "$OUT/gemmx.log" ] && grep -E "GEMMX|rc=|panic" "$OUT/gemmx.log"
 [ -f "$OUT/ppl.log" ] && grep -E "cache|against|rc=" "$OUT/ppl.log"
 [ -f "$OUT/hf.log" ] && grep -E "^HF|rc=|Error" "$OUT/hf.log" | tail -6

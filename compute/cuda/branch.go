@@ -1,0 +1,235 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/strata-inference/strata/compute"
+)
+
+// Branches (compute.Branches) are streams of the backend's own beside the
+// device thread's: a Branch(i) records a fork (stream i waits for an event
+// recorded on the main stream), the launches after it carry lane i, and a
+// Join records a join (the main stream waits for an event recorded on
+// stream i) for every lane forked since the last one. Direct launches and
+// captured graphs replay the same records, so a graph holds the branches
+// as parallel paths. Every flush ends joined: it joins the lanes left open
+// and forks the current lane again for the launches after it.
+//
+// While a lane is open, a scratch region an op releases is not handed out
+// again (ResetScratch to a mark does not lower the offset): an op on one
+// stream may still be reading its temporaries while the next op, on
+// another, would take them.
+type branches struct {
+	lane   int                             // the lane ops record on
+	forked [compute.MaxBranches + 1]bool   // lanes forked since the last join
+	side   [compute.MaxBranches + 1]Stream // created at the first flush that forks them
+	joinEv [compute.MaxBranches + 1]Event
+	forkEv Event
+	// busy: lanes with launches other than l2_prefetch since their last
+	// join (prefetch-only lanes read no scratch), from the recording's
+	// records up to scanned.
+	busy    [compute.MaxBranches + 1]bool
+	scanned int
+	// serial: Branch and Join do nothing, every op runs on the main stream
+	// (BenchmarkFlash's branches-off A/B; the same values).
+	serial bool
+}
+
+// Branch implements compute.Branches.
+func (b *Backend) Branch(i int) {
+	if i < 0 || i > compute.MaxBranches {
+		panic(fmt.Sprintf("cuda: Branch(%d) outside 0..%d", i, compute.MaxBranches))
+	}
+	if b.br.serial {
+		return
+	}
+	b.br.lane = i
+	b.rt.lane = uint8(i)
+	if i > 0 {
+		b.rec.launches = append(b.rec.launches, launchRec{op: opFork, lane: uint8(i)})
+		b.br.forked[i] = true
+		b.stats.Forks++
+	}
+}
+
+// Join implements compute.Branches.
+func (b *Backend) Join(i int) {
+	if i < 0 || i > compute.MaxBranches {
+		panic(fmt.Sprintf("cuda: Join(%d) outside 0..%d", i, compute.MaxBranches))
+	}
+	if b.br.serial {
+		return
+	}
+	if i == 0 {
+		b.joinLanes()
+	} else {
+		b.joinLane(i)
+	}
+	b.br.lane, b.rt.lane = 0, 0
+}
+
+// SetBranches turns the branches on (the default) or off: off, Branch and
+// Join do nothing and every op runs on the main stream, with the same
+// values. It takes effect at the next Branch.
+func (b *Backend) SetBranches(on bool) {
+	b.Join(0)
+	b.br.serial = !on
+}
+
+// joinLanes records a join of every forked lane.
+func (b *Backend) joinLanes() {
+	for i := 1; i < len(b.br.forked); i++ {
+		b.joinLane(i)
+	}
+}
+
+// joinLane records a join of lane i if it is forked.
+func (b *Backend) joinLane(i int) {
+	if !b.br.forked[i] {
+		return
+	}
+	b.scanLanes()
+	b.rec.launches = append(b.rec.launches, launchRec{op: opJoin, lane: uint8(i)})
+	b.br.forked[i], b.br.busy[i] = false, false
+	b.br.scanned = len(b.rec.launches)
+}
+
+// scanLanes marks the lanes of the launches recorded since the last scan
+// busy unless they are prefetches.
+func (b *Backend) scanLanes() {
+	pf := b.k.fns["l2_prefetch"]
+	for _, r := range b.rec.launches[min(b.br.scanned, len(b.rec.launches)):] {
+		if r.op == opLaunch && r.lane > 0 && r.f != pf {
+			b.br.busy[r.lane] = true
+		}
+	}
+	b.br.scanned = len(b.rec.launches)
+}
+
+// branchesOpen reports whether a lane that may use scratch is forked and
+// not joined yet.
+func (b *Backend) branchesOpen() bool {
+	b.scanLanes()
+	for i, f := range b.br.forked {
+		if f && b.br.busy[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// lanesOn creates, on the device thread, the streams and events the
+// recording's forks need (before a capture, which must not create them).
+func (b *Backend) lanesOn(t *Thread) error {
+	for i := range b.rec.launches {
+		r := &b.rec.launches[i]
+		if r.op != opFork || b.br.side[r.lane] != 0 {
+			continue
+		}
+		if b.br.forkEv == 0 {
+			e, err := t.NewEvent(false)
+			if err != nil {
+				return err
+			}
+			b.br.forkEv = e
+		}
+		s, err := t.NewStream()
+		if err != nil {
+			return err
+		}
+		e, err := t.NewEvent(false)
+		if err != nil {
+			t.DestroyStream(s)
+			return err
+		}
+		b.br.side[r.lane], b.br.joinEv[r.lane] = s, e
+	}
+	return nil
+}
+
+// replayRec queues one record with main as the main stream.
+func (b *Backend) replayRec(t *Thread, r *launchRec, main Stream) error {
+	switch r.op {
+	case opFork:
+		if err := t.Record(b.br.forkEv, main); err != nil {
+			return err
+		}
+		return t.Wait(b.br.side[r.lane], b.br.forkEv)
+	case opJoin:
+		if err := t.Record(b.br.joinEv[r.lane], b.br.side[r.lane]); err != nil {
+			return err
+		}
+		return t.Wait(main, b.br.joinEv[r.lane])
+	}
+	s := main
+	if r.lane > 0 {
+		s = b.br.side[r.lane]
+	}
+	return t.replay(r, s)
+}
+
+// closeBranches waits for the branches' streams and destroys them and
+// their events.
+func (b *Backend) closeBranches(t *Thread) []error {
+	var errs []error
+	for i, s := range b.br.side {
+		if s != 0 {
+			errs = append(errs, t.Sync(s), t.DestroyStream(s), t.DestroyEvent(b.br.joinEv[i]))
+		}
+	}
+	if b.br.forkEv != 0 {
+		errs = append(errs, t.DestroyEvent(b.br.forkEv))
+	}
+	b.br = branches{serial: b.br.serial}
+	return errs
+}
+
+// Prefetch implements compute.Prefetcher: one l2_prefetch launch over the
+// data and the scales of ws, at most bytes of them (when bytes > 0) and at
+// most three quarters of the L2 in all (what it holds beside the other
+// kernels' traffic), queued like any op (on the current branch). With the
+// branches off (SetBranches) it does nothing: on the main stream it would
+// only delay the ops after it.
+func (b *Backend) Prefetch(ws []*compute.Matrix, bytes int64) {
+	if b.noPrefetch || b.br.serial {
+		return
+	}
+	budget := int64(b.dev.Props().L2Bytes) * 3 / 4
+	if bytes > 0 {
+		budget = min(budget, bytes)
+	}
+	var regions [2 * pfRegions]uint64 // pointers, then int32 sizes in 16-byte chunks, two a word
+	nr := 0
+	add := func(p Ptr, n int64) {
+		n = min(n, budget) / 16
+		if n <= 0 || nr == pfRegions {
+			return
+		}
+		regions[nr] = uint64(p)
+		regions[pfRegions+nr/2] |= uint64(uint32(n)) << (32 * (nr % 2))
+		budget -= 16 * n
+		nr++
+	}
+	var pieces int64
+	for _, w := range ws {
+		m := b.mustMat(w)
+		data := m.rowBytes() * int64(m.Rows)
+		add(m.Data, data)
+		if sc := m.bytes - data; m.Scale != 0 && sc > 0 {
+			add(m.Scale, sc)
+		}
+		pieces = max(pieces, (data+pfPiece-1)/pfPiece)
+	}
+	if nr == 0 {
+		return
+	}
+	// One thread a piece of the largest region, blocks of 128 threads.
+	b.launch("l2_prefetch", Dim3{X: int((pieces + 127) / 128)}, Dim3{X: 128}, 0,
+		b.args().Struct(regions[:pfRegions+pfRegions/2]...).Int(nr))
+}
+
+// pfRegions and pfPiece are prefetch.cu's PF_REGIONS and PF_PIECE.
+const (
+	pfRegions = 12
+	pfPiece   = 16384
+)

@@ -1,0 +1,138 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/strata-inference/strata/compute"
+	"github.com/strata-inference/strata/compute/cpu"
+	"github.com/strata-inference/strata/golden"
+	"github.com/strata-inference/strata/model"
+)
+
+// TestBranches: ops queued on three branches and the main one give the
+// CPU's values, whether the step is launched directly, captured or
+// replayed from its graph, and with a flush (a Write) in the middle of a
+// branch. A scratch region released on a busy branch is not handed out
+// again before its join, and is after it. In the emulator side streams run
+// as late as their waits allow, so a missing fork or join shows as wrong
+// values there.
+func TestBranches(t *testing.T) {
+	const rows, n = 4, 1024
+	rng := rand.New(rand.NewPCG(7, 8))
+	x := randFloats(rng, rows*n)
+	w := randFloats(rng, n)
+
+	// The CPU's: y_i = RMSNorm(x_i, w) for rows 0..2, then
+	// y_3 = RMSNorm(x_3) + y_0 + y_1 + y_2 (AddRepeated).
+	ref := func(be compute.Backend) []float32 {
+		xt, _ := be.Alloc(compute.F32, rows, n)
+		be.Write(xt, x)
+		wt, _ := be.Vector(w)
+		y := be.Scratch(compute.F32, rows, n)
+		for i := range 3 {
+			be.RMSNorm(y.Slice(i, i+1), xt.Slice(i, i+1), wt, 1e-6)
+		}
+		be.RMSNorm(y.Slice(3, 4), xt.Slice(3, 4), compute.Tensor{}, 1e-6)
+		for i := range 3 {
+			be.AddRepeated(y.Slice(3, 4), y.Slice(i, i+1), 1)
+		}
+		out := make([]float32, rows*n)
+		if err := be.Read(out, y); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := ref(cpu.New(1))
+
+	be := newBackend(t, Strict)
+	xt, err := be.Alloc(compute.F32, rows, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.Write(xt, x)
+	wt, err := be.Vector(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spare, err := be.Alloc(compute.F32, 1, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := range 4 {
+		be.ResetScratch(0)
+		y := be.Scratch(compute.F32, rows, n)
+		for i := range 3 {
+			be.Branch(i + 1)
+			be.RMSNorm(y.Slice(i, i+1), xt.Slice(i, i+1), wt, 1e-6)
+			if i == 0 {
+				// Released on a busy branch: not handed out again yet.
+				mark := be.ScratchMark()
+				a := be.Scratch(compute.F32, 1, n)
+				be.ResetScratch(mark)
+				if b := be.Scratch(compute.F32, 1, n); b.Off == a.Off {
+					t.Fatalf("step %d: scratch at %d handed out again while branch 1 is open", step, a.Off)
+				}
+				be.ResetScratch(mark)
+			}
+			if step == 3 && i == 1 {
+				be.Write(spare, w) // a flush in the middle of branch 2
+			}
+		}
+		be.Branch(0)
+		be.RMSNorm(y.Slice(3, 4), xt.Slice(3, 4), compute.Tensor{}, 1e-6)
+		be.Join(0)
+		mark := be.ScratchMark()
+		a := be.Scratch(compute.F32, 1, n)
+		be.ResetScratch(mark)
+		if b := be.Scratch(compute.F32, 1, n); b.Off != a.Off {
+			t.Fatalf("step %d: scratch at %d not handed out again after the join (got %d)", step, a.Off, b.Off)
+		}
+		be.ResetScratch(mark)
+		for i := range 3 {
+			be.AddRepeated(y.Slice(3, 4), y.Slice(i, i+1), 1)
+		}
+		got := make([]float32, rows*n)
+		if err := be.Read(got, y); err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if d := math.Abs(float64(got[i] - want[i])); !(d <= 1e-5*(1+math.Abs(float64(want[i])))) { // NaN fails too
+				t.Fatalf("step %d: element %d is %g, the CPU's %g", step, i, got[i], want[i])
+			}
+		}
+	}
+	st := be.Stats()
+	if st.Forks < 12 || st.Captures == 0 || st.GraphLaunches == 0 {
+		t.Fatalf("stats %+v: want 12 forks and a captured graph replayed", st)
+	}
+}
+
+// TestBackendBranches: a DeepSeek-V4 forward on branches, with its weights
+// prefetched, gives the logits of one stream without prefetches bit for
+// bit, on the full and the decode paths, strict and fast.
+func TestBackendBranches(t *testing.T) {
+	for _, name := range []string{"testdata/golden/deepseek-v4/flash-ratios", "testdata/golden/deepseek-v4-extra/hc3-csa8"} {
+		for _, mode := range []Mode{Strict, Fast} {
+			t.Run(fmt.Sprintf("%s/%s", filepath.Base(name), modeName(mode)), func(t *testing.T) {
+				dir := repoPath(t, name)
+				c, err := golden.Load(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var on *Backend
+				br := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { on = be })
+				one := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.SetBranches(false); be.noPrefetch = true })
+				if on.Stats().Forks == 0 {
+					t.Fatal("the forward queued nothing on a branch")
+				}
+				samePaths(t, br, one, "on one stream")
+				fmt.Printf("BRANCHES %s %s: full and decode logits identical on branches and on one stream (%d forks; max abs from the golden f32 logits %.3g)\n",
+					filepath.Base(name), modeName(mode), on.Stats().Forks, golden.MaxAbsDiff(br[0], c.LogitsFull))
+			})
+		}
+	}
+}
