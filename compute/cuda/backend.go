@@ -101,9 +101,15 @@ type Backend struct {
 	attnHG16 bool
 	// br are the backend's branches (branch.go).
 	br branches
-	// noPrefetch: Prefetch does nothing (BenchmarkFlash's prefetch-off A/B).
+	// noPrefetch: Prefetch does nothing. The default: run 10 measured the
+	// prefetches 0.4-0.9% slower a step at batches 1 to 64 (the products
+	// they feed are bound by their instructions, not by HBM);
+	// BenchmarkFlash's prefetch-on A/B measures them.
 	noPrefetch bool
-	closed     bool
+	// gemvxOff: Fast products of FP8 weights for up to 8 tokens take the
+	// float32 GEMV (run 9's) instead of gemvx (other bits).
+	gemvxOff bool
+	closed   bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile
@@ -161,7 +167,7 @@ func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) 
 // NewBackendOn returns a Backend on an open device, which Close leaves
 // open (several Backends may share a device, one goroutine each).
 func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
-	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true,
+	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true,
 		gc: graphCache{limit: 16}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)

@@ -727,3 +727,55 @@ func BenchmarkPrefetch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGEMVX times gemvx (Fast, the tensor cores) against the float32
+// GEMV on FP8 Flash shapes at 1 and 8 tokens: graph replays rotating over
+// 512 MB of copies, as BenchmarkGEMV.
+func BenchmarkGEMVX(b *testing.B) {
+	for _, c := range []benchMatrix{
+		{compute.FP8, 4096, 8192}, {compute.FP8, 32768, 1024}, {compute.FP8, 4096, 4096}, {compute.FP8, 4096, 2048},
+	} {
+		var m *compute.Matrix
+		for _, T := range []int{1, 8} {
+			b.Run(fmt.Sprintf("%v/T=%d", c, T), func(b *testing.B) {
+				device(b)
+				if m == nil {
+					m = c.make()
+				}
+				for b.Loop() {
+					benchDo(b, func(th *Thread) error {
+						ws, err := deviceMatrices(th, m, 512<<20)
+						if err != nil {
+							return err
+						}
+						defer freeMatrices(th, ws)
+						x, err := upload(th, randFloats(rand.New(rand.NewPCG(2, 3)), T*c.cols))
+						if err != nil {
+							return err
+						}
+						defer th.Free(x)
+						y, err := th.Alloc(int64(4 * c.rows * T))
+						if err != nil {
+							return err
+						}
+						defer th.Free(y)
+						k := device(b).Kernels()
+						gemv, err := timeGraph(th, 2*len(ws), 5, func(i int) error {
+							return k.MatMul(th, th.Stream(), y, x, T, ws[i%len(ws)], Strict)
+						})
+						if err != nil {
+							return err
+						}
+						vx, err := timeGraph(th, 2*len(ws), 5, func(i int) error {
+							return k.gemvx(th, th.Stream(), y, c.rows, 0, x, c.cols, 0, T, ws[i%len(ws)], 1, 0)
+						})
+						b.ReportMetric(gemv*1e3, "gemv-us")
+						b.ReportMetric(vx*1e3, "gemvx-us")
+						b.ReportMetric(float64(m.Bytes())/vx/1e6/hbmGBs, "gemvx-of-HBM")
+						return err
+					})
+				}
+			})
+		}
+	}
+}

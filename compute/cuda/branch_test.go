@@ -112,7 +112,7 @@ func TestBranches(t *testing.T) {
 }
 
 // TestBackendBranches: a DeepSeek-V4 forward on branches, with its weights
-// prefetched, gives the logits of one stream without prefetches bit for
+// prefetched (off by default), gives the logits of one stream without prefetches bit for
 // bit, on the full and the decode paths, strict and fast.
 func TestBackendBranches(t *testing.T) {
 	for _, name := range []string{"testdata/golden/deepseek-v4/flash-ratios", "testdata/golden/deepseek-v4-extra/hc3-csa8"} {
@@ -124,7 +124,7 @@ func TestBackendBranches(t *testing.T) {
 					t.Fatal(err)
 				}
 				var on *Backend
-				br := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { on = be })
+				br := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { on = be; be.noPrefetch = false })
 				one := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.SetBranches(false); be.noPrefetch = true })
 				if on.Stats().Forks == 0 {
 					t.Fatal("the forward queued nothing on a branch")

@@ -76,7 +76,7 @@ var modelKernels = []string{
 	"gemmx_moe_bf16", "gemmx_moe_fp8", "gemmx_moe_fp4",
 	"moe_gemv_f32", "moe_gemv_bf16", "moe_gemv_f16", "moe_gemv_fp8", "moe_gemv_fp4",
 	"moe_gemv_f32_s", "moe_gemv_bf16_s", "moe_gemv_f16_s", "moe_gemv_fp8_s", "moe_gemv_fp4_s",
-	"l2_prefetch",
+	"l2_prefetch", "gemvx_fp8",
 }
 
 // moeSXKernels are moe.cu's _sx entries (filled in by init): they take
@@ -494,6 +494,30 @@ func (k *Kernels) gemmxFits(w *Matrix) bool {
 func (k *Kernels) splitX(t *Thread, s Stream, xh, xl, x Ptr, n int) error {
 	a := t.Args().Ptr(xh).Ptr(xl).Ptr(x).Int(n)
 	return k.launch(t, k.fns["split_bf16x"], Dim3{X: blocks(n, 256)}, Dim3{X: 256}, s, a)
+}
+
+// gemvxFits reports whether gemvx (gemvx.cu) takes w: FP8 with K a
+// multiple of 64 and scale blocks of whole 16-column chunks, on a device
+// with bfloat16 tensor cores.
+func (k *Kernels) gemvxFits(w *Matrix) bool {
+	return w.DType == compute.FP8 && w.Cols%64 == 0 && w.BlockCols%16 == 0 && w.BlockRows > 0 && k.tensorCores &&
+		k.fns["gemvx_fp8"] != 0
+}
+
+// gemvx queues gemvx's product (Fast numerics, 1 to 8 tokens) of the G
+// matrices of tab (or w alone, G = 1, tab 0), all of w's shape:
+// y[t·ldy + g·ygs + r] = W_g·x[t·ldx + g·xgs + ...] for T ≤ 8 tokens.
+func (k *Kernels) gemvx(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx, xgs, T int, w *Matrix, G int, tab Ptr) error {
+	if T < 1 || T > 8 {
+		return fmt.Errorf("cuda: gemvx of %d tokens (1 to 8)", T)
+	}
+	var data, scale Ptr
+	if tab == 0 {
+		data, scale = w.Data, w.Scale
+	}
+	a := t.Args().Ptr(y).Int(ldy).Int(ygs).Ptr(x).Int(ldx).Int(xgs).Ptr(data).Ptr(scale).Ptr(tab).Int(w.Rows).Int(w.Cols).
+		Int(T).Int(w.BlockRows).Int(w.BlockCols).Int(w.scaleCols())
+	return k.launch(t, k.fns["gemvx_fp8"], Dim3{X: (w.Rows + 31) / 32, Y: G}, Dim3{X: 256}, s, a)
 }
 
 // matMulX queues gemmx's product (gemmx.cu: Fast numerics) of the G

@@ -44,6 +44,10 @@ func (b *Backend) matMul(y, x compute.Tensor, w *compute.Matrix, mode Mode) {
 	}
 	m := b.mustMat(w)
 	T := x.Rows
+	if b.useGEMVX(m, T, mode) {
+		b.fail(b.k.gemvx(b.rt, 0, b.ptr(y), w.Rows, 0, b.ptr(x), x.Cols, 0, T, m, 1, 0))
+		return
+	}
 	if mode != Fast || T <= b.k.gemvMaxT || !bf16Exact(m.DType) || !b.k.tensorCores {
 		b.fail(b.k.MatMul(b.rt, 0, b.ptr(y), b.ptr(x), T, m, Strict))
 		return
@@ -99,6 +103,12 @@ func (b *Backend) splitX(x Ptr, n int) (xh, xl Ptr) {
 	return xh, xl
 }
 
+// useGEMVX reports whether a product of T tokens by m takes gemvx: Fast
+// mode, at most FastGEMVMaxT (and 8) tokens, an FP8 matrix gemvx fits.
+func (b *Backend) useGEMVX(m *Matrix, T int, mode Mode) bool {
+	return mode == Fast && !b.gemvxOff && T <= min(b.k.gemvMaxT, 8) && b.k.gemvxFits(m)
+}
+
 // bf16Exact reports whether every weight of a format is a bfloat16 value
 // (the fast products take the tensor cores only for those: F32 and F16
 // weights would be rounded).
@@ -128,6 +138,10 @@ func (b *Backend) GroupedMatMul(y, x compute.Tensor, ws []*compute.Matrix) {
 	checkShape("GroupedMatMul y", y, T, G*R)
 	if G == 1 {
 		b.MatMul(y, x, ws[0])
+		return
+	}
+	if tab, w0, ok := b.groupTable(ws); ok && b.useGEMVX(w0, T, b.mode) {
+		b.fail(b.k.gemvx(b.rt, 0, b.ptr(y), G*R, R, b.ptr(x), G*n, n, T, w0, G, tab))
 		return
 	}
 	if tab, w0, ok := b.groupTable(ws); ok && (b.mode == Strict || T <= b.k.gemvMaxT || !bf16Exact(w0.DType) || !b.k.tensorCores) {

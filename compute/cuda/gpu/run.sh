@@ -43,7 +43,7 @@ SYN=$!
 
 stage tests
 timeout $(left 150) "$B/cuda.test" -test.v -test.timeout 200s \
-	-test.run 'TestBackend|TestMatMul|TestRMSNorm|TestRoPE|TestSoftmax|TestTopK|TestGather|TestGEMV2Split|TestGEMVVariants|TestGEMV5|TestKernelsOpenWithPDLWait|TestHandOff|TestDeviceMemory|TestEventsAndGraph|TestBranches' \
+	-test.run 'TestBackend|TestMatMul|TestRMSNorm|TestRoPE|TestSoftmax|TestTopK|TestGather|TestGEMV2Split|TestGEMVVariants|TestGEMV5|TestKernelsOpenWithPDLWait|TestHandOff|TestDeviceMemory|TestEventsAndGraph|TestBranches|TestGEMVX' \
 	> "$OUT/tests.log" 2>&1
 echo "tests rc=$?" >> "$OUT/tests.log"
 if [ "${PDLTEST:-0}" = 1 ]; then
@@ -69,7 +69,7 @@ if [ "${GEMV:-1}" = 1 ]; then
 fi
 if [ "${PREFETCH:-0}" = 1 ]; then
 	stage prefetch
-	timeout $(left 15) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkPrefetch' -test.benchtime 1x -test.timeout 300s \
+	timeout $(left 15) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkPrefetch|BenchmarkGEMVX' -test.benchtime 1x -test.timeout 300s \
 		> "$OUT/prefetch.log" 2>&1
 	echo "prefetch rc=$?" >> "$OUT/prefetch.log"
 fi
@@ -103,7 +103,7 @@ grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -v "FLASH kernel" 
 grep "FLASH kernel" "$OUT/flash.log" | head -40
 grep "FLASH regs" "$OUT/flash.log" | grep -E "gemmx|_sx|_h16" | head -30
 [ -f "$OUT/gemv.log" ] && grep -E "GEMVV|GEMVG|rc=|panic" "$OUT/gemv.log"
-[ -f "$OUT/prefetch.log" ] && grep -E "Prefetch|rc=|panic" "$OUT/prefetch.log"
+[ -f "$OUT/prefetch.log" ] && grep -E "Prefetch|GEMVX|rc=|panic" "$OUT/prefetch.log"
 [ -f "$OUT/gemmx.log" ] && grep -E "GEMMX|rc=|panic" "$OUT/gemmx.log"
 [ -f "$OUT/ppl.log" ] && grep -E "cache|against|rc=" "$OUT/ppl.log"
 [ -f "$OUT/hf.log" ] && grep -E "^HF|rc=|Error" "$OUT/hf.log" | tail -6

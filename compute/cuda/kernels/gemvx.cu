@@ -1,0 +1,158 @@
+// gemvx.cu: the Fast product of FP8 weights for 1 to 8 tokens on the
+// tensor cores, y[t] = W·x[t].
+//
+// The float32 GEMV (gemv2.cu) is bound by its instructions there, not by
+// the memory: it decodes and multiplies every weight on the CUDA cores,
+// once per token, and run 10's BenchmarkPrefetch read a 32 MB matrix from
+// the L2 barely faster than from HBM. Here the tensor cores multiply, and
+// the CUDA cores only place the weights' bits.
+//
+// Numerics (Fast mode, as gemmx): every weight is exact in bfloat16
+// (e4m3 times its UE8M0 scale), every activation is split as x = hi + lo
+// with hi = bf16(x) and lo = bf16(x - hi) (round to nearest even), and
+// mma.sync m16n8k16 multiplies W by hi and by lo into one float32
+// accumulator. The tokens are the mma's 8 columns (token t is column t).
+//
+// A block of 8 warps computes 32 rows (two tiles of 16) for all T ≤ 8
+// tokens. Warp w takes the 64-column steps w, w+8, w+16, ... of K; lane
+// (g, c) = (lane/4, lane%4) loads the 16 bytes [64s + 16c, +16) of rows
+// g, g+8, g+16 and g+24 (GVX_U steps in flight) and the same 16 columns
+// of x for token g, and feeds them to 4 mmas as their k pairs
+// (16c + 4j, +1) and (16c + 4j + 2, +3), j = 0..3: each mma sums a
+// permutation of 16 columns, the weights and activations of a column side
+// by side. The 8 warps' sums are added in warp order. Every order depends
+// on K alone: a token's result does not depend on T or on the other
+// tokens (batch-invariant within this kernel; gemmx, above 8 tokens, adds
+// in another order).
+
+#define GVX_WARPS 8
+#define GVX_U 4
+#define GVX_ROWS 32
+
+// gvx_dec2 decodes the e4m3 bytes 2h and 2h+1 of q, times the chunk's
+// scale (sf, and s2 the same as a pair of bfloat16s), into a bfloat16
+// pair (byte 2h low). On sm_90: each byte's bits placed as a bfloat16 of
+// the same value times 2^-120 (sign at bit 15, exponent and mantissa at
+// bits 10..4: e4m3's subnormals become bfloat16 subnormals), then two
+// exact bfloat16x2 multiplies, by 2^120 and by the scale.
+__device__ __forceinline__ u32 gvx_dec2(u32 q, int h, u32 s2, float sf) {
+#if defined(STRATA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
+  (void)s2;
+  return pack2(bf16_exact(__fmul_rn(e4m3((q >> (16 * h)) & 0xFF), sf)),
+               bf16_exact(__fmul_rn(e4m3((q >> (16 * h + 8)) & 0xFF), sf)));
+#else
+  (void)sf;
+  u32 t;  // bytes 2h, 2h+1 as the low bytes of the halves
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(t) : "r"(q), "r"(h ? 0x4342u : 0x4140u));
+  t = ((t & 0x007F007Fu) << 4) | ((t & 0x00800080u) << 8);
+  asm("mul.rn.bf16x2 %0, %0, %1;" : "+r"(t) : "r"(0x7B807B80u));
+  asm("mul.rn.bf16x2 %0, %0, %1;" : "+r"(t) : "r"(s2));
+  return t;
+#endif
+}
+
+// gvx_split writes hi and lo of the pair (a, b) (a low) as bfloat16 pairs.
+__device__ __forceinline__ void gvx_split(float a, float b, u32& hi, u32& lo) {
+  const u32 ha = bf16_rn(a), hb = bf16_rn(b);
+  hi = pack2(ha, hb);
+  lo = pack2(bf16_rn(__fsub_rn(a, __uint_as_float(ha << 16))), bf16_rn(__fsub_rn(b, __uint_as_float(hb << 16))));
+}
+
+// gemvx_fp8: block (x, g) computes rows [32x, 32x+32) of group g: matrix
+// tab[g] ([G][data, scale]) or w (tab 0), input x + g·xgs (rows ldx
+// apart), output y[t·ldy + g·ygs + r]. K is a multiple of 64, blockCols
+// of 16. Grid (ceil(rows/32), G), 256 threads.
+extern "C" __global__ void __launch_bounds__(256)
+    gemvx_fp8(float* __restrict__ y, int ldy, int ygs, const float* __restrict__ x, int ldx, int xgs,
+              const u8* __restrict__ w, const u8* __restrict__ sc, const u64* __restrict__ tab, int rows, int K,
+              int T, int blockRows, int blockCols, int scaleCols) {
+  PDL_WAIT();
+  __shared__ float red[GVX_WARPS][8][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  const int grp = blockIdx.y;
+  if (tab) {
+    w = (const u8*)tab[2 * grp];
+    sc = (const u8*)tab[2 * grp + 1];
+  }
+  y += (long long)grp * ygs;
+  x += (long long)grp * xgs;
+  const int r0 = blockIdx.x * GVX_ROWS;
+  int rr[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) rr[i] = min(r0 + g + 8 * i, rows - 1);
+  const float* xt = x + (long long)min(g, T - 1) * ldx;
+  const int steps = K >> 6;
+
+  float acc[2][4];
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[m][e] = 0.0f;
+
+  for (int s0 = warp; s0 < steps; s0 += GVX_WARPS * GVX_U) {
+    uint4 q[GVX_U][4];
+#pragma unroll
+    for (int u = 0; u < GVX_U; ++u) {
+      const int s = s0 + u * GVX_WARPS;
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        q[u][i] = s < steps ? __ldg((const uint4*)(w + (long long)rr[i] * K + 64 * s + 16 * c)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < GVX_U; ++u) {
+      const int s = s0 + u * GVX_WARPS;
+      if (s >= steps) break;
+      const int k = 64 * s + 16 * c;
+      u32 xh[8], xl[8];
+      const float4* xp = (const float4*)(xt + k);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float4 f = __ldg(xp + j);
+        gvx_split(f.x, f.y, xh[2 * j], xl[2 * j]);
+        gvx_split(f.z, f.w, xh[2 * j + 1], xl[2 * j + 1]);
+      }
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        u32 A[2][8];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int i = 2 * m + h;
+          const uint4 v = q[u][i];
+          float sf = ue8m0(__ldg(sc + (rr[i] / blockRows) * scaleCols + k / blockCols));
+          const bool nan = (e4m3_nan_bits(v.x) | e4m3_nan_bits(v.y) | e4m3_nan_bits(v.z) | e4m3_nan_bits(v.w)) != 0u;
+          if (nan) sf = __uint_as_float(QNAN_BITS);
+          const u32 sb = __float_as_uint(sf) >> 16, s2 = sb | (sb << 16);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const u32 wd = word_of(v, j);
+            A[h][2 * j] = gvx_dec2(wd, 0, s2, sf);
+            A[h][2 * j + 1] = gvx_dec2(wd, 1, s2, sf);
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const u32 a[4] = {A[0][2 * j], A[1][2 * j], A[0][2 * j + 1], A[1][2 * j + 1]};
+          const u32 bh[2] = {xh[2 * j], xh[2 * j + 1]}, bl[2] = {xl[2 * j], xl[2 * j + 1]};
+          mma_bf16(acc[m], a, bh);
+          mma_bf16(acc[m], a, bl);
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) red[warp][4 * m + e][lane] = acc[m][e];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v = red[0][4 * m + e][lane];
+      for (int j = 1; j < GVX_WARPS; ++j) v = __fadd_rn(v, red[j][4 * m + e][lane]);
+      const int r = r0 + 16 * m + g + (e >> 1) * 8, t = 2 * c + (e & 1);
+      if (r < rows && t < T) y[(long long)t * ldy + r] = v;
+    }
+}
