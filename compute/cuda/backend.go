@@ -106,9 +106,10 @@ type Backend struct {
 	// they feed are bound by their instructions, not by HBM);
 	// BenchmarkFlash's prefetch-on A/B measures them.
 	noPrefetch bool
-	// gemvxOff: Fast products of FP8 weights for up to 8 tokens take the
-	// float32 GEMV (run 9's) instead of gemvx (other bits).
-	gemvxOff bool
+	// gemvxOff: Fast products of FP8 and BF16 weights for up to 8 tokens
+	// take the float32 GEMV (run 9's) instead of gemvx (other bits);
+	// gemvxNoBF16 only those of BF16 weights (the output head).
+	gemvxOff, gemvxNoBF16 bool
 	closed   bool
 
 	// profile, when set, times every launch with events (no graphs).

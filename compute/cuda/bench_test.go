@@ -729,14 +729,15 @@ func BenchmarkPrefetch(b *testing.B) {
 }
 
 // BenchmarkGEMVX times gemvx (Fast, the tensor cores) against the float32
-// GEMV on FP8 Flash shapes at 1 and 8 tokens: graph replays rotating over
+// GEMV on FP8 and BF16 Flash shapes (the last the output head) at 1 to 8 tokens: graph replays rotating over
 // 512 MB of copies, as BenchmarkGEMV.
 func BenchmarkGEMVX(b *testing.B) {
 	for _, c := range []benchMatrix{
 		{compute.FP8, 4096, 8192}, {compute.FP8, 32768, 1024}, {compute.FP8, 4096, 4096}, {compute.FP8, 4096, 2048},
+		{compute.BF16, 4096, 4096}, {compute.BF16, 129280, 4096},
 	} {
 		var m *compute.Matrix
-		for _, T := range []int{1, 8} {
+		for _, T := range []int{1, 2, 3, 4, 8} {
 			b.Run(fmt.Sprintf("%v/T=%d", c, T), func(b *testing.B) {
 				device(b)
 				if m == nil {

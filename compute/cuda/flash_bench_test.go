@@ -295,8 +295,10 @@ func BenchmarkFlash(b *testing.B) {
 	// the L2 prefetches (off by default) on their branch.
 	abAt("one-stream", []int{1, 8, 64}, func(on bool) { be.SetBranches(!on); be.noPrefetch = on })
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
-	// Run 9's float32 GEMV for FP8 products of up to 8 tokens (other bits).
-	abAt("gemvx-off", []int{1, 8}, func(on bool) { be.gemvxOff = on })
+	// Run 9's float32 GEMV for FP8 and BF16 products of up to 8 tokens, and
+	// for BF16 ones alone (the head; other bits).
+	abAt("gemvx-off", []int{1, 2, 4, 8}, func(on bool) { be.gemvxOff = on })
+	abAt("gemvx-bf16-off", []int{1, 8}, func(on bool) { be.gemvxNoBF16 = on })
 	// Run 8's grouped expert kernels and tiles against the _sx entries:
 	// at batch 64 and 256 (STRATA_FLASH_MOE_AB_BATCHES), and for tiles of
 	// one pair alone (moe-p1-r8) at batches 1 and 8.

@@ -64,6 +64,8 @@ var gemvxCases = []mmCase{
 	{compute.FP8, 100, 1024, 128, 128},
 	{compute.FP8, 129, 4096, 128, 128},
 	{compute.FP8, 70, 192, 32, 16},
+	{compute.BF16, 97, 1024, 0, 0},
+	{compute.BF16, 64, 4096, 0, 0},
 }
 
 func skipNoGEMVX(t *testing.T) {

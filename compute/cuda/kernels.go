@@ -25,6 +25,11 @@ const (
 // 43.2); run 8's gemm.cu had kept the GEMV up to T=32.
 const FastGEMVMaxT = 8
 
+// GEMVXMinT is the fewest tokens for which Fast products of FP8 weights
+// take gemvx (the tensor cores) instead of the float32 GEMV, up to
+// FastGEMVMaxT.
+const GEMVXMinT = 1
+
 // Kernels are the compiled kernels of a device. Their methods queue work
 // on a stream and return without waiting for it; they take the Thread of
 // the Device.Do call they run in.
@@ -40,8 +45,9 @@ type Kernels struct {
 	// when useO1 is set (measured beside).
 	gemmx, gemmxO1 [5]Func
 	useO1          bool
-	// gemvMaxT is FastGEMVMaxT, changed only to measure another crossover.
-	gemvMaxT int
+	// gemvMaxT is FastGEMVMaxT, changed only to measure another crossover;
+	// gemvxMinT is GEMVXMinT.
+	gemvMaxT, gemvxMinT int
 	// tensorCores: the device has bfloat16 mma.sync (sm_80 and later).
 	tensorCores bool
 	// unavailable says why kernels are missing (Open's keepGoing).
@@ -76,7 +82,7 @@ var modelKernels = []string{
 	"gemmx_moe_bf16", "gemmx_moe_fp8", "gemmx_moe_fp4",
 	"moe_gemv_f32", "moe_gemv_bf16", "moe_gemv_f16", "moe_gemv_fp8", "moe_gemv_fp4",
 	"moe_gemv_f32_s", "moe_gemv_bf16_s", "moe_gemv_f16_s", "moe_gemv_fp8_s", "moe_gemv_fp4_s",
-	"l2_prefetch", "gemvx_fp8",
+	"l2_prefetch", "gemvx_fp8", "gemvx_bf16",
 }
 
 // moeSXKernels are moe.cu's _sx entries (filled in by init): they take
@@ -168,7 +174,7 @@ var dtypeNames = [5]string{"f32", "bf16", "f16", "fp8", "fp4"}
 // keepGoing, units that failed to build and kernels not found are left
 // out (their Func is 0) instead of failing.
 func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernels, error) {
-	k := &Kernels{tensorCores: tensorCores, t8R4: true, gemvMaxT: FastGEMVMaxT}
+	k := &Kernels{tensorCores: tensorCores, t8R4: true, gemvMaxT: FastGEMVMaxT, gemvxMinT: GEMVXMinT}
 	var missing []error
 	for _, u := range units {
 		if u.err != nil {
@@ -496,16 +502,18 @@ func (k *Kernels) splitX(t *Thread, s Stream, xh, xl, x Ptr, n int) error {
 	return k.launch(t, k.fns["split_bf16x"], Dim3{X: blocks(n, 256)}, Dim3{X: 256}, s, a)
 }
 
-// gemvxFits reports whether gemvx (gemvx.cu) takes w: FP8 with K a
-// multiple of 64 and scale blocks of whole 16-column chunks, on a device
-// with bfloat16 tensor cores.
+// gemvxFits reports whether gemvx (gemvx.cu) takes w: FP8 or BF16 with K
+// a multiple of 64 (FP8: scale blocks of whole 16-column chunks), on a
+// device with bfloat16 tensor cores.
 func (k *Kernels) gemvxFits(w *Matrix) bool {
-	return w.DType == compute.FP8 && w.Cols%64 == 0 && w.BlockCols%16 == 0 && w.BlockRows > 0 && k.tensorCores &&
-		k.fns["gemvx_fp8"] != 0
+	if w.Cols%64 != 0 || !k.tensorCores || k.fns["gemvx_fp8"] == 0 || k.fns["gemvx_bf16"] == 0 {
+		return false
+	}
+	return w.DType == compute.BF16 || (w.DType == compute.FP8 && w.BlockCols%16 == 0 && w.BlockRows > 0)
 }
 
 // gemvx queues gemvx's product (Fast numerics, 1 to 8 tokens) of the G
-// matrices of tab (or w alone, G = 1, tab 0), all of w's shape:
+// matrices of tab (or w alone, G = 1, tab 0), all of w's shape and format:
 // y[t·ldy + g·ygs + r] = W_g·x[t·ldx + g·xgs + ...] for T ≤ 8 tokens.
 func (k *Kernels) gemvx(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx, xgs, T int, w *Matrix, G int, tab Ptr) error {
 	if T < 1 || T > 8 {
@@ -516,8 +524,8 @@ func (k *Kernels) gemvx(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx, xg
 		data, scale = w.Data, w.Scale
 	}
 	a := t.Args().Ptr(y).Int(ldy).Int(ygs).Ptr(x).Int(ldx).Int(xgs).Ptr(data).Ptr(scale).Ptr(tab).Int(w.Rows).Int(w.Cols).
-		Int(T).Int(w.BlockRows).Int(w.BlockCols).Int(w.scaleCols())
-	return k.launch(t, k.fns["gemvx_fp8"], Dim3{X: (w.Rows + 31) / 32, Y: G}, Dim3{X: 256}, s, a)
+		Int(T).Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols()).Int(map[bool]int{true: 1}[w.NaNFree])
+	return k.launch(t, k.fns["gemvx_"+dtypeNames[w.DType]], Dim3{X: (w.Rows + 31) / 32, Y: G}, Dim3{X: 256}, s, a)
 }
 
 // matMulX queues gemmx's product (gemmx.cu: Fast numerics) of the G

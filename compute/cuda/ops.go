@@ -104,9 +104,11 @@ func (b *Backend) splitX(x Ptr, n int) (xh, xl Ptr) {
 }
 
 // useGEMVX reports whether a product of T tokens by m takes gemvx: Fast
-// mode, at most FastGEMVMaxT (and 8) tokens, an FP8 matrix gemvx fits.
+// mode, GEMVXMinT to FastGEMVMaxT (at most 8) tokens, an FP8 or BF16
+// matrix gemvx fits.
 func (b *Backend) useGEMVX(m *Matrix, T int, mode Mode) bool {
-	return mode == Fast && !b.gemvxOff && T <= min(b.k.gemvMaxT, 8) && b.k.gemvxFits(m)
+	return mode == Fast && !b.gemvxOff && T >= b.k.gemvxMinT && T <= min(b.k.gemvMaxT, 8) && b.k.gemvxFits(m) &&
+		!(b.gemvxNoBF16 && m.DType == compute.BF16)
 }
 
 // bf16Exact reports whether every weight of a format is a bfloat16 value
@@ -239,7 +241,8 @@ func (b *Backend) MatMuls(ys []compute.Tensor, x compute.Tensor, ws []*compute.M
 		}
 		done |= 1 << i
 		g, si, ok := b.multiKey(ws[i], T)
-		if !ok || b.unmulti || i >= 64 {
+		if !ok || b.unmulti || i >= 64 || b.useGEMVX(b.mustMat(ws[i]), T, b.mode) {
+			// gemvx's products a launch each: MatMul's bits.
 			b.MatMul(ys[i], x, ws[i])
 			continue
 		}
@@ -250,7 +253,7 @@ func (b *Backend) MatMuls(ys []compute.Tensor, x compute.Tensor, ws []*compute.M
 			if done&(1<<j) != 0 {
 				continue
 			}
-			if _, sj, okj := b.multiKey(ws[j], T); okj && sj == si {
+			if _, sj, okj := b.multiKey(ws[j], T); okj && sj == si && !b.useGEMVX(b.mustMat(ws[j]), T, b.mode) {
 				mj := b.mustMat(ws[j])
 				if mj.DType == m0.DType && mj.Cols == m0.Cols && mj.BlockRows == m0.BlockRows && mj.BlockCols == m0.BlockCols {
 					grp[n] = j

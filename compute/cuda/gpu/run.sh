@@ -69,7 +69,7 @@ if [ "${GEMV:-1}" = 1 ]; then
 fi
 if [ "${PREFETCH:-0}" = 1 ]; then
 	stage prefetch
-	timeout $(left 15) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkPrefetch|BenchmarkGEMVX' -test.benchtime 1x -test.timeout 300s \
+	timeout $(left 15) "$B/cuda.test" -test.run '^$' -test.bench "${XBENCH:-BenchmarkPrefetch|BenchmarkGEMVX}" -test.benchtime 1x -test.timeout 300s \
 		> "$OUT/prefetch.log" 2>&1
 	echo "prefetch rc=$?" >> "$OUT/prefetch.log"
 fi

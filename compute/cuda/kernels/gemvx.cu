@@ -30,43 +30,58 @@
 #define GVX_ROWS 32
 
 // gvx_dec2 decodes the e4m3 bytes 2h and 2h+1 of q, times the chunk's
-// scale (sf, and s2 the same as a pair of bfloat16s), into a bfloat16
-// pair (byte 2h low). On sm_90: each byte's bits placed as a bfloat16 of
-// the same value times 2^-120 (sign at bit 15, exponent and mantissa at
-// bits 10..4: e4m3's subnormals become bfloat16 subnormals), then two
-// exact bfloat16x2 multiplies, by 2^120 and by the scale.
-__device__ __forceinline__ u32 gvx_dec2(u32 q, int h, u32 s2, float sf) {
+// scale 2^(e-127) (sf; e its UE8M0 byte), into a bfloat16 pair (byte 2h
+// low). On sm_90: each byte's bits placed as a bfloat16 of the same value
+// times 2^-120 (sign at bit 15, exponent and mantissa at bits 10..4:
+// e4m3's subnormals become bfloat16 subnormals), then one exact
+// bfloat16x2 multiply by m2 = 2^(e-7) (two, by 2^120 and by the scale,
+// where 2^(e-7) is not a bfloat16: e > 134).
+__device__ __forceinline__ u32 gvx_dec2(u32 q, int h, u32 m2, u32 s2, bool two, float sf) {
 #if defined(STRATA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
+  (void)m2;
   (void)s2;
+  (void)two;
   return pack2(bf16_exact(__fmul_rn(e4m3((q >> (16 * h)) & 0xFF), sf)),
                bf16_exact(__fmul_rn(e4m3((q >> (16 * h + 8)) & 0xFF), sf)));
 #else
   (void)sf;
-  u32 t;  // bytes 2h, 2h+1 as the low bytes of the halves
-  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(t) : "r"(q), "r"(h ? 0x4342u : 0x4140u));
-  t = ((t & 0x007F007Fu) << 4) | ((t & 0x00800080u) << 8);
-  asm("mul.rn.bf16x2 %0, %0, %1;" : "+r"(t) : "r"(0x7B807B80u));
-  asm("mul.rn.bf16x2 %0, %0, %1;" : "+r"(t) : "r"(s2));
+  u32 v;  // bytes 2h, 2h+1 as the high bytes of the halves
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(v) : "r"(q), "r"(h ? 0x3424u : 0x1404u));
+  u32 t = (v & 0x80008000u) | ((v >> 4) & 0x07F007F0u);
+  asm("mul.rn.bf16x2 %0, %0, %1;" : "+r"(t) : "r"(m2));
+  if (two) asm("mul.rn.bf16x2 %0, %0, %1;" : "+r"(t) : "r"(s2));
   return t;
 #endif
 }
 
-// gvx_split writes hi and lo of the pair (a, b) (a low) as bfloat16 pairs.
+// gvx_split writes hi and lo of the pair (a, b) (a low) as bfloat16 pairs:
+// hi = bf16(x), lo = bf16(x - hi), round to nearest even.
 __device__ __forceinline__ void gvx_split(float a, float b, u32& hi, u32& lo) {
+#ifdef STRATA_EMU
   const u32 ha = bf16_rn(a), hb = bf16_rn(b);
   hi = pack2(ha, hb);
   lo = pack2(bf16_rn(__fsub_rn(a, __uint_as_float(ha << 16))), bf16_rn(__fsub_rn(b, __uint_as_float(hb << 16))));
+#else
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(b), "f"(a));
+  const float ra = __fsub_rn(a, __uint_as_float(hi << 16)), rb = __fsub_rn(b, __uint_as_float(hi & 0xFFFF0000u));
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(rb), "f"(ra));
+#endif
 }
 
-// gemvx_fp8: block (x, g) computes rows [32x, 32x+32) of group g: matrix
+// gemvx_body: block (x, g) computes rows [32x, 32x+32) of group g: matrix
 // tab[g] ([G][data, scale]) or w (tab 0), input x + g·xgs (rows ldx
-// apart), output y[t·ldy + g·ygs + r]. K is a multiple of 64, blockCols
-// of 16. Grid (ceil(rows/32), G), 256 threads.
-extern "C" __global__ void __launch_bounds__(256)
-    gemvx_fp8(float* __restrict__ y, int ldy, int ygs, const float* __restrict__ x, int ldx, int xgs,
-              const u8* __restrict__ w, const u8* __restrict__ sc, const u64* __restrict__ tab, int rows, int K,
-              int T, int blockRows, int blockCols, int scaleCols) {
-  PDL_WAIT();
+// apart), output y[t·ldy + g·ygs + r]. K is a multiple of 64 (FP8:
+// blockCols of 16). nanFree: the FP8 weights hold no NaN code
+// (compute.Matrix.NaNFree), so the chunks are not checked for one. BF16
+// rows are read as they are: 32 bytes a lane a step, GVX_U/2 steps in
+// flight. Grid (ceil(rows/32), G), 256 threads.
+template <int FMT>
+__device__ __forceinline__ void gemvx_body(float* __restrict__ y, int ldy, int ygs, const float* __restrict__ x, int ldx,
+                                           int xgs, const u8* __restrict__ w, const u8* __restrict__ sc,
+                                           const u64* __restrict__ tab, int rows, int K, int T, int blockRows,
+                                           int blockCols, int scaleCols, int nanFree) {
+  constexpr int U = FMT == FMT_BF16 ? GVX_U / 2 : GVX_U, Q = FMT == FMT_BF16 ? 2 : 1;  // Q: 16-byte loads a row a step
+  constexpr int RB = FMT == FMT_BF16 ? 2 : 1;                                           // bytes a weight
   __shared__ float red[GVX_WARPS][8][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
   const int grp = blockIdx.y;
@@ -89,17 +104,20 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[m][e] = 0.0f;
 
-  for (int s0 = warp; s0 < steps; s0 += GVX_WARPS * GVX_U) {
-    uint4 q[GVX_U][4];
+  for (int s0 = warp; s0 < steps; s0 += GVX_WARPS * U) {
+    uint4 q[U][4][Q];
 #pragma unroll
-    for (int u = 0; u < GVX_U; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int s = s0 + u * GVX_WARPS;
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        q[u][i] = s < steps ? __ldg((const uint4*)(w + (long long)rr[i] * K + 64 * s + 16 * c)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int z = 0; z < Q; ++z)
+          q[u][i][z] = s < steps ? __ldg((const uint4*)(w + ((long long)rr[i] * K + 64 * s + 16 * c) * RB) + z)
+                                 : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < GVX_U; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int s = s0 + u * GVX_WARPS;
       if (s >= steps) break;
       const int k = 64 * s + 16 * c;
@@ -117,16 +135,27 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int i = 2 * m + h;
-          const uint4 v = q[u][i];
-          float sf = ue8m0(__ldg(sc + (rr[i] / blockRows) * scaleCols + k / blockCols));
-          const bool nan = (e4m3_nan_bits(v.x) | e4m3_nan_bits(v.y) | e4m3_nan_bits(v.z) | e4m3_nan_bits(v.w)) != 0u;
-          if (nan) sf = __uint_as_float(QNAN_BITS);
+          if (FMT == FMT_BF16) {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) A[h][j] = word_of(q[u][i][j / 4], j % 4);
+            continue;
+          }
+          const uint4 v = q[u][i][0];
+          const u32 e = __ldg(sc + (rr[i] / blockRows) * scaleCols + k / blockCols);
+          float sf = ue8m0(e);
+          if (!nanFree && (e4m3_nan_bits(v.x) | e4m3_nan_bits(v.y) | e4m3_nan_bits(v.z) | e4m3_nan_bits(v.w)) != 0u)
+            sf = __uint_as_float(QNAN_BITS);
+          // m2 = 2^(e-7) = 2^120 · scale as a bfloat16 pair (exponent field
+          // e + 120) when it is one (and no NaN),
+          // else 2^120, and s2 the scale (or NaN) for a second multiply.
           const u32 sb = __float_as_uint(sf) >> 16, s2 = sb | (sb << 16);
+          const bool two = e > 134u || sf != sf;
+          const u32 mb = two ? 0x7B80u : (e + 120u) << 7, m2 = mb | (mb << 16);
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const u32 wd = word_of(v, j);
-            A[h][2 * j] = gvx_dec2(wd, 0, s2, sf);
-            A[h][2 * j + 1] = gvx_dec2(wd, 1, s2, sf);
+            A[h][2 * j] = gvx_dec2(wd, 0, m2, s2, two, sf);
+            A[h][2 * j + 1] = gvx_dec2(wd, 1, m2, s2, two, sf);
           }
         }
 #pragma unroll
@@ -156,3 +185,14 @@ extern "C" __global__ void __launch_bounds__(256)
       if (r < rows && t < T) y[(long long)t * ldy + r] = v;
     }
 }
+
+#define GEMVX_ENTRY(NAME, FMT)                                                                                       \
+  extern "C" __global__ void __launch_bounds__(256)                                                                  \
+      NAME(float* __restrict__ y, int ldy, int ygs, const float* __restrict__ x, int ldx, int xgs,                    \
+           const u8* __restrict__ w, const u8* __restrict__ sc, const u64* __restrict__ tab, int rows, int K, int T,  \
+           int blockRows, int blockCols, int scaleCols, int nanFree) {                                               \
+    PDL_WAIT();                                                                                                      \
+    gemvx_body<FMT>(y, ldy, ygs, x, ldx, xgs, w, sc, tab, rows, K, T, blockRows, blockCols, scaleCols, nanFree);   \
+  }
+GEMVX_ENTRY(gemvx_fp8, FMT_FP8)
+GEMVX_ENTRY(gemvx_bf16, FMT_BF16)
