@@ -110,7 +110,7 @@ type Backend struct {
 	// take the float32 GEMV (run 9's) instead of gemvx (other bits);
 	// gemvxNoBF16 only those of BF16 weights (the output head).
 	gemvxOff, gemvxNoBF16 bool
-	closed   bool
+	closed                bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile
