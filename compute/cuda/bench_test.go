@@ -770,8 +770,17 @@ func BenchmarkGEMVX(b *testing.B) {
 						vx, err := timeGraph(th, 2*len(ws), 5, func(i int) error {
 							return k.gemvx(th, th.Stream(), y, c.rows, 0, x, c.cols, 0, T, ws[i%len(ws)], 1, 0)
 						})
+						if err != nil {
+							return err
+						}
+						k.gemvxM1 = 2 // tiles of 32 rows a block whatever the shape
+						vx32, err := timeGraph(th, 2*len(ws), 5, func(i int) error {
+							return k.gemvx(th, th.Stream(), y, c.rows, 0, x, c.cols, 0, T, ws[i%len(ws)], 1, 0)
+						})
+						k.gemvxM1 = 0
 						b.ReportMetric(gemv*1e3, "gemv-us")
 						b.ReportMetric(vx*1e3, "gemvx-us")
+						b.ReportMetric(vx32*1e3, "gemvx32-us")
 						b.ReportMetric(float64(m.Bytes())/vx/1e6/hbmGBs, "gemvx-of-HBM")
 						return err
 					})

@@ -106,6 +106,17 @@ func TestGEMVX(t *testing.T) {
 					t.Errorf("token %d of 8 differs from the same token alone", p)
 				}
 			}
+			// One tile of 16 rows a block and two: the same bits.
+			k := device(t).Kernels()
+			var tiles [2][]float32
+			for mt := range 2 {
+				k.gemvxM1 = mt + 1
+				tiles[mt] = runVX(t, []*compute.Matrix{m}, x8, 8)
+			}
+			k.gemvxM1 = 0
+			if !slices.Equal(bitsOf(tiles[0]), bitsOf(tiles[1])) {
+				t.Errorf("16 rows a block differ from 32")
+			}
 		})
 	}
 }

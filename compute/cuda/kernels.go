@@ -25,10 +25,15 @@ const (
 // 43.2); run 8's gemm.cu had kept the GEMV up to T=32.
 const FastGEMVMaxT = 8
 
-// GEMVXMinT is the fewest tokens for which Fast products of FP8 weights
-// take gemvx (the tensor cores) instead of the float32 GEMV, up to
-// FastGEMVMaxT.
-const GEMVXMinT = 1
+// GEMVXMinT is the fewest tokens for which Fast products of FP8 and BF16
+// weights take gemvx (the tensor cores) instead of the float32 GEMV, up to
+// FastGEMVMaxT. Run 10 on the H200 (BenchmarkGEMVX, graph replays): at
+// one token the float32 GEMV is as fast or faster on most Flash shapes
+// (FP8 4096x8192 16.8 against 20.6 us, 4096x4096 10.0 against 11.8; wq_b
+// 21.7 against 19.0), and a decode step of batch 1 was 6.3% slower with
+// gemvx; from two tokens gemvx wins (4096x8192 at T=2: 27.6 against 21.1
+// us) and stays flat to T=8 (22.0 against 51.8).
+const GEMVXMinT = 2
 
 // Kernels are the compiled kernels of a device. Their methods queue work
 // on a stream and return without waiting for it; they take the Thread of
@@ -48,6 +53,9 @@ type Kernels struct {
 	// gemvMaxT is FastGEMVMaxT, changed only to measure another crossover;
 	// gemvxMinT is GEMVXMinT.
 	gemvMaxT, gemvxMinT int
+	// gemvxM1 forces gemvx's tiles a block: 1 (16 rows) or 2 (32 rows);
+	// 0 chooses by the shape (tests run both).
+	gemvxM1 int
 	// tensorCores: the device has bfloat16 mma.sync (sm_80 and later).
 	tensorCores bool
 	// unavailable says why kernels are missing (Open's keepGoing).
@@ -82,7 +90,7 @@ var modelKernels = []string{
 	"gemmx_moe_bf16", "gemmx_moe_fp8", "gemmx_moe_fp4",
 	"moe_gemv_f32", "moe_gemv_bf16", "moe_gemv_f16", "moe_gemv_fp8", "moe_gemv_fp4",
 	"moe_gemv_f32_s", "moe_gemv_bf16_s", "moe_gemv_f16_s", "moe_gemv_fp8_s", "moe_gemv_fp4_s",
-	"l2_prefetch", "gemvx_fp8", "gemvx_bf16",
+	"l2_prefetch", "gemvx_fp8", "gemvx_bf16", "gemvx_fp8_m1", "gemvx_bf16_m1",
 }
 
 // moeSXKernels are moe.cu's _sx entries (filled in by init): they take
@@ -525,8 +533,16 @@ func (k *Kernels) gemvx(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx, xg
 	}
 	a := t.Args().Ptr(y).Int(ldy).Int(ygs).Ptr(x).Int(ldx).Int(xgs).Ptr(data).Ptr(scale).Ptr(tab).Int(w.Rows).Int(w.Cols).
 		Int(T).Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols()).Int(map[bool]int{true: 1}[w.NaNFree])
-	return k.launch(t, k.fns["gemvx_"+dtypeNames[w.DType]], Dim3{X: (w.Rows + 31) / 32, Y: G}, Dim3{X: 256}, s, a)
+	name, rows := "gemvx_"+dtypeNames[w.DType], 32
+	if k.gemvxM1 == 1 || (k.gemvxM1 == 0 && G*((w.Rows+31)/32) < gemvxBlocks) {
+		name, rows = name+"_m1", 16
+	}
+	return k.launch(t, k.fns[name], Dim3{X: (w.Rows + rows - 1) / rows, Y: G}, Dim3{X: 256}, s, a)
 }
+
+// gemvxBlocks: gemvx takes tiles of 16 rows a block (its _m1 entries, the
+// same bits) where tiles of 32 would make fewer blocks than this.
+const gemvxBlocks = 256
 
 // matMulX queues gemmx's product (gemmx.cu: Fast numerics) of the G
 // matrices of tab (or w alone, G = 1, tab 0), all of w's shape and

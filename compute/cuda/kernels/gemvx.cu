@@ -13,8 +13,8 @@
 // mma.sync m16n8k16 multiplies W by hi and by lo into one float32
 // accumulator. The tokens are the mma's 8 columns (token t is column t).
 //
-// A block of 8 warps computes 32 rows (two tiles of 16) for all T ≤ 8
-// tokens. Warp w takes the 64-column steps w, w+8, w+16, ... of K; lane
+// A block of 8 warps computes 32 rows (two tiles of 16; one in the _m1
+// entries) for all T ≤ 8 tokens. Warp w takes the 64-column steps w, w+8, w+16, ... of K; lane
 // (g, c) = (lane/4, lane%4) loads the 16 bytes [64s + 16c, +16) of rows
 // g, g+8, g+16 and g+24 (GVX_U steps in flight) and the same 16 columns
 // of x for token g, and feeds them to 4 mmas as their k pairs
@@ -75,7 +75,7 @@ __device__ __forceinline__ void gvx_split(float a, float b, u32& hi, u32& lo) {
 // (compute.Matrix.NaNFree), so the chunks are not checked for one. BF16
 // rows are read as they are: 32 bytes a lane a step, GVX_U/2 steps in
 // flight. Grid (ceil(rows/32), G), 256 threads.
-template <int FMT>
+template <int FMT, int MT>
 __device__ __forceinline__ void gemvx_body(float* __restrict__ y, int ldy, int ygs, const float* __restrict__ x, int ldx,
                                            int xgs, const u8* __restrict__ w, const u8* __restrict__ sc,
                                            const u64* __restrict__ tab, int rows, int K, int T, int blockRows,
@@ -91,10 +91,10 @@ __device__ __forceinline__ void gemvx_body(float* __restrict__ y, int ldy, int y
   }
   y += (long long)grp * ygs;
   x += (long long)grp * xgs;
-  const int r0 = blockIdx.x * GVX_ROWS;
+  const int r0 = blockIdx.x * 16 * MT;
   int rr[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) rr[i] = min(r0 + g + 8 * i, rows - 1);
+  for (int i = 0; i < 2 * MT; ++i) rr[i] = min(r0 + g + 8 * i, rows - 1);
   const float* xt = x + (long long)min(g, T - 1) * ldx;
   const int steps = K >> 6;
 
@@ -110,7 +110,7 @@ __device__ __forceinline__ void gemvx_body(float* __restrict__ y, int ldy, int y
     for (int u = 0; u < U; ++u) {
       const int s = s0 + u * GVX_WARPS;
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < 2 * MT; ++i)
 #pragma unroll
         for (int z = 0; z < Q; ++z)
           q[u][i][z] = s < steps ? __ldg((const uint4*)(w + ((long long)rr[i] * K + 64 * s + 16 * c) * RB) + z)
@@ -130,7 +130,7 @@ __device__ __forceinline__ void gemvx_body(float* __restrict__ y, int ldy, int y
         gvx_split(f.z, f.w, xh[2 * j + 1], xl[2 * j + 1]);
       }
 #pragma unroll
-      for (int m = 0; m < 2; ++m) {
+      for (int m = 0; m < MT; ++m) {
         u32 A[2][8];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -170,13 +170,13 @@ __device__ __forceinline__ void gemvx_body(float* __restrict__ y, int ldy, int y
   }
 
 #pragma unroll
-  for (int m = 0; m < 2; ++m)
+  for (int m = 0; m < MT; ++m)
 #pragma unroll
     for (int e = 0; e < 4; ++e) red[warp][4 * m + e][lane] = acc[m][e];
   __syncthreads();
   if (warp != 0) return;
 #pragma unroll
-  for (int m = 0; m < 2; ++m)
+  for (int m = 0; m < MT; ++m)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       float v = red[0][4 * m + e][lane];
@@ -186,13 +186,17 @@ __device__ __forceinline__ void gemvx_body(float* __restrict__ y, int ldy, int y
     }
 }
 
-#define GEMVX_ENTRY(NAME, FMT)                                                                                       \
+// The _m1 entries take one tile of 16 rows a block (twice the blocks, for
+// matrices of few rows): the same sums in the same order, the same bits.
+#define GEMVX_ENTRY(NAME, FMT, MT)                                                                                   \
   extern "C" __global__ void __launch_bounds__(256)                                                                  \
       NAME(float* __restrict__ y, int ldy, int ygs, const float* __restrict__ x, int ldx, int xgs,                    \
            const u8* __restrict__ w, const u8* __restrict__ sc, const u64* __restrict__ tab, int rows, int K, int T,  \
            int blockRows, int blockCols, int scaleCols, int nanFree) {                                               \
     PDL_WAIT();                                                                                                      \
-    gemvx_body<FMT>(y, ldy, ygs, x, ldx, xgs, w, sc, tab, rows, K, T, blockRows, blockCols, scaleCols, nanFree);   \
+    gemvx_body<FMT, MT>(y, ldy, ygs, x, ldx, xgs, w, sc, tab, rows, K, T, blockRows, blockCols, scaleCols, nanFree); \
   }
-GEMVX_ENTRY(gemvx_fp8, FMT_FP8)
-GEMVX_ENTRY(gemvx_bf16, FMT_BF16)
+GEMVX_ENTRY(gemvx_fp8, FMT_FP8, 2)
+GEMVX_ENTRY(gemvx_bf16, FMT_BF16, 2)
+GEMVX_ENTRY(gemvx_fp8_m1, FMT_FP8, 1)
+GEMVX_ENTRY(gemvx_bf16_m1, FMT_BF16, 1)
