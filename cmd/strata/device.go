@@ -15,7 +15,7 @@ import (
 
 // deviceUsage is the -device flag's help.
 const deviceUsage = "where the model computes: cpu, cuda (GPU 0, strict float32 kernels: batch-invariant, the golden tolerance), " +
-	"cuda-fast (bf16 tensor cores for products of more than 8 tokens), or cuda:N / cuda-fast:N for GPU N"
+	"cuda-fast (bf16 tensor cores for products of 2 tokens or more), or cuda:N / cuda-fast:N for GPU N"
 
 // addDeviceFlag registers -device on fs.
 func addDeviceFlag(fs *flag.FlagSet, dst *string) { fs.StringVar(dst, "device", "cpu", deviceUsage) }

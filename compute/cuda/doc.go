@@ -36,16 +36,21 @@
 //     multiply-adds), in a reduction order per output that depends only on
 //     the matrix's shape, never on T or on the other tokens: they are
 //     batch-invariant.
-//   - [Fast] products use the same float32 kernel up to [FastGEMVMaxT]
-//     tokens (memory-bound there) and, above, gemmx (kernels/gemmx.cu) for
+//   - [Fast] products of FP8 and BF16 weights for [GEMVXMinT] (2) to
+//     [FastGEMVMaxT] (8) tokens take gemvx (kernels/gemvx.cu): the same
+//     operands as gemmx below (exact bfloat16 weights, x = hi + lo), the
+//     tokens as the 8 columns of mma.sync, every order fixed by K alone; one
+//     token keeps the float32 kernel (it measured as fast or faster there).
+//     Above FastGEMVMaxT tokens, gemmx (kernels/gemmx.cu) takes
 //     weights that are bfloat16-exact (BF16, FP8, FP4): the activations
 //     are split once as x = hi + lo with hi = bf16(x) and lo = bf16(x - hi)
 //     (round to nearest even; error ~2^-17 of x), and the tensor cores
 //     multiply the exact bfloat16 weights by hi and by lo into one float32
 //     accumulator; K is cut into parts chosen from the matrix's shape alone
 //     and the parts are added in order (whether one block or several
-//     compute them). gemmx is batch-invariant on its own, but a token's
-//     result changes when T crosses the threshold between the two kernels.
+//     compute them). gemvx and gemmx are each batch-invariant, but a
+//     token's result changes when T crosses a threshold between kernels
+//     (1 to 2, 8 to 9 tokens).
 //     Grouped products (GroupedMatMul) take gemmx's grouped form, and the
 //     routed experts its experts' form when they average 32 pairs or more
 //     (prefill; tiles of up to 64 pairs of one expert, K in one part);
@@ -59,6 +64,14 @@
 // over blocks by shape alone (attention: chunks of 32 keys, a token's
 // chunk sums added in chunk order whether one block or many computed
 // them), so that in Strict mode every kernel is batch-invariant.
+//
+// Backend also implements compute.Branches: a step's independent chains
+// (DeepSeek-V4's kv and compressor, and its indexer, beside the queries)
+// record on streams of their own, forked from and joined to the main
+// stream by events, and a captured graph holds them as parallel paths;
+// the values are those of one stream (TestBackendBranches). And
+// compute.Prefetcher (l2_prefetch, cp.async.bulk.prefetch.L2), off by
+// default: run 10 measured it no faster (NOTES.md).
 //
 // Backend also implements compute.MultiMatMul: products of one input
 // with the same format, width and GEMV split go up to four a launch

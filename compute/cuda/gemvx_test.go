@@ -1,13 +1,19 @@
 package cuda
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
+	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/compute"
 	"github.com/strata-inference/strata/compute/cpu"
+	"github.com/strata-inference/strata/golden"
+	"github.com/strata-inference/strata/model"
+	"github.com/strata-inference/strata/model/deepseekv4"
 )
 
 // runVX runs gemvx on the G matrices ms (one table when G > 1) for T
@@ -162,4 +168,106 @@ func TestGEMVXGrouped(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestBackendFastSmallBatches measures Fast mode where gemvx computes its
+// products (decode steps of 2 to 8 tokens) on the shipped model against
+// the CPU: B sequences, each a slice of the golden prompt, decoded token
+// by token in one batch. It reports the mean KL divergence (CPU || CUDA),
+// the largest logit difference and top-1 agreement, and fails beyond
+// 1e-3 of difference (the fast golden figures are ~5e-5) or on a top-1
+// disagreement whose CPU margin is above that.
+func TestBackendFastSmallBatches(t *testing.T) {
+	dir := repoPath(t, "models/strata-kjv")
+	c, err := golden.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := loadOn(t, dir, newBackend(t, Fast))
+	ref := loadOn(t, dir, cpu.New(2))
+	for _, B := range []int{2, 4, 8} {
+		const steps = 24
+		var kl, maxAbs float64
+		agree, n := 0, 0
+		run := func(m *deepseekv4.Model) [][]float32 {
+			pool, err := cache.PoolFor(m.Backend(), m.CacheSpecs(), steps+4, B)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
+			batch := &model.Batch{Tokens: make([]int32, B)}
+			for i := range B {
+				s, err := m.NewSeq(pool)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Release()
+				batch.Spans = append(batch.Spans, model.Span{Seq: s, Start: i, Len: 1, Logits: model.LastLogits})
+			}
+			var out [][]float32
+			for p := range steps {
+				for i := range B {
+					batch.Tokens[i] = c.InputIDs[(p+5*i)%len(c.InputIDs)]
+				}
+				lg, err := m.Forward(context.Background(), batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, slices.Clone(lg))
+			}
+			return out
+		}
+		got, want := run(gpu), run(ref)
+		V := len(want[0]) / B
+		for p := range steps {
+			for i := range B {
+				g, w := got[p][i*V:(i+1)*V], want[p][i*V:(i+1)*V]
+				maxAbs = max(maxAbs, golden.MaxAbsDiff(g, w))
+				kl += klDiv(w, g)
+				n++
+				wb, gb := argmax(w), argmax(g)
+				if wb == gb {
+					agree++
+				} else if margin := float64(w[wb] - w[gb]); margin > 1e-3 {
+					t.Errorf("batch %d step %d seq %d: top token %d, CPU %d by a margin of %.3g", B, p, i, gb, wb, margin)
+				}
+			}
+		}
+		if !(maxAbs <= 1e-3) {
+			t.Errorf("batch %d: largest logit difference %.3g", B, maxAbs)
+		}
+		fmt.Printf("FASTSMALL batch %d: %d positions, mean KL %.3g, max abs %.3g, top-1 agreement %.2f%%\n", B, n, kl/float64(n), maxAbs, 100*float64(agree)/float64(n))
+	}
+}
+
+// klDiv is KL(softmax(p) || softmax(q)) of two logit rows, in float64.
+func klDiv(p, q []float32) float64 {
+	lse := func(v []float32) float64 {
+		m := math.Inf(-1)
+		for _, x := range v {
+			m = max(m, float64(x))
+		}
+		s := 0.0
+		for _, x := range v {
+			s += math.Exp(float64(x) - m)
+		}
+		return m + math.Log(s)
+	}
+	lp, lq := lse(p), lse(q)
+	var kl float64
+	for i := range p {
+		a := float64(p[i]) - lp
+		kl += math.Exp(a) * (a - (float64(q[i]) - lq))
+	}
+	return kl
+}
+
+func argmax(v []float32) int {
+	b := 0
+	for i, x := range v {
+		if x > v[b] {
+			b = i
+		}
+	}
+	return b
 }
