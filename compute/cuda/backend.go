@@ -110,7 +110,10 @@ type Backend struct {
 	// take the float32 GEMV (run 9's) instead of gemvx (other bits);
 	// gemvxNoBF16 only those of BF16 weights (the output head).
 	gemvxOff, gemvxNoBF16 bool
-	closed                bool
+	// gemvxMoeOff: Fast FP4 experts in tiles of 2 pairs or more take the
+	// float32 _sx kernels (run 9's) instead of gemvx_moe_fp4 (other bits).
+	gemvxMoeOff bool
+	closed      bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile

@@ -299,6 +299,8 @@ func BenchmarkFlash(b *testing.B) {
 	// for BF16 ones alone (the head; other bits).
 	abAt("gemvx-off", []int{1, 2, 4, 8}, func(on bool) { be.gemvxOff = on })
 	abAt("gemvx-bf16-off", []int{1, 8}, func(on bool) { be.gemvxNoBF16 = on })
+	// Run 9's float32 expert kernels for tiles of 2 pairs or more.
+	abAt("gemvx-moe-off", []int{64, 256}, func(on bool) { be.gemvxMoeOff = on })
 	// Run 8's grouped expert kernels and tiles against the _sx entries:
 	// at batch 64 and 256 (STRATA_FLASH_MOE_AB_BATCHES), and for tiles of
 	// one pair alone (moe-p1-r8) at batches 1 and 8.

@@ -162,6 +162,25 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, y, x Ptr, xDiv int,
 			Int(m.Rows).Int(m.Cols).Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()).F32(limit))
 }
 
+// gemvxMoeFits reports whether gemvx_moe_fp4 takes the experts mt: FP4,
+// both widths multiples of 128, on a device with bfloat16 tensor cores.
+func (b *Backend) gemvxMoeFits(mt *moeTables) bool {
+	for _, m := range []*Matrix{mt.w1, mt.w2, mt.w3} {
+		if m.DType != compute.FP4 || m.Cols%128 != 0 {
+			return false
+		}
+	}
+	return b.k.tensorCores && b.k.fns["gemvx_moe_fp4"] != 0
+}
+
+// gemvxMoe records gemvx_moe_fp4 for every tile (at most 8 pairs): with
+// tab3, y[pair] = SwiGLU(W1·x, W3·x) (W1 from tab1, W3 from tab3, limit);
+// else y[pair] = W·x (tab1), x row pair / xDiv.
+func (b *Backend) gemvxMoe(m *Matrix, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
+	b.launch("gemvx_moe_fp4", Dim3{X: blocks(m.Rows, 16), Y: tiles}, Dim3{X: 256}, 0,
+		b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).Int(m.Rows).Int(m.Cols).F32(limit))
+}
+
 // moeGEMM records y[q] = W_e·x[q / xDiv] for every tile's pairs on the
 // tensor cores (gemm.cu's moe_gemm), x split into hi + lo (both bf16, the
 // two products added in float32): error ~2^-17 of x, as the dense fast
@@ -264,7 +283,13 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	if b.moePT > 0 {
 		pt = b.moePT
 	}
+	// Fast, FP4 experts with tiles of 2 pairs or more (about one pair an
+	// expert and up: batch 43 and up at the Flash width): gemvx's experts'
+	// form, tiles of up to 8 pairs, the tensor cores' cost flat in them.
+	gx := b.mode == Fast && !many && pt >= 2 && b.moePT == 0 && !b.gemvxMoeOff && b.gemvxMoeFits(mt)
 	switch {
+	case gx:
+		pt = 8
 	case tcx:
 		pt = gemmxTokens
 	case tc:
@@ -285,7 +310,10 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	tab := mt.tab
 	tab1, tab2, tab3 := tab, tab.Add(int64(16*E)), tab.Add(int64(32*E))
 	ye := b.Scratch(compute.F32, P, D)
-	if tcx {
+	if gx {
+		b.gemvxMoe(mt.w1, b.ptr(g), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3, a.Limit)
+		b.gemvxMoe(mt.w2, b.ptr(ye), b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0, a.Limit)
+	} else if tcx {
 		u := b.Scratch(compute.F32, P, I)
 		xh, xl := b.splitX(b.ptr(x), T*D)
 		b.moeX(mt.w1, b.ptr(g), I, xh, xl, D, K, order, idx, chunks, tiles, tab1)

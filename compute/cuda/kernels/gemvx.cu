@@ -200,3 +200,172 @@ GEMVX_ENTRY(gemvx_fp8, FMT_FP8, 2)
 GEMVX_ENTRY(gemvx_bf16, FMT_BF16, 2)
 GEMVX_ENTRY(gemvx_fp8_m1, FMT_FP8, 1)
 GEMVX_ENTRY(gemvx_bf16_m1, FMT_BF16, 1)
+
+// ---- the routed experts: tiles of up to 8 pairs of one expert ----
+//
+// gemvx_moe_fp4 is gemvx for moe_sort's tiles (Fast mode, FP4 experts):
+// block (x, y) computes rows [16x, 16x+16) of tile y's expert for the
+// tile's pairs (at most 8: the mma's columns; pair j of the tile is
+// order[q0 + j], its activations row order[q0 + j] / xDiv of x). With
+// tab3 (gate and up): W1 from tab1 and W3 from tab3 on the same rows, and
+// y[pair][r] = silu(min(W1·x, L))·clamp(W3·x, ±L) (swiglu_f); else
+// y[pair][r] = W·x (W from tab1). K is a multiple of 128.
+//
+// A step is 128 columns: lane (g, c) loads the 16 bytes (32 codes) at
+// column 128s + 32c of rows g and g+8, in two halves of 16 columns; each
+// half's two words of 8 codes decode as bfloat16 pairs (codes b and b+4 of
+// a word: the sign, exponent and mantissa bits placed as e2m1 times
+// 2^-126, then one multiply by 2^126 times the row's scale of these 32
+// columns), and x is split in the same pairs, so the mmas sum the columns
+// of each half in a fixed permutation. Warps take steps w, w+8, ... and
+// are added in warp order: every order depends on K alone.
+
+// gvx_fp4_pair decodes codes b and b+4 of w (b < 4) as a bfloat16 pair
+// times m2 (2^126 times the scale as a bfloat16 pair; sf the scale, for
+// the emulator).
+__device__ __forceinline__ u32 gvx_fp4_pair(u32 w, int b, u32 m2, u32 s2, bool two, float sf) {
+#if defined(STRATA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
+  (void)m2;
+  (void)s2;
+  (void)two;
+  return pack2(bf16_exact(__fmul_rn(e2m1(w >> (4 * b)), sf)), bf16_exact(__fmul_rn(e2m1(w >> (4 * b + 16)), sf)));
+#else
+  (void)sf;
+  const u32 s1 = b < 2 ? (w << (6 - 4 * b)) : (w >> (4 * b - 6));
+  const u32 sg = w << (12 - 4 * b);
+  u32 t = (s1 & 0x01C001C0u) | (sg & 0x80008000u);
+  asm("mul.rn.bf16x2 %0, %0, %1;" : "+r"(t) : "r"(m2));
+  if (two) asm("mul.rn.bf16x2 %0, %0, %1;" : "+r"(t) : "r"(s2));
+  return t;
+#endif
+}
+
+template <int NM>
+__device__ __forceinline__ void gemvx_moe_body(float* __restrict__ y, const float* __restrict__ x, int xDiv,
+                                               const int* __restrict__ order, const int* __restrict__ idx,
+                                               const int* __restrict__ chunks, const u64* __restrict__ tab1,
+                                               const u64* __restrict__ tab3, int rows, int K, float L) {
+  constexpr int U = 2;
+  __shared__ float red[GVX_WARPS][4 * NM][32];
+  __shared__ int sq[8];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  const int q0 = chunks[2 * blockIdx.y], qn = chunks[2 * blockIdx.y + 1];
+  if (qn == 0) return;
+  if (threadIdx.x < 8) sq[threadIdx.x] = order[q0 + min((int)threadIdx.x, qn - 1)];
+  __syncthreads();
+  const int e = idx[sq[0]];
+  const u8* wm[NM];
+  const u8* sm[NM];
+#pragma unroll
+  for (int n = 0; n < NM; ++n) {
+    const u64* tab = n == 0 ? tab1 : tab3;
+    wm[n] = (const u8*)tab[2 * e];
+    sm[n] = (const u8*)tab[2 * e + 1];
+  }
+  const int r0 = blockIdx.x * 16;
+  const int rr[2] = {min(r0 + g, rows - 1), min(r0 + g + 8, rows - 1)};
+  const float* xt = x + (long long)(sq[min(g, qn - 1)] / xDiv) * K;
+  const int steps = K >> 7, rowBytes = K >> 1, scaleCols = K >> 5;
+
+  float acc[NM][4];
+#pragma unroll
+  for (int n = 0; n < NM; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
+
+  for (int s0 = warp; s0 < steps; s0 += GVX_WARPS * U) {
+    uint4 q[U][NM][2];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int s = s0 + u * GVX_WARPS;
+#pragma unroll
+      for (int n = 0; n < NM; ++n)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          q[u][n][h] = s < steps ? __ldg((const uint4*)(wm[n] + (long long)rr[h] * rowBytes + 64 * s + 16 * c))
+                                 : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int s = s0 + u * GVX_WARPS;
+      if (s >= steps) break;
+      const int k = 128 * s + 32 * c;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        // x in the decoder's pairs: (x[i], x[i+4]) for i = 0..3, 8..11.
+        u32 xh[8], xl[8];
+        const float4* xp = (const float4*)(xt + k + 16 * half);
+        float xv[16];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float4 f = __ldg(xp + j);
+          xv[4 * j] = f.x; xv[4 * j + 1] = f.y; xv[4 * j + 2] = f.z; xv[4 * j + 3] = f.w;
+        }
+#pragma unroll
+        for (int v = 0; v < 8; ++v) {
+          const int i = v < 4 ? v : v + 4;
+          gvx_split(xv[i], xv[i + 4], xh[v], xl[v]);
+        }
+#pragma unroll
+        for (int n = 0; n < NM; ++n) {
+          u32 A[2][8];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const u32 eb = __ldg(sm[n] + (long long)rr[h] * scaleCols + (k >> 5));
+            const float sf = ue8m0(eb);
+            const u32 sb = __float_as_uint(sf) >> 16, s2 = sb | (sb << 16);
+            const bool two = eb > 128u;  // 2^126·scale is no bfloat16 (or the scale is NaN)
+            const u32 mb = two ? 0x7E80u : (eb + 126u) << 7, m2 = mb | (mb << 16);
+            const uint4 v = q[u][n][h];
+            const u32 w0 = half ? v.z : v.x, w1 = half ? v.w : v.y;
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+              A[h][b] = gvx_fp4_pair(w0, b, m2, s2, two, sf);
+              A[h][4 + b] = gvx_fp4_pair(w1, b, m2, s2, two, sf);
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const u32 a[4] = {A[0][2 * j], A[1][2 * j], A[0][2 * j + 1], A[1][2 * j + 1]};
+            const u32 bh[2] = {xh[2 * j], xh[2 * j + 1]}, bl[2] = {xl[2 * j], xl[2 * j + 1]};
+            mma_bf16(acc[n], a, bh);
+            mma_bf16(acc[n], a, bl);
+          }
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int n = 0; n < NM; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) red[warp][4 * n + i][lane] = acc[n][i];
+  __syncthreads();
+  if (warp != 0) return;
+  float v[NM][4];
+#pragma unroll
+  for (int n = 0; n < NM; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float s = red[0][4 * n + i][lane];
+      for (int j = 1; j < GVX_WARPS; ++j) s = __fadd_rn(s, red[j][4 * n + i][lane]);
+      v[n][i] = s;
+    }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = r0 + g + (i >> 1) * 8, t = 2 * c + (i & 1);
+    if (r >= rows || t >= qn) continue;
+    y[(long long)sq[t] * rows + r] = NM == 2 ? swiglu_f(v[0][i], v[1][i], L) : v[0][i];
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    gemvx_moe_fp4(float* __restrict__ y, const float* __restrict__ x, int xDiv, const int* __restrict__ order,
+                  const int* __restrict__ idx, const int* __restrict__ chunks, const u64* __restrict__ tab1,
+                  const u64* __restrict__ tab3, int rows, int K, float L) {
+  PDL_WAIT();
+  if (tab3)
+    gemvx_moe_body<2>(y, x, xDiv, order, idx, chunks, tab1, tab3, rows, K, L);
+  else
+    gemvx_moe_body<1>(y, x, xDiv, order, idx, chunks, tab1, tab3, rows, K, L);
+}

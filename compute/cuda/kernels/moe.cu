@@ -111,17 +111,6 @@ __device__ __forceinline__ void moe_route_body(int* idx, float* wt, float* score
 MOE_ROUTE_ENTRY(moe_route, 32)
 MOE_ROUTE_ENTRY(moe_route_b, 256)
 
-__device__ __forceinline__ float gomin(float a, float b) {
-  if (a != a || b != b) return __uint_as_float(QNAN_BITS);
-  return a < b ? a : b;
-}
-
-// swiglu_f is silu(min(g, L)) · clamp(u, -L, L), as swiglu_act.
-__device__ __forceinline__ float swiglu_f(float g, float u, float L) {
-  const float gv = gomin(g, L);
-  const float uv = gomin(gomax(u, -L), L);
-  return __fmul_rn(__fmul_rn(gv, sigmoid_f(gv)), uv);
-}
 
 // block_scan2 returns on each thread the exclusive prefix sums of a and b
 // over the block's threads in thread order (warp shuffles, then the warp

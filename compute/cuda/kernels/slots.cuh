@@ -178,6 +178,18 @@ __device__ __forceinline__ float gomax(float a, float b) {
   return a > b ? a : b;
 }
 
+__device__ __forceinline__ float gomin(float a, float b) {
+  if (a != a || b != b) return __uint_as_float(QNAN_BITS);
+  return a < b ? a : b;
+}
+
+// swiglu_f (moe.cu, gemvx.cu) is silu(min(g, L)) · clamp(u, -L, L), as swiglu_act.
+__device__ __forceinline__ float swiglu_f(float g, float u, float L) {
+  const float gv = gomin(g, L);
+  const float uv = gomin(gomax(u, -L), L);
+  return __fmul_rn(__fmul_rn(gv, sigmoid_f(gv)), uv);
+}
+
 // DYN_SHARED declares name as the block's dynamic shared memory, as T*.
 #ifdef STRATA_EMU
 #define DYN_SHARED(T, name) T* name = (T*)emu_dyn_shared()
