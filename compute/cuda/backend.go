@@ -113,7 +113,11 @@ type Backend struct {
 	// gemvxMoeOff: Fast FP4 experts in tiles of 2 pairs or more take the
 	// float32 _sx kernels (run 9's) instead of gemvx_moe_fp4 (other bits).
 	gemvxMoeOff bool
-	closed      bool
+	// gemvxMoeMinPT is the smallest tile of the float32 kernels that
+	// gemvx_moe_fp4 replaces (2; 1 takes it at every decode batch), beside
+	// from half a pair an expert on.
+	gemvxMoeMinPT int
+	closed        bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile
@@ -171,7 +175,7 @@ func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) 
 // NewBackendOn returns a Backend on an open device, which Close leaves
 // open (several Backends may share a device, one goroutine each).
 func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
-	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true,
+	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2,
 		gc: graphCache{limit: 16}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)

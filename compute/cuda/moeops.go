@@ -283,10 +283,12 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	if b.moePT > 0 {
 		pt = b.moePT
 	}
-	// Fast, FP4 experts with tiles of 2 pairs or more (about one pair an
-	// expert and up: batch 43 and up at the Flash width): gemvx's experts'
-	// form, tiles of up to 8 pairs, the tensor cores' cost flat in them.
-	gx := b.mode == Fast && !many && pt >= 2 && b.moePT == 0 && !b.gemvxMoeOff && b.gemvxMoeFits(mt)
+	// Fast, FP4 experts from half a pair an expert on average (batch 22
+	// and up at the Flash width): gemvx's experts' form, tiles of up to 8
+	// pairs, the tensor cores' cost flat in them. Run 10 (A/B
+	// gemvx-moe-all, tiles of 1 pair): batch 32 8.6% faster with it, 16
+	// even (-0.9%), 8 and 1 3.3% and 1.3% slower.
+	gx := b.mode == Fast && !many && (pt >= b.gemvxMoeMinPT || 2*P >= E) && b.moePT == 0 && !b.gemvxMoeOff && b.gemvxMoeFits(mt)
 	switch {
 	case gx:
 		pt = 8
