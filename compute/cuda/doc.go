@@ -53,9 +53,13 @@
 //     (1 to 2, 8 to 9 tokens).
 //     Grouped products (GroupedMatMul) take gemmx's grouped form, and the
 //     routed experts its experts' form when they average 32 pairs or more
-//     (prefill; tiles of up to 64 pairs of one expert, K in one part);
-//     fewer pairs take the float32 grouped kernels, which measured faster
-//     there. F32 and F16 weights keep the float32 kernel.
+//     (prefill; tiles of up to 64 pairs of one expert, K in one part).
+//     FP4 experts averaging from half a pair to 32 pairs (decode batches
+//     from about 22 tokens at the Flash width) take gemvx's experts' form
+//     (gemvx_moe_fp4: tiles of up to 8 pairs as the mma's columns, the
+//     same operands, SwiGLU fused); fewer pairs take the float32 grouped
+//     kernels, which measured faster there. F32 and F16 weights keep the
+//     float32 kernel.
 //     Run 8's fast path (split_bf16, the tensor-core kernel of gemm.cu on
 //     hi and on lo, the two products added; moe_gemm for experts averaging
 //     32 pairs) is still there, measured beside it (NOTES.md, run 9).
