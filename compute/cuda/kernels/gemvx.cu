@@ -1,5 +1,6 @@
-// gemvx.cu: the Fast product of FP8 weights for 1 to 8 tokens on the
-// tensor cores, y[t] = W·x[t].
+// gemvx.cu: the Fast products of FP8 and BF16 weights for 1 to 8 tokens
+// on the tensor cores, y[t] = W·x[t], and of the FP4 experts for tiles of
+// up to 8 pairs (gemvx_moe_fp4, below).
 //
 // The float32 GEMV (gemv2.cu) is bound by its instructions there, not by
 // the memory: it decodes and multiplies every weight on the CUDA cores,
@@ -8,7 +9,7 @@
 // the CUDA cores only place the weights' bits.
 //
 // Numerics (Fast mode, as gemmx): every weight is exact in bfloat16
-// (e4m3 times its UE8M0 scale), every activation is split as x = hi + lo
+// (BF16 itself, e4m3 or e2m1 times its UE8M0 scale), every activation is split as x = hi + lo
 // with hi = bf16(x) and lo = bf16(x - hi) (round to nearest even), and
 // mma.sync m16n8k16 multiplies W by hi and by lo into one float32
 // accumulator. The tokens are the mma's 8 columns (token t is column t).
