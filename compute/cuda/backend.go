@@ -117,7 +117,10 @@ type Backend struct {
 	// gemvx_moe_fp4 replaces (2; 1 takes it at every decode batch), beside
 	// from half a pair an expert on.
 	gemvxMoeMinPT int
-	closed        bool
+	// gemvxMoeU4: gemvx_moe_fp4's _u4 entry (4 steps in flight a lane
+	// instead of 2; the same bits).
+	gemvxMoeU4 bool
+	closed     bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile

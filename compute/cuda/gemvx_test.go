@@ -341,6 +341,12 @@ func TestBackendMoEGEMVX(t *testing.T) {
 	if part := run(be, x, 10); !slices.Equal(bitsOf(part), bitsOf(got[:10*D])) {
 		t.Errorf("the first 10 tokens alone differ from the same tokens in a batch of %d", T)
 	}
+	be.gemvxMoeU4 = true // 4 steps in flight a lane: the same bits
+	u4 := run(be, x, T)
+	be.gemvxMoeU4 = false
+	if !slices.Equal(bitsOf(u4), bitsOf(got)) {
+		t.Errorf("the _u4 entry differs from the default")
+	}
 	// And the float32 kernels (gemvxMoeOff) agree with the CPU as closely.
 	be.gemvxMoeOff = true
 	defer func() { be.gemvxMoeOff = false }()

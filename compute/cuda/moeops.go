@@ -177,7 +177,11 @@ func (b *Backend) gemvxMoeFits(mt *moeTables) bool {
 // tab3, y[pair] = SwiGLU(W1·x, W3·x) (W1 from tab1, W3 from tab3, limit);
 // else y[pair] = W·x (tab1), x row pair / xDiv.
 func (b *Backend) gemvxMoe(m *Matrix, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
-	b.launch("gemvx_moe_fp4", Dim3{X: blocks(m.Rows, 16), Y: tiles}, Dim3{X: 256}, 0,
+	name := "gemvx_moe_fp4"
+	if b.gemvxMoeU4 {
+		name += "_u4"
+	}
+	b.launch(name, Dim3{X: blocks(m.Rows, 16), Y: tiles}, Dim3{X: 256}, 0,
 		b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).Int(m.Rows).Int(m.Cols).F32(limit))
 }
 

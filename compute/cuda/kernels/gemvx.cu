@@ -241,12 +241,11 @@ __device__ __forceinline__ u32 gvx_fp4_pair(u32 w, int b, u32 m2, u32 s2, bool t
 #endif
 }
 
-template <int NM>
+template <int NM, int U>
 __device__ __forceinline__ void gemvx_moe_body(float* __restrict__ y, const float* __restrict__ x, int xDiv,
                                                const int* __restrict__ order, const int* __restrict__ idx,
                                                const int* __restrict__ chunks, const u64* __restrict__ tab1,
                                                const u64* __restrict__ tab3, int rows, int K, float L) {
-  constexpr int U = 2;
   __shared__ float red[GVX_WARPS][4 * NM][32];
   __shared__ int sq[8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
@@ -360,13 +359,18 @@ __device__ __forceinline__ void gemvx_moe_body(float* __restrict__ y, const floa
   }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-    gemvx_moe_fp4(float* __restrict__ y, const float* __restrict__ x, int xDiv, const int* __restrict__ order,
-                  const int* __restrict__ idx, const int* __restrict__ chunks, const u64* __restrict__ tab1,
-                  const u64* __restrict__ tab3, int rows, int K, float L) {
-  PDL_WAIT();
-  if (tab3)
-    gemvx_moe_body<2>(y, x, xDiv, order, idx, chunks, tab1, tab3, rows, K, L);
-  else
-    gemvx_moe_body<1>(y, x, xDiv, order, idx, chunks, tab1, tab3, rows, K, L);
-}
+// U: steps of 128 columns each lane keeps in flight (2; the _u4 entry 4,
+// measured beside: the same sums in the same order, the same bits).
+#define GEMVX_MOE_ENTRY(NAME, U)                                                                                  \
+  extern "C" __global__ void __launch_bounds__(256)                                                               \
+      NAME(float* __restrict__ y, const float* __restrict__ x, int xDiv, const int* __restrict__ order,            \
+           const int* __restrict__ idx, const int* __restrict__ chunks, const u64* __restrict__ tab1,               \
+           const u64* __restrict__ tab3, int rows, int K, float L) {                                               \
+    PDL_WAIT();                                                                                                   \
+    if (tab3)                                                                                                     \
+      gemvx_moe_body<2, U>(y, x, xDiv, order, idx, chunks, tab1, tab3, rows, K, L);                               \
+    else                                                                                                          \
+      gemvx_moe_body<1, U>(y, x, xDiv, order, idx, chunks, tab1, tab3, rows, K, L);                               \
+  }
+GEMVX_MOE_ENTRY(gemvx_moe_fp4, 2)
+GEMVX_MOE_ENTRY(gemvx_moe_fp4_u4, 4)
