@@ -285,8 +285,8 @@ func (b *Backend) flushOn(t *Thread) error {
 	b.joinLanes() // a flush ends with every lane joined
 	err := b.flushRecorded(t)
 	b.rec.launches, b.br.scanned = b.rec.launches[:0], 0
-	if b.br.lane > 0 {
-		b.Branch(b.br.lane) // the current lane goes on after what was flushed
+	if lane := int(b.rt.lane); lane > 0 {
+		b.Branch(lane) // the current lane goes on after what was flushed
 	}
 	return err
 }
@@ -565,7 +565,7 @@ func (b *Backend) ResetScratch(mark int64) {
 	}
 	if b.branchesOpen() {
 		// What the lanes read is handed out again below: join them first.
-		lane := b.br.lane
+		lane := int(b.rt.lane)
 		b.Join(0)
 		b.Branch(lane)
 	}

@@ -113,6 +113,25 @@ func freeMatrices(th *Thread, ws []*Matrix) {
 	}
 }
 
+// productOperands uploads copies of m over 512 MB (deviceMatrices), T
+// rows of random activations and room for T rows of outputs, for a
+// benchmark of T-token products; free releases them.
+func productOperands(th *Thread, m *compute.Matrix, T int) (ws []*Matrix, x, y Ptr, free func(), err error) {
+	if ws, err = deviceMatrices(th, m, 512<<20); err != nil {
+		return nil, 0, 0, nil, err
+	}
+	if x, err = upload(th, randFloats(rand.New(rand.NewPCG(2, 3)), T*m.Cols)); err != nil {
+		freeMatrices(th, ws)
+		return nil, 0, 0, nil, err
+	}
+	if y, err = th.Alloc(int64(4 * m.Rows * T)); err != nil {
+		th.Free(x)
+		freeMatrices(th, ws)
+		return nil, 0, 0, nil, err
+	}
+	return ws, x, y, func() { th.Free(y); th.Free(x); freeMatrices(th, ws) }, nil
+}
+
 func benchDo(b *testing.B, fn func(th *Thread) error) {
 	b.Helper()
 	if err := device(b).Do(context.Background(), fn); err != nil {
@@ -217,21 +236,11 @@ func benchGEMV(b *testing.B, c benchMatrix, mp **compute.Matrix, version, T int)
 		m := *mp
 		for b.Loop() {
 			benchDo(b, func(th *Thread) error {
-				ws, err := deviceMatrices(th, m, 512<<20)
+				ws, x, y, free, err := productOperands(th, m, T)
 				if err != nil {
 					return err
 				}
-				defer freeMatrices(th, ws)
-				x, err := upload(th, randFloats(rand.New(rand.NewPCG(2, 3)), T*c.cols))
-				if err != nil {
-					return err
-				}
-				defer th.Free(x)
-				y, err := th.Alloc(int64(4 * c.rows * T))
-				if err != nil {
-					return err
-				}
-				defer th.Free(y)
+				defer free()
 				k := device(b).Kernels()
 				call := func(i int) error {
 					return k.matMulGEMVVersion(th, th.Stream(), y, x, T, ws[i%len(ws)], version)
@@ -626,21 +635,11 @@ func BenchmarkPrefetch(b *testing.B) {
 			m := c.make()
 			for b.Loop() {
 				benchDo(b, func(th *Thread) error {
-					ws, err := deviceMatrices(th, m, 512<<20)
+					ws, x, y, free, err := productOperands(th, m, 1)
 					if err != nil {
 						return err
 					}
-					defer freeMatrices(th, ws)
-					x, err := upload(th, randFloats(rand.New(rand.NewPCG(2, 3)), c.cols))
-					if err != nil {
-						return err
-					}
-					defer th.Free(x)
-					y, err := th.Alloc(int64(4 * c.rows))
-					if err != nil {
-						return err
-					}
-					defer th.Free(y)
+					defer free()
 					k := device(b).Kernels()
 					s := th.Stream()
 					var ev [2]Event
@@ -745,21 +744,11 @@ func BenchmarkGEMVX(b *testing.B) {
 				}
 				for b.Loop() {
 					benchDo(b, func(th *Thread) error {
-						ws, err := deviceMatrices(th, m, 512<<20)
+						ws, x, y, free, err := productOperands(th, m, T)
 						if err != nil {
 							return err
 						}
-						defer freeMatrices(th, ws)
-						x, err := upload(th, randFloats(rand.New(rand.NewPCG(2, 3)), T*c.cols))
-						if err != nil {
-							return err
-						}
-						defer th.Free(x)
-						y, err := th.Alloc(int64(4 * c.rows * T))
-						if err != nil {
-							return err
-						}
-						defer th.Free(y)
+						defer free()
 						k := device(b).Kernels()
 						gemv, err := timeGraph(th, 2*len(ws), 5, func(i int) error {
 							return k.MatMul(th, th.Stream(), y, x, T, ws[i%len(ws)], Strict)

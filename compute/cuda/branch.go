@@ -20,7 +20,6 @@ import (
 // stream may still be reading its temporaries while the next op, on
 // another, would take them.
 type branches struct {
-	lane   int                             // the lane ops record on
 	forked [compute.MaxBranches + 1]bool   // lanes forked since the last join
 	side   [compute.MaxBranches + 1]Stream // created at the first flush that forks them
 	joinEv [compute.MaxBranches + 1]Event
@@ -43,8 +42,7 @@ func (b *Backend) Branch(i int) {
 	if b.br.serial {
 		return
 	}
-	b.br.lane = i
-	b.rt.lane = uint8(i)
+	b.rt.lane = uint8(i) // the lane the recorder's launches run on
 	if i > 0 {
 		b.rec.launches = append(b.rec.launches, launchRec{op: opFork, lane: uint8(i)})
 		b.br.forked[i] = true
@@ -65,7 +63,7 @@ func (b *Backend) Join(i int) {
 	} else {
 		b.joinLane(i)
 	}
-	b.br.lane, b.rt.lane = 0, 0
+	b.rt.lane = 0
 }
 
 // SetBranches turns the branches on (the default) or off: off, Branch and

@@ -115,24 +115,15 @@ func TestBranches(t *testing.T) {
 // prefetched (off by default), gives the logits of one stream without prefetches bit for
 // bit, on the full and the decode paths, strict and fast.
 func TestBackendBranches(t *testing.T) {
-	for _, name := range []string{"testdata/golden/deepseek-v4/flash-ratios", "testdata/golden/deepseek-v4-extra/hc3-csa8"} {
-		for _, mode := range []Mode{Strict, Fast} {
-			t.Run(fmt.Sprintf("%s/%s", filepath.Base(name), modeName(mode)), func(t *testing.T) {
-				dir := repoPath(t, name)
-				c, err := golden.Load(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var on *Backend
-				br := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { on = be; be.noPrefetch = false })
-				one := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.SetBranches(false); be.noPrefetch = true })
-				if on.Stats().Forks == 0 {
-					t.Fatal("the forward queued nothing on a branch")
-				}
-				samePaths(t, br, one, "on one stream")
-				fmt.Printf("BRANCHES %s %s: full and decode logits identical on branches and on one stream (%d forks; max abs from the golden f32 logits %.3g)\n",
-					filepath.Base(name), modeName(mode), on.Stats().Forks, golden.MaxAbsDiff(br[0], c.LogitsFull))
-			})
+	eachGoldenMode(t, []string{"testdata/golden/deepseek-v4/flash-ratios", "testdata/golden/deepseek-v4-extra/hc3-csa8"}, func(t *testing.T, dir string, c *golden.Case, mode Mode) {
+		var on *Backend
+		br := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { on = be; be.noPrefetch = false })
+		one := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.SetBranches(false); be.noPrefetch = true })
+		if on.Stats().Forks == 0 {
+			t.Fatal("the forward queued nothing on a branch")
 		}
-	}
+		samePaths(t, br, one, "on one stream")
+		fmt.Printf("BRANCHES %s %s: full and decode logits identical on branches and on one stream (%d forks; max abs from the golden f32 logits %.3g)\n",
+			filepath.Base(dir), modeName(mode), on.Stats().Forks, golden.MaxAbsDiff(br[0], c.LogitsFull))
+	})
 }

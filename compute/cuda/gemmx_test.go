@@ -22,12 +22,12 @@ var gemmxCases = []mmCase{
 	{compute.FP4, 256, 4096, 0, 0},
 }
 
-// runX runs gemmx on the G matrices ms (one table when G > 1) for T tokens
-// of x ([T][G·K], group g's input at column g·K), into y ([T][G·R]),
-// through the parts buffer when split.
-func runX(t *testing.T, ms []*compute.Matrix, x []float32, T int, split bool) []float32 {
+// runGroup uploads the G matrices ms (and their table when G > 1) and T
+// rows of x ([T][G·K]), runs fn into a poisoned y ([T][G·R]) and returns
+// y: the harness of runX and runVX.
+func runGroup(t *testing.T, ms []*compute.Matrix, x []float32, T int,
+	fn func(th *Thread, y, x Ptr, ws []*Matrix, tab Ptr) error) []float32 {
 	t.Helper()
-	k := device(t).Kernels()
 	G, R, K := len(ms), ms[0].Rows, ms[0].Cols
 	y := make([]float32, T*G*R)
 	do(t, func(th *Thread) error {
@@ -61,6 +61,22 @@ func runX(t *testing.T, ms []*compute.Matrix, x []float32, T int, split bool) []
 			return err
 		}
 		defer th.Free(ys)
+		if err := fn(th, ys, xs, ws, tab); err != nil {
+			return err
+		}
+		return download(th, y, ys)
+	})
+	return y
+}
+
+// runX runs gemmx on the G matrices ms (one table when G > 1) for T tokens
+// of x ([T][G·K], group g's input at column g·K), into y ([T][G·R]),
+// through the parts buffer when split.
+func runX(t *testing.T, ms []*compute.Matrix, x []float32, T int, split bool) []float32 {
+	t.Helper()
+	k := device(t).Kernels()
+	G, R, K := len(ms), ms[0].Rows, ms[0].Cols
+	return runGroup(t, ms, x, T, func(th *Thread, ys, xs Ptr, ws []*Matrix, tab Ptr) error {
 		xh, xl, err := allocSplit(th, T*G*K)
 		if err != nil {
 			return err
@@ -78,12 +94,8 @@ func runX(t *testing.T, ms []*compute.Matrix, x []float32, T int, split bool) []
 			}
 			defer th.Free(part)
 		}
-		if err := k.matMulX(th, th.Stream(), ys, G*R, R, xh, xl, G*K, K, T, ws[0], G, tab, part); err != nil {
-			return err
-		}
-		return download(th, y, ys)
+		return k.matMulX(th, th.Stream(), ys, G*R, R, xh, xl, G*K, K, T, ws[0], G, tab, part)
 	})
-	return y
 }
 
 // TestMatMulX checks gemmx against the exact product of the unrounded

@@ -90,21 +90,11 @@ func BenchmarkGEMVVariants(b *testing.B) {
 			m := c.make()
 			for b.Loop() {
 				benchDo(b, func(th *Thread) error {
-					ws, err := deviceMatrices(th, m, 512<<20)
+					ws, x, y, free, err := productOperands(th, m, 1)
 					if err != nil {
 						return err
 					}
-					defer freeMatrices(th, ws)
-					x, err := upload(th, randFloats(rand.New(rand.NewPCG(2, 3)), c.cols))
-					if err != nil {
-						return err
-					}
-					defer th.Free(x)
-					y, err := th.Alloc(int64(4 * c.rows))
-					if err != nil {
-						return err
-					}
-					defer th.Free(y)
+					defer free()
 					k := device(b).Kernels()
 					report := func(name string, call func(i int) error) error {
 						ms, err := timeGraph(th, 4*len(ws), 7, call)

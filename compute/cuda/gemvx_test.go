@@ -23,44 +23,9 @@ func runVX(t *testing.T, ms []*compute.Matrix, x []float32, T int) []float32 {
 	t.Helper()
 	k := device(t).Kernels()
 	G, R, K := len(ms), ms[0].Rows, ms[0].Cols
-	y := make([]float32, T*G*R)
-	do(t, func(th *Thread) error {
-		var ws []*Matrix
-		host := make([]uint64, 0, 2*G)
-		for _, m := range ms {
-			w, err := th.UploadMatrix(m, th.Stream())
-			if err != nil {
-				return err
-			}
-			defer th.FreeMatrix(w)
-			ws = append(ws, w)
-			host = append(host, uint64(w.Data), uint64(w.Scale))
-		}
-		var tab Ptr
-		if G > 1 {
-			p, err := upload(th, host)
-			if err != nil {
-				return err
-			}
-			defer th.Free(p)
-			tab = p
-		}
-		xs, err := upload(th, x[:T*G*K])
-		if err != nil {
-			return err
-		}
-		defer th.Free(xs)
-		ys, err := allocPoisoned(th, len(y))
-		if err != nil {
-			return err
-		}
-		defer th.Free(ys)
-		if err := k.gemvx(th, th.Stream(), ys, G*R, R, xs, G*K, K, T, ws[0], G, tab); err != nil {
-			return err
-		}
-		return download(th, y, ys)
+	return runGroup(t, ms, x, T, func(th *Thread, ys, xs Ptr, ws []*Matrix, tab Ptr) error {
+		return k.gemvx(th, th.Stream(), ys, G*R, R, xs, G*K, K, T, ws[0], G, tab)
 	})
-	return y
 }
 
 // gemvxCases: partial blocks of 32 rows, K of one to many 64-column steps
@@ -225,7 +190,7 @@ func TestBackendFastSmallBatches(t *testing.T) {
 				maxAbs = max(maxAbs, golden.MaxAbsDiff(g, w))
 				kl += klDiv(w, g)
 				n++
-				wb, gb := argmax(w), argmax(g)
+				wb, gb := golden.Argmax(w), golden.Argmax(g)
 				if wb == gb {
 					agree++
 				} else if margin := float64(w[wb] - w[gb]); margin > 1e-3 {
@@ -260,16 +225,6 @@ func klDiv(p, q []float32) float64 {
 		kl += math.Exp(a) * (a - (float64(q[i]) - lq))
 	}
 	return kl
-}
-
-func argmax(v []float32) int {
-	b := 0
-	for i, x := range v {
-		if x > v[b] {
-			b = i
-		}
-	}
-	return b
 }
 
 // TestBackendMoEGEMVX checks the Fast FP4 experts in tiles of 2 to 8

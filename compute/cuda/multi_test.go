@@ -36,6 +36,23 @@ func goldenPaths(t *testing.T, dir string, c *golden.Case, mode Mode, opts model
 	return out
 }
 
+// eachGoldenMode runs fn as a subtest for every case of names (repository
+// paths) in strict and fast mode, the case loaded.
+func eachGoldenMode(t *testing.T, names []string, fn func(t *testing.T, dir string, c *golden.Case, mode Mode)) {
+	for _, name := range names {
+		for _, mode := range []Mode{Strict, Fast} {
+			t.Run(fmt.Sprintf("%s/%s", filepath.Base(name), modeName(mode)), func(t *testing.T) {
+				dir := repoPath(t, name)
+				c, err := golden.Load(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fn(t, dir, c, mode)
+			})
+		}
+	}
+}
+
 // samePaths fails unless got and want (goldenPaths' logits) are the same
 // bits on both paths; other names want's variant in the message.
 func samePaths(t *testing.T, got, want [2][]float32, other string) {
@@ -53,23 +70,14 @@ func samePaths(t *testing.T, got, want [2][]float32, other string) {
 // the logits of one launch a product (Backend.unmulti, run 6's launches)
 // bit for bit, on the full and the decode paths, strict and fast.
 func TestBackendMatMuls(t *testing.T) {
-	for _, name := range []string{"testdata/golden/deepseek-v4/flash-ratios", "testdata/golden/deepseek-v4/quantized",
-		"testdata/golden/deepseek-v4-extra/hc3-csa8"} {
-		for _, mode := range []Mode{Strict, Fast} {
-			t.Run(fmt.Sprintf("%s/%s", filepath.Base(name), modeName(mode)), func(t *testing.T) {
-				dir := repoPath(t, name)
-				c, err := golden.Load(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				multi := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { var _ compute.MultiMatMul = be })
-				one := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.unmulti = true })
-				samePaths(t, multi, one, "one launch a product")
-				fmt.Printf("MULTI %s %s: full and decode logits identical to one launch a product (max abs from the golden f32 logits %.3g)\n",
-					filepath.Base(name), modeName(mode), golden.MaxAbsDiff(multi[0], c.LogitsFull))
-			})
-		}
-	}
+	eachGoldenMode(t, []string{"testdata/golden/deepseek-v4/flash-ratios", "testdata/golden/deepseek-v4/quantized",
+		"testdata/golden/deepseek-v4-extra/hc3-csa8"}, func(t *testing.T, dir string, c *golden.Case, mode Mode) {
+		multi := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { var _ compute.MultiMatMul = be })
+		one := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.unmulti = true })
+		samePaths(t, multi, one, "one launch a product")
+		fmt.Printf("MULTI %s %s: full and decode logits identical to one launch a product (max abs from the golden f32 logits %.3g)\n",
+			filepath.Base(dir), modeName(mode), golden.MaxAbsDiff(multi[0], c.LogitsFull))
+	})
 }
 
 // TestMatMuls: MatMuls (gemvm: up to 4 products of one input a launch)
@@ -131,20 +139,11 @@ func TestMatMuls(t *testing.T) {
 func TestBackendAttentionHeads(t *testing.T) {
 	// hca12-groups4 has 8 heads (two blocks of 4, or one of 16 with 8
 	// used); flash-ratios 4. BenchmarkFlash's attn-hg4 line compares 64.
-	for _, name := range []string{"testdata/golden/deepseek-v4-extra/hca12-groups4", "testdata/golden/deepseek-v4/flash-ratios"} {
-		for _, mode := range []Mode{Strict, Fast} {
-			t.Run(fmt.Sprintf("%s/%s", filepath.Base(name), modeName(mode)), func(t *testing.T) {
-				dir := repoPath(t, name)
-				c, err := golden.Load(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				h16 := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.attnHG16 = true })
-				h4 := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.attnHG4 = true })
-				samePaths(t, h16, h4, "with 4 heads a block")
-				fmt.Printf("ATTNHEADS %s %s: full and decode logits identical with 16 and 4 heads a block (max abs from the golden f32 logits %.3g)\n",
-					filepath.Base(name), modeName(mode), golden.MaxAbsDiff(h16[0], c.LogitsFull))
-			})
-		}
-	}
+	eachGoldenMode(t, []string{"testdata/golden/deepseek-v4-extra/hca12-groups4", "testdata/golden/deepseek-v4/flash-ratios"}, func(t *testing.T, dir string, c *golden.Case, mode Mode) {
+		h16 := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.attnHG16 = true })
+		h4 := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.attnHG4 = true })
+		samePaths(t, h16, h4, "with 4 heads a block")
+		fmt.Printf("ATTNHEADS %s %s: full and decode logits identical with 16 and 4 heads a block (max abs from the golden f32 logits %.3g)\n",
+			filepath.Base(dir), modeName(mode), golden.MaxAbsDiff(h16[0], c.LogitsFull))
+	})
 }
