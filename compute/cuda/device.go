@@ -138,7 +138,7 @@ func Open(ctx context.Context, opts Options) (*Device, error) {
 		return nil, errors.Join(buildErrs...)
 	}
 	err = d.Do(ctx, func(t *Thread) error {
-		k, err := loadKernels(t, units, d.props.Major >= 8, opts.keepGoing)
+		k, err := loadKernels(t, units, d.props.Major >= 8, d.props.SMs, opts.keepGoing)
 		d.kern = k
 		return err
 	})

@@ -304,6 +304,11 @@ func BenchmarkFlash(b *testing.B) {
 	// gemvx_moe_fp4 for tiles of one pair too (batches up to E/K tokens).
 	abAt("gemvx-moe-all", []int{1, 8, 16, 32}, func(on bool) { be.gemvxMoeMinPT = map[bool]int{true: 1, false: 2}[on] })
 	abAt("gemvx-moe-u4", []int{32, 64, 256}, func(on bool) { be.gemvxMoeU4 = on })
+	// gemvp (the FP8 products of one token with their loads pipelined, the
+	// same bits) against gemv2, for each of its entries.
+	for _, u := range gemvpUs {
+		abAt(fmt.Sprintf("gemvp-u%d", u), []int{1}, func(on bool) { be.k.gemvpU = map[bool]int{true: u}[on] })
+	}
 	// Run 8's grouped expert kernels and tiles against the _sx entries:
 	// at batch 64 and 256 (STRATA_FLASH_MOE_AB_BATCHES), and for tiles of
 	// one pair alone (moe-p1-r8) at batches 1 and 8.

@@ -76,8 +76,8 @@ func TestGEMVVariants(t *testing.T) {
 	}
 }
 
-// BenchmarkGEMVVariants times gemv2 and every gemv3 variant of the same
-// format at T = 1 on the Flash model's matrix shapes, graph replays of
+// BenchmarkGEMVVariants times gemv2, gemvp's entries (FP8) and every
+// gemv3 variant of the same format at T = 1 on the Flash model's matrix shapes, graph replays of
 // launches over >= 512 MB of copies (L2 does not serve them); one line
 // each: GEMVV shape variant us GB/s.
 func BenchmarkGEMVVariants(b *testing.B) {
@@ -109,6 +109,16 @@ func BenchmarkGEMVVariants(b *testing.B) {
 						return k.matMulGEMVVersion(th, th.Stream(), y, x, 1, ws[i%len(ws)], 2)
 					}); err != nil {
 						return err
+					}
+					if _, _, ok := gemvpShifts(1, ws[0]); ok {
+						si, rpb := gemv2Split(c.rows, int(ws[0].rowBytes()/16))
+						for ui, u := range gemvpUs {
+							if err := report(fmt.Sprintf("gemvp-u%d-s%d", u, 1<<si), func(i int) error {
+								return k.gemvpAt(th, th.Stream(), y, 0, x, 0, ws[i%len(ws)], 1, 0, ui, si, rpb, 0)
+							}); err != nil {
+								return err
+							}
+						}
 					}
 					for _, v := range gemvVariants {
 						if v.DType != c.dt {

@@ -58,6 +58,14 @@ type Kernels struct {
 	gemvxM1 int
 	// tensorCores: the device has bfloat16 mma.sync (sm_80 and later).
 	tensorCores bool
+	// sms is the device's multiprocessors (gemvp's persistent grid).
+	sms int
+	// gemvp are gemvp.cu's entries, [U 2, 4][split 1, 2, 4, 8], and gemvpG
+	// their grouped forms; gemvpU selects them for FP8 products of one
+	// token (0: gemv2's, the default until measured; 2 or 4: that entry).
+	// The same bits either way.
+	gemvp, gemvpG [2][4]Func
+	gemvpU        int
 	// unavailable says why kernels are missing (Open's keepGoing).
 	unavailable error
 
@@ -181,8 +189,8 @@ var dtypeNames = [5]string{"f32", "bf16", "f16", "fp8", "fp4"}
 // loadKernels loads the built modules and finds every kernel. With
 // keepGoing, units that failed to build and kernels not found are left
 // out (their Func is 0) instead of failing.
-func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernels, error) {
-	k := &Kernels{tensorCores: tensorCores, t8R4: true, gemvMaxT: FastGEMVMaxT, gemvxMinT: GEMVXMinT}
+func loadKernels(t *Thread, units []built, tensorCores bool, sms int, keepGoing bool) (*Kernels, error) {
+	k := &Kernels{tensorCores: tensorCores, sms: sms, t8R4: true, gemvMaxT: FastGEMVMaxT, gemvxMinT: GEMVXMinT}
 	var missing []error
 	for _, u := range units {
 		if u.err != nil {
@@ -235,6 +243,22 @@ func loadKernels(t *Thread, units []built, tensorCores, keepGoing bool) (*Kernel
 				if err := t.SetMaxDynamicShared(*e.f, gemmxShared(d)); err != nil {
 					missing = append(missing, fmt.Errorf("cuda: %s: %w", e.name, err))
 					*e.f = 0
+				}
+			}
+		}
+	}
+	for ui, u := range gemvpUs {
+		for si, sp := range []int{1, 2, 4, 8} {
+			for _, e := range []struct {
+				f    *Func
+				name string
+			}{{&k.gemvp[ui][si], fmt.Sprintf("gemvp_fp8_u%d_s%d", u, sp)}, {&k.gemvpG[ui][si], fmt.Sprintf("gemvp_fp8_u%d_s%d_g", u, sp)}} {
+				fn(e.f, e.name)
+				if *e.f != 0 {
+					if err := t.SetMaxDynamicShared(*e.f, gemvpShared(ui)); err != nil {
+						missing = append(missing, fmt.Errorf("cuda: %s: %w", e.name, err))
+						*e.f = 0
+					}
 				}
 			}
 		}
@@ -312,8 +336,16 @@ func checkMatMul(T int, w *Matrix) error {
 // loads: 1 is gemv.cu, 2 is gemv2.cu (scalar rows always use gemv.cu).
 const gemvVersion = 2
 
-// matMulGEMV is the float32 product (Strict, and Fast for small T).
+// matMulGEMV is the float32 product (Strict, and Fast for small T):
+// gemvp's when gemvpU selects it and it takes w (gemv2's bits), else
+// gemv2's.
 func (k *Kernels) matMulGEMV(t *Thread, s Stream, y, x Ptr, T int, w *Matrix) error {
+	if err := checkMatMul(T, w); err != nil || T == 0 {
+		return err
+	}
+	if ok, err := k.matMulGEMVP(t, s, y, x, T, w); ok || err != nil {
+		return err
+	}
 	return k.matMulGEMVVersion(t, s, y, x, T, w, gemvVersion)
 }
 
@@ -364,6 +396,9 @@ func (k *Kernels) groupedGEMVStrided(t *Thread, s Stream, y Ptr, ldy, ygs int, x
 		splitRows = w.Rows
 	}
 	si, rowsPerBlock := gemv2Split(splitRows, int(w.rowBytes()/16))
+	if ok, err := k.groupedGEMVP(t, s, y, ygs, x, xgs, T, w, G, tab, si, rowsPerBlock); ok || err != nil {
+		return err
+	}
 	if f := k.gemv5(w, g, si, true); f != 0 {
 		rowsPerBlock = (8 >> si) * 4
 		return k.launch(t, f, Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock, Y: G}, Dim3{X: 256}, s, a)

@@ -1,0 +1,107 @@
+package cuda
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/strata-inference/strata/compute"
+)
+
+// gemvp.cu's entries: U chunks of each of 2 rows a step per lane, in a
+// ring of gemvpStages[i] stages of shared memory (64 and 96 KB a block).
+var (
+	gemvpUs     = [2]int{2, 4}
+	gemvpStages = [2]int{4, 3}
+)
+
+// gemvpBlocksPerSM is the persistent grid's blocks a multiprocessor: what
+// the entries' launch bounds promise (256 threads, at most 128 registers)
+// and both rings fit twice in an H100's or H200's 227 KB.
+const gemvpBlocksPerSM = 2
+
+// gemvpShared is the dynamic shared memory of the gemvp entries of index
+// ui (gemvpUs): stages · U · rows a warp · 256 threads · 16 bytes.
+func gemvpShared(ui int) int { return gemvpStages[ui] * gemvpUs[ui] * 2 * 256 * 16 }
+
+// gemvpIndex returns the index of gemvpU in gemvpUs, -1 when gemvp is off
+// or the value is not one of them.
+func (k *Kernels) gemvpIndex() int {
+	for i, u := range gemvpUs {
+		if k.gemvpU == u {
+			return i
+		}
+	}
+	return -1
+}
+
+// gemvpShifts returns log2 of w's scale block rows and of its columns in
+// 16-byte chunks, and whether gemvp computes w: FP8 with 16-byte rows and
+// power-of-two scale blocks of 16 columns or more (the released
+// checkpoints' 128x128), one token.
+func gemvpShifts(T int, w *Matrix) (rs, cs int, ok bool) {
+	if T != 1 || w.DType != compute.FP8 || !w.vec() {
+		return 0, 0, false
+	}
+	br, bc := w.BlockRows, w.BlockCols
+	if br <= 0 || bc < 16 || br&(br-1) != 0 || bc&(bc-1) != 0 {
+		return 0, 0, false
+	}
+	return bits.TrailingZeros(uint(br)), bits.TrailingZeros(uint(bc / 16)), true
+}
+
+// gemvpGrid is the persistent grid for n units (gemv2's blocks): at most
+// the blocks the device holds at once.
+func (k *Kernels) gemvpGrid(n int) int {
+	return max(1, min(n, gemvpBlocksPerSM*max(k.sms, 1)))
+}
+
+// matMulGEMVP queues y = W·x for one token through gemvp at gemv2's split
+// for the shape (gemv2's bits), and reports false when gemvp is off or
+// does not take w (the caller then launches gemv2).
+func (k *Kernels) matMulGEMVP(t *Thread, s Stream, y, x Ptr, T int, w *Matrix) (bool, error) {
+	ui := k.gemvpIndex()
+	if _, _, ok := gemvpShifts(T, w); ui < 0 || !ok {
+		return false, nil
+	}
+	si, rowsPerBlock := gemv2Split(w.Rows, int(w.rowBytes()/16))
+	return true, k.gemvpAt(t, s, y, 0, x, 0, w, 1, 0, ui, si, rowsPerBlock, 0)
+}
+
+// groupedGEMVP is groupedGEMVStrided for one token through gemvp's
+// grouped entries, at the split groupedGEMVStrided takes (its bits); it
+// reports false when gemvp does not take the product.
+func (k *Kernels) groupedGEMVP(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs, T int, w *Matrix, G int, tab Ptr, si, rowsPerBlock int) (bool, error) {
+	ui := k.gemvpIndex()
+	if _, _, ok := gemvpShifts(T, w); ui < 0 || !ok {
+		return false, nil
+	}
+	return true, k.gemvpAt(t, s, y, ygs, x, xgs, w, G, tab, ui, si, rowsPerBlock, 0)
+}
+
+// gemvpAt queues gemvp's entry ui at split index si (rowsPerBlock rows a
+// unit): the plain entry for tab 0, else the grouped one over the G
+// matrices of tab (group g's input at x + g·xgs, its output at y + g·ygs);
+// grid 0 takes gemvpGrid's (tests pass others: every grid gives the
+// same bits).
+func (k *Kernels) gemvpAt(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs int, w *Matrix, G int, tab Ptr, ui, si, rowsPerBlock, grid int) error {
+	rs, cs, ok := gemvpShifts(1, w)
+	if !ok {
+		return fmt.Errorf("cuda: gemvp of a %v %dx%d matrix (scale blocks %dx%d)", w.DType, w.Rows, w.Cols, w.BlockRows, w.BlockCols)
+	}
+	f, units := k.gemvp[ui][si], (w.Rows+rowsPerBlock-1)/rowsPerBlock
+	a := t.Args().Ptr(y).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Int(units)
+	if tab != 0 {
+		f = k.gemvpG[ui][si]
+		a = t.Args().Ptr(y).Int(ygs).Ptr(x).Int(xgs).Ptr(tab).Int(units).Int(G)
+	} else if G != 1 {
+		return fmt.Errorf("cuda: gemvp of %d matrices without their table", G)
+	}
+	if f == 0 {
+		return fmt.Errorf("cuda: kernel unavailable: %v", k.unavailable)
+	}
+	a = a.Int(w.Rows).Int(w.Cols).Int(rs).Int(cs).Int(w.scaleCols())
+	if grid <= 0 {
+		grid = k.gemvpGrid(units * G)
+	}
+	return t.Launch(f, Dim3{X: grid}, Dim3{X: 256}, gemvpShared(ui), s, a)
+}

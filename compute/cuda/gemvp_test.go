@@ -1,0 +1,110 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/strata-inference/strata/compute"
+)
+
+// TestGEMVP: gemvp (both entries, every split, the persistent grid at its
+// default size and at 1 and 3 blocks, so that a block computes many
+// units and its ring runs across them) gives the bits of gemv2 at the
+// same split, plain and grouped (each group its own input, and all on
+// one), NaN where gemv2 gives NaN; and MatMul and GroupedMatMul with gemvp
+// selected give the bits they give without it.
+func TestGEMVP(t *testing.T) {
+	k := device(t).Kernels()
+	cases := []mmCase{
+		{compute.FP8, 37, 1024, 128, 128}, // partial units, 2 chunks a lane at split 1
+		{compute.FP8, 300, 4096, 128, 128}, // 8 steps a lane at split 1 (U = 2)
+		{compute.FP8, 70, 512, 32, 64},     // scale blocks of 4 chunks, rows of 32
+	}
+	for ci, c := range cases {
+		t.Run(c.String(), func(t *testing.T) {
+			const G = 3
+			rng := rand.New(rand.NewPCG(uint64(ci), 77))
+			ms := make([]*compute.Matrix, G)
+			for g := range ms {
+				ms[g], _ = testMatrix(rng, c.dt, c.rows, c.cols, c.br, c.bc)
+			}
+			ms[1].Data[5*c.cols+17] = 0xFF // a NaN code in row 5 of group 1
+			x := randFloats(rng, G*c.cols)
+			R, K := c.rows, c.cols
+			for si := range 4 {
+				rpb := (8 >> si) * 2
+				units := (R + rpb - 1) / rpb
+				// gemv2 at split si: each matrix alone on its slice of x, and
+				// grouped (inputs apart, then one input for all).
+				var want [3][]float32
+				want[0] = runGroup(t, ms[1:2], x[K:], 1, func(th *Thread, y, xs Ptr, ws []*Matrix, _ Ptr) error {
+					w := ws[0]
+					a := th.Args().Ptr(y).Ptr(xs).Ptr(w.Data).Ptr(w.Scale).Int(w.Rows).Int(w.Cols).Int(1).
+						Int(w.BlockRows).Int(w.BlockCols).Int(w.scaleCols())
+					return k.launch(th, k.gemv2[w.DType][0][si], Dim3{X: units}, Dim3{X: 256}, th.Stream(), a)
+				})
+				for xi, xgs := range []int{K, 0} {
+					want[1+xi] = runGroup(t, ms, x, 1, func(th *Thread, y, xs Ptr, ws []*Matrix, tab Ptr) error {
+						a := th.Args().Ptr(y).Int(G * R).Int(R).Ptr(xs).Int(G * K).Int(xgs).Ptr(tab).Int(R).Int(K).Int(1).
+							Int(ws[0].BlockRows).Int(ws[0].BlockCols).Int(ws[0].scaleCols())
+						return k.launch(th, k.gemv2g[ws[0].DType][0][si], Dim3{X: units, Y: G}, Dim3{X: 256}, th.Stream(), a)
+					})
+				}
+				for ui := range gemvpUs {
+					for _, grid := range []int{0, 1, 3} {
+						what := fmt.Sprintf("u%d split %d grid %d", gemvpUs[ui], 1<<si, grid)
+						got := runGroup(t, ms[1:2], x[K:], 1, func(th *Thread, y, xs Ptr, ws []*Matrix, _ Ptr) error {
+							return k.gemvpAt(th, th.Stream(), y, 0, xs, 0, ws[0], 1, 0, ui, si, rpb, grid)
+						})
+						sameBitsNaN(t, what, got, want[0], 5)
+						for xi, xgs := range []int{K, 0} {
+							got := runGroup(t, ms, x, 1, func(th *Thread, y, xs Ptr, ws []*Matrix, tab Ptr) error {
+								return k.gemvpAt(th, th.Stream(), y, R, xs, xgs, ws[0], G, tab, ui, si, rpb, grid)
+							})
+							sameBitsNaN(t, fmt.Sprintf("%s grouped xgs %d", what, xgs), got, want[1+xi], R+5)
+						}
+					}
+				}
+			}
+			// Through MatMul and GroupedMatMul's paths, gemvp selected or not.
+			var ref [2][]float32
+			for _, u := range append([]int{0}, gemvpUs[:]...) {
+				k.gemvpU = u
+				plain := runGroup(t, ms[:1], x, 1, func(th *Thread, y, xs Ptr, ws []*Matrix, _ Ptr) error {
+					return k.matMulGEMV(th, th.Stream(), y, xs, 1, ws[0])
+				})
+				grouped := runGroup(t, ms, x, 1, func(th *Thread, y, xs Ptr, ws []*Matrix, tab Ptr) error {
+					return k.groupedGEMV(th, th.Stream(), y, xs, 1, ws[0], G, tab)
+				})
+				k.gemvpU = 0
+				if u == 0 {
+					ref[0], ref[1] = plain, grouped
+					continue
+				}
+				sameBitsNaN(t, fmt.Sprintf("MatMul gemvp u%d", u), plain, ref[0], -1)
+				sameBitsNaN(t, fmt.Sprintf("GroupedMatMul gemvp u%d", u), grouped, ref[1], R+5)
+			}
+		})
+	}
+}
+
+// sameBitsNaN fails unless got and want are the same bits (both NaN
+// counts as the same) and, when nanAt >= 0, got[nanAt] is NaN.
+func sameBitsNaN(t *testing.T, what string, got, want []float32, nanAt int) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	if nanAt >= 0 && !math.IsNaN(float64(got[nanAt])) {
+		t.Errorf("%s: value %d = %v, want NaN (a NaN code)", what, nanAt, got[nanAt])
+	}
+	for i := range got {
+		a, b := got[i], want[i]
+		if math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
+			t.Errorf("%s: value %d = %g (%#x), gemv2 %g (%#x)", what, i, a, math.Float32bits(a), b, math.Float32bits(b))
+			return
+		}
+	}
+}

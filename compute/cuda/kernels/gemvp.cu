@@ -1,0 +1,253 @@
+// gemvp.cu: gemv2's T = 1 product with its weight loads pipelined: the
+// same bits as gemv2's entry of the same split, in less time where gemv2
+// waits on memory.
+//
+// Why: a gemv2 warp loads its chunks, waits for them, then decodes and
+// multiplies them, and only then loads the next ones. A matrix of one
+// wave of blocks (wo_b: 256 blocks, 4 such steps a lane) has every warp
+// of the GPU in the same phase at once, so HBM idles while the SMs
+// compute, and the SMs idle while HBM streams (run 10: 32 MB of FP8 in
+// 16.9 us, 1.9 TB/s of 4.3; the compute phase alone is about a third of
+// a step by SASS count).
+//
+// How: each thread copies its own chunks into its own slots of a ring of
+// S stages in shared memory (cp.async, no registers held by a load in
+// flight), S - 1 steps ahead of the step it computes;
+// a thread reads only what it copied, so no barrier orders the ring. The
+// blocks are persistent: block b computes gemv2's blocks b, b + grid, ...
+// and its ring runs across their boundaries, so products of many short
+// blocks (wq_b: 2048 blocks of one step) keep their loads in flight too.
+//
+// Order: lane l of part p of row group g reads the same chunks as gemv2
+// (c = part·32 + l + j·32·SPLIT, j = 0, 1, ...) in the same order, each
+// chunk's products first, then times its scale; the butterfly and the
+// parts as gemv2: every output has gemv2's bits (TestGEMVP). FP8 codes
+// are decoded by the hardware (e4m3x4_hw: the values of e4m3 with NaN for
+// the NaN codes, so the NaN check of gemv2's chunk scale is not needed).
+//
+// Entries: gemvp_<fmt>_u<U>_s<SPLIT> (y = W·x, T = 1; U = 2 with S = 4
+// stages, U = 4 with S = 3) and its _g form (gemv2's grouped product:
+// group g = unit / units of the matrix tab[g]). Grid: at most the units
+// (gemv2's blocks) times groups; the host sizes it to the blocks the GPU
+// holds at once (2 an SM). Dynamic shared memory: S · U · GEMVP_ROWS ·
+// 256 · 16 bytes (64 and 96 KB).
+
+#define GEMVP_ROWS 2
+
+#ifdef STRATA_EMU
+__device__ __forceinline__ void gemvp_copy(uint4* dst, const void* src) { *dst = *(const uint4*)src; }
+__device__ __forceinline__ void gemvp_commit() {}
+template <int N>
+__device__ __forceinline__ void gemvp_wait() {}
+#else
+__device__ __forceinline__ void gemvp_copy(uint4* dst, const void* src) {
+  const u32 d = (u32)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void gemvp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// gemvp_wait: at most N of this thread's copy groups pending.
+template <int N>
+__device__ __forceinline__ void gemvp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+#endif
+
+// gemvp_cursor walks a block's tasks in order: unit i of the block
+// (gemv2's block b of group g's matrix), step of it. No divisions: the
+// cursors advance by additions (b by the grid, wrapping into g).
+struct gemvp_cursor {
+  int i, step, b, g;
+};
+
+__device__ __forceinline__ void gemvp_next(gemvp_cursor& c, int steps, int units) {
+  if (++c.step == steps) {
+    c.step = 0;
+    ++c.i;
+    c.b += gridDim.x;
+    while (c.b >= units) {
+      c.b -= units;
+      ++c.g;
+    }
+  }
+}
+
+// gemvp_rows: see the top of the file. rs and cs are log2 of the FP8
+// scale block's rows and of its columns in chunks (the host takes gemvp
+// only when both are powers of two); a matrix of another format ignores
+// them.
+template <int FMT, int SPLIT, int U, int S>
+__device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, const float* __restrict__ x0, int xgs,
+                                           const u8* __restrict__ w0, const u8* __restrict__ s0,
+                                           const u64* __restrict__ tab, int units, int groups, int rows, int K,
+                                           int rs, int cs, int scaleCols) {
+  typedef gemv_fmt<FMT> F;
+  const int R = GEMVP_ROWS, G = 8 / SPLIT, NT = 256;
+  DYN_SHARED(uint4, ring);  // [S][U][R][NT]
+  __shared__ float red[8][R];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int grp = warp / SPLIT, part = warp % SPLIT;
+  const long long rowBytes =
+      FMT == FMT_F32 ? 4ll * K : (FMT == FMT_FP8 ? (long long)K : (FMT == FMT_FP4 ? K / 2 : 2ll * K));
+  const int nch = (int)(rowBytes / 16);
+  const int stride = 32 * SPLIT;
+  const int cfirst = part * 32 + lane;
+  // Steps of U chunks a lane per unit: the same for every lane (a lane's
+  // chunks past the row are neither copied nor computed).
+  const int steps = (nch + U * stride - 1) / (U * stride);
+  const int total = units * groups;
+  // This block's units are blockIdx.x + i·gridDim.x < total.
+  const int mine = (int)blockIdx.x < total ? (total - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+  auto slot = [&](int st, int u, int i) -> uint4* { return ring + (((st * U + u) * R + i) * NT + tid); };
+  auto matrix = [&](int g) -> const u8* { return tab ? (const u8*)tab[2 * g] : w0; };
+
+  // issue queues the copies of the task at cursor c into stage st and
+  // commits them (an empty group past the last task, so that every step
+  // waits alike).
+  auto issue = [&](const gemvp_cursor& c, int st) {
+    if (c.i < mine) {
+      const u8* w = matrix(c.g);
+      const int r0 = (c.b * G + grp) * R;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int ch = cfirst + (c.step * U + u) * stride;
+        if (ch < nch) {
+#pragma unroll
+          for (int i = 0; i < R; ++i)
+            gemvp_copy(slot(st, u, i), (const uint4*)(w + (long long)min(r0 + i, rows - 1) * rowBytes) + ch);
+        }
+      }
+    }
+    gemvp_commit();
+  };
+
+  const int b0 = blockIdx.x;
+  gemvp_cursor in = {0, 0, b0, 0}, at = in;
+  while (in.b >= units) {  // the first unit's group (grid > units when grouped)
+    in.b -= units;
+    ++in.g;
+  }
+  at = in;
+  // The first stages copy weights only: before PDL_WAIT_LATE, in flight
+  // while the kernel before this one finishes (common.cuh).
+#pragma unroll
+  for (int st = 0; st < S - 1; ++st) {
+    issue(in, st);
+    gemvp_next(in, steps, units);
+  }
+  PDL_WAIT_LATE();
+
+  float acc[R];
+  const u8* srow[R];
+  const float* x = x0;
+  for (int st = 0; at.i < mine;) {
+    // This task's group has landed (S - 2 younger ones may be pending);
+    // the stage issued now was last read at the task before, by this
+    // thread.
+    gemvp_wait<S - 2>();
+    issue(in, st == 0 ? S - 1 : st - 1);
+    gemvp_next(in, steps, units);
+    const int r0 = (at.b * G + grp) * R;
+    if (at.step == 0) {
+      const u8* sc = tab ? (const u8*)tab[2 * at.g + 1] : s0;
+      x = x0 + (long long)at.g * xgs;
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        acc[i] = 0.0f;
+        const int r = min(r0 + i, rows - 1);
+        srow[i] = FMT == FMT_FP8 ? sc + (long long)(r >> rs) * scaleCols : sc + (long long)r * (K / 32);
+      }
+    }
+    // The chunks' scale bytes first, their loads in flight together.
+    u32 sraw[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = cfirst + (at.step * U + u) * stride;
+#pragma unroll
+      for (int i = 0; i < R; ++i)
+        sraw[u][i] = (FMT == FMT_FP8 || FMT == FMT_FP4) && c < nch ? __ldg(srow[i] + (FMT == FMT_FP8 ? c >> cs : c)) : 0u;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = cfirst + (at.step * U + u) * stride;
+      if (c >= nch) break;
+      uint4 q[R];
+#pragma unroll
+      for (int i = 0; i < R; ++i) q[i] = *slot(st, u, i);
+      float p[R];
+#pragma unroll
+      for (int i = 0; i < R; ++i) p[i] = 0.0f;
+#pragma unroll
+      for (int s = 0; s < F::SUBS; ++s) {
+        float wv[R][F::SUB];
+#pragma unroll
+        for (int i = 0; i < R; ++i) decode_sub_dec<FMT, FMT == FMT_FP8 ? 1 : 0>(q[i], s, wv[i]);
+        float xv[F::SUB];
+        const float4* xp = (const float4*)(x + c * F::PER + s * F::SUB);
+#pragma unroll
+        for (int j = 0; j < F::SUB / 4; ++j) {
+          float4 f = __ldg(xp + j);
+          xv[4 * j] = f.x; xv[4 * j + 1] = f.y; xv[4 * j + 2] = f.z; xv[4 * j + 3] = f.w;
+        }
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+#pragma unroll
+          for (int j = 0; j < F::SUB; ++j) p[i] = __fmaf_rn(wv[i][j], xv[j], p[i]);
+      }
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        // FP8: the hardware decoder gave NaN for a NaN code already.
+        const float s = FMT == FMT_FP8 ? ue8m0(sraw[u][i]) : chunk_scale_from<FMT>(q[i], sraw[u][i]);
+        acc[i] = __fmaf_rn(p[i], s, acc[i]);
+      }
+    }
+    if (at.step == steps - 1) {
+      // gemv2's reduction: the butterfly, then the parts in order.
+      float* y = y0 + (long long)at.g * ygs;
+      float v[R];
+#pragma unroll
+      for (int i = 0; i < R; ++i) v[i] = warp_sum(acc[i]);
+      if (SPLIT == 1) {
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+          if (lane == i && r0 + i < rows) y[r0 + i] = v[i];
+      } else {
+        if (lane == 0)
+#pragma unroll
+          for (int i = 0; i < R; ++i) red[warp][i] = v[i];
+        __syncthreads();
+        if (part == 0 && lane < R) {
+          float s = red[warp][lane];
+#pragma unroll
+          for (int j = 1; j < SPLIT; ++j) s = __fadd_rn(s, red[warp + j][lane]);
+          if (r0 + lane < rows) y[r0 + lane] = s;
+        }
+        __syncthreads();
+      }
+    }
+    gemvp_next(at, steps, units);
+    st = st == S - 1 ? 0 : st + 1;
+  }
+}
+
+#define GEMVP_ENTRY(F, FMT, U, S, SPLIT)                                                                              \
+  extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
+      gemvp_##F##_u##U##_s##SPLIT(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,     \
+                                  const u8* __restrict__ sc, int units, int rows, int K, int rs, int cs,           \
+                                  int scaleCols) {                                                                 \
+    PDL_OPEN_EARLY();                                                                                              \
+    gemvp_rows<FMT, SPLIT, U, S>(y, 0, x, 0, w, sc, 0, units, 1, rows, K, rs, cs, scaleCols);                      \
+  }                                                                                                                \
+  extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
+      gemvp_##F##_u##U##_s##SPLIT##_g(float* __restrict__ y, int ygs, const float* __restrict__ x, int xgs,          \
+                                      const u64* __restrict__ tab, int units, int groups, int rows, int K, int rs,  \
+                                      int cs, int scaleCols) {                                                     \
+    PDL_OPEN_EARLY();                                                                                              \
+    gemvp_rows<FMT, SPLIT, U, S>(y, ygs, x, xgs, 0, 0, tab, units, groups, rows, K, rs, cs, scaleCols);             \
+  }
+#define GEMVP_SPLITS(F, FMT, U, S) \
+  GEMVP_ENTRY(F, FMT, U, S, 1)     \
+  GEMVP_ENTRY(F, FMT, U, S, 2)     \
+  GEMVP_ENTRY(F, FMT, U, S, 4)     \
+  GEMVP_ENTRY(F, FMT, U, S, 8)
+GEMVP_SPLITS(fp8, FMT_FP8, 2, 4)
+GEMVP_SPLITS(fp8, FMT_FP8, 4, 3)
