@@ -18,7 +18,7 @@ import (
 func TestGEMVP(t *testing.T) {
 	k := device(t).Kernels()
 	cases := []mmCase{
-		{compute.FP8, 37, 1024, 128, 128}, // partial units, 2 chunks a lane at split 1
+		{compute.FP8, 37, 1024, 128, 128},  // partial units, 2 chunks a lane at split 1
 		{compute.FP8, 300, 4096, 128, 128}, // 8 steps a lane at split 1 (U = 2)
 		{compute.FP8, 70, 512, 32, 64},     // scale blocks of 4 chunks, rows of 32
 	}
