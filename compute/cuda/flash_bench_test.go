@@ -306,8 +306,8 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("gemvx-moe-u4", []int{32, 64, 256}, func(on bool) { be.gemvxMoeU4 = on })
 	// gemvp (the FP8 products of one token with their loads pipelined, the
 	// same bits) against gemv2, for each of its entries.
-	for _, u := range gemvpUs {
-		abAt(fmt.Sprintf("gemvp-u%d", u), []int{1}, func(on bool) { be.k.gemvpU = map[bool]int{true: u}[on] })
+	for ri, r := range gemvpRings {
+		abAt(fmt.Sprintf("gemvp-st%d", r.S), []int{1}, func(on bool) { be.k.gemvpV = map[bool]int{true: ri + 1}[on] })
 	}
 	// Run 8's grouped expert kernels and tiles against the _sx entries:
 	// at batch 64 and 256 (STRATA_FLASH_MOE_AB_BATCHES), and for tiles of

@@ -112,8 +112,8 @@ func BenchmarkGEMVVariants(b *testing.B) {
 					}
 					if _, _, ok := gemvpShifts(1, ws[0]); ok {
 						si, rpb := gemv2Split(c.rows, int(ws[0].rowBytes()/16))
-						for ui, u := range gemvpUs {
-							if err := report(fmt.Sprintf("gemvp-u%d-s%d", u, 1<<si), func(i int) error {
+						for ui, r := range gemvpRings {
+							if err := report(fmt.Sprintf("gemvp-u%d-st%d-s%d", r.U, r.S, 1<<si), func(i int) error {
 								return k.gemvpAt(th, th.Stream(), y, 0, x, 0, ws[i%len(ws)], 1, 0, ui, si, rpb, 0)
 							}); err != nil {
 								return err

@@ -7,39 +7,51 @@ import (
 	"github.com/strata-inference/strata/compute"
 )
 
-// gemvp.cu's entries: U chunks of each of 2 rows a step per lane, in a
-// ring of gemvpStages[i] stages of shared memory (64 and 96 KB a block).
-var (
-	gemvpUs     = [2]int{2, 4}
-	gemvpStages = [2]int{4, 3}
-)
+// gemvpRing is one of gemvp.cu's entries: U chunks of each of 2 rows a
+// step per lane, in a ring of S stages of shared memory.
+type gemvpRing struct{ U, S int }
+
+// gemvpRings are gemvp.cu's entries, in its order.
+var gemvpRings = [2]gemvpRing{{2, 4}, {2, 3}}
 
 // gemvpBlocksPerSM is the persistent grid's blocks a multiprocessor: what
 // the entries' launch bounds promise (256 threads, at most 128 registers)
-// and both rings fit twice in an H100's or H200's 227 KB.
+// and what gemvpMaxShared leaves room for.
 const gemvpBlocksPerSM = 2
 
-// gemvpShared is the dynamic shared memory of the gemvp entries of index
-// ui (gemvpUs): stages · U · rows a warp · 256 threads · 16 bytes.
-func gemvpShared(ui int) int { return gemvpStages[ui] * gemvpUs[ui] * 2 * 256 * 16 }
+// gemvpMaxShared is the most dynamic shared memory a gemvp block takes:
+// two blocks and their static arrays in an H100's or H200's 227 KB.
+const gemvpMaxShared = 112 << 10
 
-// gemvpIndex returns the index of gemvpU in gemvpUs, -1 when gemvp is off
-// or the value is not one of them.
+// gemvpShared is the dynamic shared memory of gemvp's entries of index ri
+// (gemvpRings) for rows of K FP8 weights: the ring (S · U · 2 rows · 256
+// threads · 16 bytes: 64 or 48 KB), then the activations (K/16 chunks of
+// 20 floats).
+func gemvpShared(ri, K int) int {
+	r := gemvpRings[ri]
+	return r.S*r.U*2*256*16 + K/16*20*4
+}
+
+func (r gemvpRing) name(split int) string {
+	return fmt.Sprintf("gemvp_fp8_u%ds%d_s%d", r.U, r.S, split)
+}
+
+// gemvpIndex returns the index in gemvpRings of the entries gemvpV
+// selects, -1 when gemvp is off.
 func (k *Kernels) gemvpIndex() int {
-	for i, u := range gemvpUs {
-		if k.gemvpU == u {
-			return i
-		}
+	if k.gemvpV < 1 || k.gemvpV > len(gemvpRings) {
+		return -1
 	}
-	return -1
+	return k.gemvpV - 1
 }
 
 // gemvpShifts returns log2 of w's scale block rows and of its columns in
 // 16-byte chunks, and whether gemvp computes w: FP8 with 16-byte rows and
 // power-of-two scale blocks of 16 columns or more (the released
-// checkpoints' 128x128), one token.
+// checkpoints' 128x128), one token, rows that leave two blocks an SM
+// their shared memory (K up to 9830: the Flash width's largest is 8192).
 func gemvpShifts(T int, w *Matrix) (rs, cs int, ok bool) {
-	if T != 1 || w.DType != compute.FP8 || !w.vec() {
+	if T != 1 || w.DType != compute.FP8 || !w.vec() || gemvpShared(0, w.Cols) > gemvpMaxShared {
 		return 0, 0, false
 	}
 	br, bc := w.BlockRows, w.BlockCols
@@ -78,7 +90,7 @@ func (k *Kernels) groupedGEMVP(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs, 
 	return true, k.gemvpAt(t, s, y, ygs, x, xgs, w, G, tab, ui, si, rowsPerBlock, 0)
 }
 
-// gemvpAt queues gemvp's entry ui at split index si (rowsPerBlock rows a
+// gemvpAt queues gemvp's entries ui (gemvpRings) at split index si (rowsPerBlock rows a
 // unit): the plain entry for tab 0, else the grouped one over the G
 // matrices of tab (group g's input at x + g·xgs, its output at y + g·ygs);
 // grid 0 takes gemvpGrid's (tests pass others: every grid gives the
@@ -103,5 +115,5 @@ func (k *Kernels) gemvpAt(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs int, w
 	if grid <= 0 {
 		grid = k.gemvpGrid(units * G)
 	}
-	return t.Launch(f, Dim3{X: grid}, Dim3{X: 256}, gemvpShared(ui), s, a)
+	return t.Launch(f, Dim3{X: grid}, Dim3{X: 256}, gemvpShared(ui, w.Cols), s, a)
 }

@@ -52,9 +52,9 @@ func TestGEMVP(t *testing.T) {
 						return k.launch(th, k.gemv2g[ws[0].DType][0][si], Dim3{X: units, Y: G}, Dim3{X: 256}, th.Stream(), a)
 					})
 				}
-				for ui := range gemvpUs {
+				for ui := range gemvpRings {
 					for _, grid := range []int{0, 1, 3} {
-						what := fmt.Sprintf("u%d split %d grid %d", gemvpUs[ui], 1<<si, grid)
+						what := fmt.Sprintf("%v split %d grid %d", gemvpRings[ui], 1<<si, grid)
 						got := runGroup(t, ms[1:2], x[K:], 1, func(th *Thread, y, xs Ptr, ws []*Matrix, _ Ptr) error {
 							return k.gemvpAt(th, th.Stream(), y, 0, xs, 0, ws[0], 1, 0, ui, si, rpb, grid)
 						})
@@ -70,21 +70,21 @@ func TestGEMVP(t *testing.T) {
 			}
 			// Through MatMul and GroupedMatMul's paths, gemvp selected or not.
 			var ref [2][]float32
-			for _, u := range append([]int{0}, gemvpUs[:]...) {
-				k.gemvpU = u
+			for v := range len(gemvpRings) + 1 {
+				k.gemvpV = v
 				plain := runGroup(t, ms[:1], x, 1, func(th *Thread, y, xs Ptr, ws []*Matrix, _ Ptr) error {
 					return k.matMulGEMV(th, th.Stream(), y, xs, 1, ws[0])
 				})
 				grouped := runGroup(t, ms, x, 1, func(th *Thread, y, xs Ptr, ws []*Matrix, tab Ptr) error {
 					return k.groupedGEMV(th, th.Stream(), y, xs, 1, ws[0], G, tab)
 				})
-				k.gemvpU = 0
-				if u == 0 {
+				k.gemvpV = 0
+				if v == 0 {
 					ref[0], ref[1] = plain, grouped
 					continue
 				}
-				sameBitsNaN(t, fmt.Sprintf("MatMul gemvp u%d", u), plain, ref[0], -1)
-				sameBitsNaN(t, fmt.Sprintf("GroupedMatMul gemvp u%d", u), grouped, ref[1], R+5)
+				sameBitsNaN(t, fmt.Sprintf("MatMul gemvp %v", gemvpRings[v-1]), plain, ref[0], -1)
+				sameBitsNaN(t, fmt.Sprintf("GroupedMatMul gemvp %v", gemvpRings[v-1]), grouped, ref[1], R+5)
 			}
 		})
 	}

@@ -60,12 +60,12 @@ type Kernels struct {
 	tensorCores bool
 	// sms is the device's multiprocessors (gemvp's persistent grid).
 	sms int
-	// gemvp are gemvp.cu's entries, [U 2, 4][split 1, 2, 4, 8], and gemvpG
-	// their grouped forms; gemvpU selects them for FP8 products of one
-	// token (0: gemv2's, the default until measured; 2 or 4: that entry).
+	// gemvp are gemvp.cu's entries, [ring (gemvpRings)][split 1, 2, 4, 8],
+	// and gemvpG their grouped forms; gemvpV selects them for FP8 products
+	// of one token (0: gemv2's, the default until measured; i: ring i-1).
 	// The same bits either way.
 	gemvp, gemvpG [2][4]Func
-	gemvpU        int
+	gemvpV        int
 	// unavailable says why kernels are missing (Open's keepGoing).
 	unavailable error
 
@@ -247,15 +247,15 @@ func loadKernels(t *Thread, units []built, tensorCores bool, sms int, keepGoing 
 			}
 		}
 	}
-	for ui, u := range gemvpUs {
+	for ri, r := range gemvpRings {
 		for si, sp := range []int{1, 2, 4, 8} {
 			for _, e := range []struct {
 				f    *Func
 				name string
-			}{{&k.gemvp[ui][si], fmt.Sprintf("gemvp_fp8_u%d_s%d", u, sp)}, {&k.gemvpG[ui][si], fmt.Sprintf("gemvp_fp8_u%d_s%d_g", u, sp)}} {
+			}{{&k.gemvp[ri][si], r.name(sp)}, {&k.gemvpG[ri][si], r.name(sp) + "_g"}} {
 				fn(e.f, e.name)
 				if *e.f != 0 {
-					if err := t.SetMaxDynamicShared(*e.f, gemvpShared(ui)); err != nil {
+					if err := t.SetMaxDynamicShared(*e.f, gemvpMaxShared); err != nil {
 						missing = append(missing, fmt.Errorf("cuda: %s: %w", e.name, err))
 						*e.f = 0
 					}

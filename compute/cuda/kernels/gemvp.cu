@@ -18,6 +18,14 @@
 // and its ring runs across their boundaries, so products of many short
 // blocks (wq_b: 2048 blocks of one step) keep their loads in flight too.
 //
+// The activations are staged in shared memory too, once a block (again
+// when a grouped product's unit moves to the next group's input), each
+// chunk's 16 floats padded to 20: a lane reads its chunk's floats 80
+// bytes from the next lane's, 8 lanes of a quarter warp in 8 different
+// bank groups (as moe.cu's _sx kernels). gemv2 reads them through L1 64
+// bytes apart, 2 lanes a 128-byte line: 16 wavefronts a 16-byte load, 64
+// for each KB of weights of 2 rows, against 8 for the weights themselves.
+//
 // Order: lane l of part p of row group g reads the same chunks as gemv2
 // (c = part·32 + l + j·32·SPLIT, j = 0, 1, ...) in the same order, each
 // chunk's products first, then times its scale; the butterfly and the
@@ -25,12 +33,13 @@
 // are decoded by the hardware (e4m3x4_hw: the values of e4m3 with NaN for
 // the NaN codes, so the NaN check of gemv2's chunk scale is not needed).
 //
-// Entries: gemvp_<fmt>_u<U>_s<SPLIT> (y = W·x, T = 1; U = 2 with S = 4
-// stages, U = 4 with S = 3) and its _g form (gemv2's grouped product:
+// Entries: gemvp_<fmt>_u<U>s<S>_s<SPLIT> (y = W·x, T = 1; U = 2 with S =
+// 4 or 3 stages) and its _g form (gemv2's grouped product:
 // group g = unit / units of the matrix tab[g]). Grid: at most the units
 // (gemv2's blocks) times groups; the host sizes it to the blocks the GPU
-// holds at once (2 an SM). Dynamic shared memory: S · U · GEMVP_ROWS ·
-// 256 · 16 bytes (64 and 96 KB).
+// holds at once (2 an SM). Dynamic shared memory: the ring, S · U ·
+// GEMVP_ROWS · 256 · 16 bytes (64 and 48 KB), then the activations,
+// K / PER · XP floats (gemvpShared in gemvp.go).
 
 #define GEMVP_ROWS 2
 
@@ -81,8 +90,10 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
                                            const u64* __restrict__ tab, int units, int groups, int rows, int K,
                                            int rs, int cs, int scaleCols) {
   typedef gemv_fmt<FMT> F;
+  enum { XP = (F::PER / 4) % 2 == 0 ? F::PER + 4 : F::PER };
   const int R = GEMVP_ROWS, G = 8 / SPLIT, NT = 256;
-  DYN_SHARED(uint4, ring);  // [S][U][R][NT]
+  DYN_SHARED(uint4, ring);          // [S][U][R][NT]
+  float* xs = (float*)(ring + S * U * R * NT);  // [K / PER][XP]
   __shared__ float red[8][R];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int grp = warp / SPLIT, part = warp % SPLIT;
@@ -136,9 +147,20 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
   }
   PDL_WAIT_LATE();
 
+  // stage_x copies group g's input into xs (the caller syncs).
+  auto stage_x = [&](int g) {
+    const float4* src = (const float4*)(x0 + (long long)g * xgs);
+    for (int v = tid; v < K / 4; v += NT) {
+      const int col = 4 * v, c = col / F::PER;
+      *(float4*)(xs + c * XP + (col - c * F::PER)) = __ldg(src + v);
+    }
+  };
+  int staged = at.g;
+  if (mine > 0) stage_x(staged);
+  __syncthreads();
+
   float acc[R];
   const u8* srow[R];
-  const float* x = x0;
   for (int st = 0; at.i < mine;) {
     // This task's group has landed (S - 2 younger ones may be pending);
     // the stage issued now was last read at the task before, by this
@@ -149,7 +171,12 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
     const int r0 = (at.b * G + grp) * R;
     if (at.step == 0) {
       const u8* sc = tab ? (const u8*)tab[2 * at.g + 1] : s0;
-      x = x0 + (long long)at.g * xgs;
+      if (at.g != staged && xgs != 0) {  // the same for every thread
+        __syncthreads();
+        stage_x(at.g);
+        __syncthreads();
+      }
+      staged = at.g;
 #pragma unroll
       for (int i = 0; i < R; ++i) {
         acc[i] = 0.0f;
@@ -182,10 +209,10 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
 #pragma unroll
         for (int i = 0; i < R; ++i) decode_sub_dec<FMT, FMT == FMT_FP8 ? 1 : 0>(q[i], s, wv[i]);
         float xv[F::SUB];
-        const float4* xp = (const float4*)(x + c * F::PER + s * F::SUB);
+        const float4* xp = (const float4*)(xs + c * XP + s * F::SUB);
 #pragma unroll
         for (int j = 0; j < F::SUB / 4; ++j) {
-          float4 f = __ldg(xp + j);
+          float4 f = xp[j];
           xv[4 * j] = f.x; xv[4 * j + 1] = f.y; xv[4 * j + 2] = f.z; xv[4 * j + 3] = f.w;
         }
 #pragma unroll
@@ -231,14 +258,14 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
 
 #define GEMVP_ENTRY(F, FMT, U, S, SPLIT)                                                                              \
   extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
-      gemvp_##F##_u##U##_s##SPLIT(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,     \
+      gemvp_##F##_u##U##s##S##_s##SPLIT(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,     \
                                   const u8* __restrict__ sc, int units, int rows, int K, int rs, int cs,           \
                                   int scaleCols) {                                                                 \
     PDL_OPEN_EARLY();                                                                                              \
     gemvp_rows<FMT, SPLIT, U, S>(y, 0, x, 0, w, sc, 0, units, 1, rows, K, rs, cs, scaleCols);                      \
   }                                                                                                                \
   extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
-      gemvp_##F##_u##U##_s##SPLIT##_g(float* __restrict__ y, int ygs, const float* __restrict__ x, int xgs,          \
+      gemvp_##F##_u##U##s##S##_s##SPLIT##_g(float* __restrict__ y, int ygs, const float* __restrict__ x, int xgs,          \
                                       const u64* __restrict__ tab, int units, int groups, int rows, int K, int rs,  \
                                       int cs, int scaleCols) {                                                     \
     PDL_OPEN_EARLY();                                                                                              \
@@ -250,4 +277,4 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
   GEMVP_ENTRY(F, FMT, U, S, 4)     \
   GEMVP_ENTRY(F, FMT, U, S, 8)
 GEMVP_SPLITS(fp8, FMT_FP8, 2, 4)
-GEMVP_SPLITS(fp8, FMT_FP8, 4, 3)
+GEMVP_SPLITS(fp8, FMT_FP8, 2, 3)
