@@ -112,11 +112,15 @@ func BenchmarkGEMVVariants(b *testing.B) {
 					}
 					if _, _, ok := gemvpShifts(1, ws[0]); ok {
 						si, rpb := gemv2Split(c.rows, int(ws[0].rowBytes()/16))
+						// Persistent (the default grid), and one unit a block.
+						units := (c.rows + rpb - 1) / rpb
 						for ui, r := range gemvpRings {
-							if err := report(fmt.Sprintf("gemvp-u%d-st%d-s%d", r.U, r.S, 1<<si), func(i int) error {
-								return k.gemvpAt(th, th.Stream(), y, 0, x, 0, ws[i%len(ws)], 1, 0, ui, si, rpb, 0)
-							}); err != nil {
-								return err
+							for _, grid := range []int{0, units} {
+								if err := report(fmt.Sprintf("gemvp-u%d-st%d-s%d-grid%d", r.U, r.S, 1<<si, grid), func(i int) error {
+									return k.gemvpAt(th, th.Stream(), y, 0, x, 0, ws[i%len(ws)], 1, 0, ui, si, rpb, grid)
+								}); err != nil {
+									return err
+								}
 							}
 						}
 					}
