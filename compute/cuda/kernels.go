@@ -101,8 +101,9 @@ var modelKernels = []string{
 	"l2_prefetch", "gemvx_fp8", "gemvx_bf16", "gemvx_fp8_m1", "gemvx_bf16_m1", "gemvx_moe_fp4", "gemvx_moe_fp4_u4",
 }
 
-// moeSXKernels are moe.cu's _sx entries (filled in by init): they take
-// more dynamic shared memory than the default 48 KB.
+// moeSXKernels are moe.cu's _sx entries and moep.cu's _sxp ones (filled
+// in by init): they take more dynamic shared memory than the default 48
+// KB.
 var moeSXKernels []string
 
 func init() {
@@ -118,6 +119,11 @@ func init() {
 		}
 		for _, n := range []int{2, 3, 4} {
 			modelKernels = append(modelKernels, fmt.Sprintf("%s_fp4_p1_o%d", kind, n))
+		}
+		for _, dn := range []string{"fp4", "fp8"} {
+			for _, pt := range []int{1, 2} {
+				moeSXKernels = append(moeSXKernels, fmt.Sprintf("%s_%s_p%d_sxp", kind, dn, pt))
+			}
 		}
 
 	}

@@ -124,6 +124,15 @@ func moeSXShared(m *Matrix, pt int) int {
 	return 4 * pt * int(m.rowBytes()/16) * xp
 }
 
+// moepShared is the dynamic shared memory of moep.cu's _sxp entries for
+// activations of sx bytes (moeSXShared): the ring of 4 stages of 4 rows'
+// 16-byte chunks for 256 threads (64 KB), then the activations.
+func moepShared(sx int) int { return 4*4*256*16 + sx }
+
+// moepMaxShared is the most a _sxp block takes: two blocks an SM (their
+// launch bounds) in an H100's or H200's 227 KB.
+const moepMaxShared = 112 << 10
+
 // moeSXGroups is the row groups (of 8 warps' rows) a block of the _sx
 // entries takes for tiles of pt pairs: 2·pt, so that the activations a
 // block stages from L2 (pt rows) stay about 1/8 of the weights it streams
@@ -136,8 +145,9 @@ func moeSXGroups(rows, rowsPerGroup, pt int) int {
 // moeGrouped records one of the grouped expert kernels (moe.cu): kind
 // moe_gateup (W1 and W3 from tab1 and tab3, SwiGLU fused) or moe_down (W2
 // from tab1), for every tile: moe_sx_body's _sx entries (unless moeR8,
-// moeP1R8 for tiles of 1, or their shared memory does not fit), else
-// moe_grouped_body's, moeRows rows a block. Both give the same bits.
+// moeP1R8 for tiles of 1, or their shared memory does not fit; moep.cu's
+// _sxp ones with moeSXP), else moe_grouped_body's, moeRows rows a block.
+// All give the same bits.
 func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
 	name := fmt.Sprintf("%s_%s_p%d", kind, dtypeNames[m.DType], pt)
 	if sh := moeSXShared(m, pt); (pt >= 2 || !b.moeP1R8) && !b.moeR8 && !b.moeRun3 && sh <= b.optin {
@@ -146,7 +156,11 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, y, x Ptr, xDiv int,
 			r = 4
 		}
 		g := moeSXGroups(m.Rows, 8*r, pt)
-		b.launch(name+"_sx", Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh,
+		entry := name + "_sx"
+		if shp := moepShared(sh); b.moeSXP && pt <= 2 && (m.DType == compute.FP4 || m.DType == compute.FP8) && shp <= moepMaxShared {
+			entry, sh = name+"_sxp", shp
+		}
+		b.launch(entry, Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh,
 			b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
 				Int(m.Rows).Int(m.Cols).Int(max(m.BlockRows, 1)).Int(max(m.BlockCols, 1)).Int(m.scaleCols()).F32(limit).Int(g))
 		return

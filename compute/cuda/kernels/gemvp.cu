@@ -43,23 +43,6 @@
 
 #define GEMVP_ROWS 2
 
-#ifdef STRATA_EMU
-__device__ __forceinline__ void gemvp_copy(uint4* dst, const void* src) { *dst = *(const uint4*)src; }
-__device__ __forceinline__ void gemvp_commit() {}
-template <int N>
-__device__ __forceinline__ void gemvp_wait() {}
-#else
-__device__ __forceinline__ void gemvp_copy(uint4* dst, const void* src) {
-  const u32 d = (u32)__cvta_generic_to_shared(dst);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void gemvp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// gemvp_wait: at most N of this thread's copy groups pending.
-template <int N>
-__device__ __forceinline__ void gemvp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-#endif
 
 // gemvp_cursor walks a block's tasks in order: unit i of the block
 // (gemv2's block b of group g's matrix), step of it. No divisions: the
@@ -124,11 +107,11 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
         if (ch < nch) {
 #pragma unroll
           for (int i = 0; i < R; ++i)
-            gemvp_copy(slot(st, u, i), (const uint4*)(w + (long long)min(r0 + i, rows - 1) * rowBytes) + ch);
+            ring_copy16(slot(st, u, i), (const uint4*)(w + (long long)min(r0 + i, rows - 1) * rowBytes) + ch);
         }
       }
     }
-    gemvp_commit();
+    ring_commit();
   };
 
   const int b0 = blockIdx.x;
@@ -165,7 +148,7 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
     // This task's group has landed (S - 2 younger ones may be pending);
     // the stage issued now was last read at the task before, by this
     // thread.
-    gemvp_wait<S - 2>();
+    ring_wait<S - 2>();
     issue(in, st == 0 ? S - 1 : st - 1);
     gemvp_next(in, steps, units);
     const int r0 = (at.b * G + grp) * R;

@@ -1,0 +1,25 @@
+// ring.cuh: the copies behind the shared-memory rings of gemvp.cu and
+// moep.cu: each thread copies 16-byte chunks of global memory into its own
+// slots (cp.async, no register held while a copy is in flight) and later
+// reads only those slots, after waiting for its own older copy groups,
+// so no barrier orders a ring. The emulator copies at once.
+#pragma once
+
+#ifdef STRATA_EMU
+__device__ __forceinline__ void ring_copy16(uint4* dst, const void* src) { *dst = *(const uint4*)src; }
+__device__ __forceinline__ void ring_commit() {}
+template <int N>
+__device__ __forceinline__ void ring_wait() {}
+#else
+__device__ __forceinline__ void ring_copy16(uint4* dst, const void* src) {
+  const u32 d = (u32)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+// ring_commit closes this thread's copies since the last one into a group.
+__device__ __forceinline__ void ring_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// ring_wait waits until at most N of this thread's groups are pending.
+template <int N>
+__device__ __forceinline__ void ring_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+#endif
