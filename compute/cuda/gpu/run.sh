@@ -15,7 +15,7 @@
 # BenchmarkFlash (decode table, A/B lines, kernel breakdowns at
 # PROFILE batches, 8K prefill); the GEMV benchmarks (GEMV=1); gemmx
 # against run 8's fast products (GEMMX=1); what an L2 prefetch buys a
-# product (PREFETCH=1); perplexity
+# product (PREFETCH=1); ncu on the T = 1 FP8 products (NCU=1); perplexity
 # against the CPU (PPL=1, needs C/heldout.txt); HF transformers (HF=1).
 # Logs go to $OUT, a summary is printed last.
 set -u
@@ -67,6 +67,18 @@ if [ "${GEMV:-1}" = 1 ]; then
 		> "$OUT/gemv.log" 2>&1
 	echo "gemv rc=$?" >> "$OUT/gemv.log"
 fi
+if [ "${NCU:-0}" = 1 ]; then
+	# Nsight Compute on the T = 1 FP8 products (gemv2 against gemvp) and
+	# the BF16 one beside them: DRAM throughput, issue, stalls, and L1
+	# wavefronts (the activations' loads). Firecracker machines only.
+	stage ncu
+	NCUB=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+	timeout $(left 15) "$NCUB" --clock-control none -k 'regex:^(gemv2_fp8_t1_s1|gemvp_fp8_u2s4_s1|gemvp_fp8_u2s3_s1|gemv2_bf16_t1_s1)$' -c 8 \
+		--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+		"$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkGEMVVariants/(fp8-e4m3-4096x8192|bf16-4096x4096)$' -test.benchtime 1x \
+		> "$OUT/ncu.log" 2>&1
+	echo "ncu rc=$?" >> "$OUT/ncu.log"
+fi
 if [ "${PREFETCH:-0}" = 1 ]; then
 	stage prefetch
 	timeout $(left 15) "$B/cuda.test" -test.run '^$' -test.bench "${XBENCH:-BenchmarkPrefetch|BenchmarkGEMVX}" -test.benchtime 1x -test.timeout 300s \
@@ -101,7 +113,8 @@ grep -E "FORMATS|MULTI|FUSED|PDL|BRANCHES" "$OUT/tests.log" | grep -v "^    " | 
 [ -f "$OUT/tests-pdl.log" ] && { grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|FORMATS|rc=|panic" "$OUT/tests-pdl.log" | grep -v "^    " | head -30; grep -cE "^    --- PASS|^--- PASS" "$OUT/tests-pdl.log" | sed 's/^/pdl tests passed (lines): /'; }
 grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -v "FLASH kernel" | head -40
 grep "FLASH kernel" "$OUT/flash.log" | head -40
-grep "FLASH regs" "$OUT/flash.log" | grep -E "gemmx|_sx|_h16" | head -30
+grep "FLASH regs" "$OUT/flash.log" | grep -E "gemmx|_sx|_h16|gemvp" | head -40
+[ -f "$OUT/ncu.log" ] && grep -E "^  [a-z]|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|L1/TEX Hit|Stall|rc=" "$OUT/ncu.log" | head -60
 [ -f "$OUT/gemv.log" ] && grep -E "GEMVV|GEMVG|rc=|panic" "$OUT/gemv.log"
 [ -f "$OUT/prefetch.log" ] && grep -E "Prefetch|GEMVX|rc=|panic" "$OUT/prefetch.log"
 [ -f "$OUT/gemmx.log" ] && grep -E "GEMMX|rc=|panic" "$OUT/gemmx.log"
