@@ -287,6 +287,13 @@ extern "C" __global__ void __launch_bounds__(MT)
   const bool writer = blockIdx.y == 0;
   const int np = S * (nMix + 1);
   const bool staged = np <= HC_STAGE;
+  // The streams of this thread's first column of the slice, loaded before
+  // warp 0's chain of sums and Sinkhorn steps rather than after it (the
+  // same values: h is only read here).
+  const int i0 = blockIdx.y * cw, i1 = min(D, i0 + cw), ia = i0 + threadIdx.x;
+  float ha[HC_MAX];
+#pragma unroll
+  for (int j = 0; j < HC_MAX; ++j) ha[j] = j < hc && ia < i1 ? h[((long long)t * hc + j) * D + ia] : 0.0f;
   if (staged) {
     const float* pt = part + (long long)t * np;
     for (int i = threadIdx.x; i < np; i += blockDim.x) stage[i] = pt[i];
@@ -364,11 +371,10 @@ extern "C" __global__ void __launch_bounds__(MT)
     }
   }
   __syncthreads();
-  const int i0 = blockIdx.y * cw, i1 = min(D, i0 + cw);
-  for (int i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
+  for (int i = ia; i < i1; i += blockDim.x) {
     float hv[HC_MAX];
 #pragma unroll
-    for (int j = 0; j < HC_MAX; ++j) hv[j] = j < hc ? h[((long long)t * hc + j) * D + i] : 0.0f;
+    for (int j = 0; j < HC_MAX; ++j) hv[j] = i == ia ? ha[j] : (j < hc ? h[((long long)t * hc + j) * D + i] : 0.0f);
     float acc = 0.0f;
 #pragma unroll
     for (int j = 0; j < HC_MAX; ++j)
