@@ -767,6 +767,28 @@ func BenchmarkGEMVX(b *testing.B) {
 							return k.gemvx(th, th.Stream(), y, c.rows, 0, x, c.cols, 0, T, ws[i%len(ws)], 1, 0)
 						})
 						k.gemvxM1 = 0
+						if _, _, ok := fp8Shifts(ws[0]); ok {
+							// gemvxp (the loads in a ring) and, at one token,
+							// gemvp (gemv2's bits, the same).
+							vxp, err := timeGraph(th, 2*len(ws), 5, func(i int) error {
+								return k.gemvxpAt(th, th.Stream(), y, c.rows, 0, x, c.cols, 0, T, ws[i%len(ws)], 1, 0, 0)
+							})
+							if err != nil {
+								return err
+							}
+							b.ReportMetric(vxp*1e3, "gemvxp-us")
+							if T == 1 {
+								k.gemvpV = 1
+								p, err := timeGraph(th, 2*len(ws), 5, func(i int) error {
+									return k.MatMul(th, th.Stream(), y, x, T, ws[i%len(ws)], Strict)
+								})
+								k.gemvpV = 0
+								if err != nil {
+									return err
+								}
+								b.ReportMetric(p*1e3, "gemvp-us")
+							}
+						}
 						b.ReportMetric(gemv*1e3, "gemv-us")
 						b.ReportMetric(vx*1e3, "gemvx-us")
 						b.ReportMetric(vx32*1e3, "gemvx32-us")

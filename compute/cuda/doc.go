@@ -82,12 +82,14 @@
 // (gemvm, kernels/gemv2.cu), each block computing as the product's own
 // launch would, so the bits are MatMul's (NOTES.md, run 7).
 //
-// Two kernels are built and tested but off until measured on a GPU
+// Three kernels are built and tested but off until measured on a GPU
 // (NOTES.md, session 11): gemvp (kernels/gemvp.cu, Kernels.gemvpV), the
 // FP8 products of one token with their weight loads in a shared-memory
-// ring and persistent blocks, and moep (kernels/moep.cu,
-// Backend.moeSXP), the expert products of tiles of 1 and 2 pairs the
-// same way. Each gives the bits of the kernel it would replace.
+// ring and persistent blocks; gemvxp (gemvxp_fp8 in kernels/gemvx.cu,
+// Kernels.gemvxP), gemvx's FP8 products of 1 to 8 tokens the same way;
+// and moep (kernels/moep.cu, Backend.moeSXP), the expert products of
+// tiles of 1 and 2 pairs. Each gives the bits of the kernel it would
+// replace.
 //
 // Every kernel opens with PDL_WAIT (kernels/common.cuh), so that launches
 // may allow programmatic dependent launch (Backend.SetPDL,

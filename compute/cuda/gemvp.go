@@ -45,13 +45,22 @@ func (k *Kernels) gemvpIndex() int {
 	return k.gemvpV - 1
 }
 
-// gemvpShifts returns log2 of w's scale block rows and of its columns in
-// 16-byte chunks, and whether gemvp computes w: FP8 with 16-byte rows and
-// power-of-two scale blocks of 16 columns or more (the released
-// checkpoints' 128x128), one token, rows that leave two blocks an SM
-// their shared memory (K up to 9830: the Flash width's largest is 8192).
+// gemvpShifts returns fp8Shifts(w) and whether gemvp computes w: one
+// token, FP8 rows that leave two blocks an SM their shared memory (K up
+// to 9830: the Flash width's largest is 8192).
 func gemvpShifts(T int, w *Matrix) (rs, cs int, ok bool) {
-	if T != 1 || w.DType != compute.FP8 || !w.vec() || gemvpShared(0, w.Cols) > gemvpMaxShared {
+	if T != 1 || gemvpShared(0, w.Cols) > gemvpMaxShared {
+		return 0, 0, false
+	}
+	return fp8Shifts(w)
+}
+
+// fp8Shifts returns log2 of w's scale block rows and of its columns in
+// 16-byte chunks, and whether the ring kernels take w: FP8 with 16-byte
+// rows and power-of-two scale blocks of 16 columns or more (the released
+// checkpoints' 128x128).
+func fp8Shifts(w *Matrix) (rs, cs int, ok bool) {
+	if w.DType != compute.FP8 || !w.vec() {
 		return 0, 0, false
 	}
 	br, bc := w.BlockRows, w.BlockCols
@@ -116,4 +125,33 @@ func (k *Kernels) gemvpAt(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs int, w
 		grid = k.gemvpGrid(units * G)
 	}
 	return t.Launch(f, Dim3{X: grid}, Dim3{X: 256}, gemvpShared(ui, w.Cols), s, a)
+}
+
+// gemvxpShared is gemvxp_fp8's dynamic shared memory: a ring of 4 stages
+// of 4 rows' 16-byte chunks for 256 threads.
+const gemvxpShared = 4 * 4 * 256 * 16
+
+// gemvxpAt queues gemvxp_fp8 (gemvx's FP8 product of T ≤ 8 tokens with its
+// loads in a ring, the same bits) with gemvx's arguments; grid 0 takes
+// gemvpGrid's (tests pass others: every grid gives the same bits).
+func (k *Kernels) gemvxpAt(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx, xgs, T int, w *Matrix, G int, tab Ptr, grid int) error {
+	rs, cs, ok := fp8Shifts(w)
+	if !ok || T < 1 || T > 8 || w.Cols%64 != 0 {
+		return fmt.Errorf("cuda: gemvxp of %d tokens of a %v %dx%d matrix (scale blocks %dx%d)", T, w.DType, w.Rows, w.Cols, w.BlockRows, w.BlockCols)
+	}
+	f := k.fns["gemvxp_fp8"]
+	if f == 0 {
+		return fmt.Errorf("cuda: kernel unavailable: %v", k.unavailable)
+	}
+	var data, scale Ptr
+	if tab == 0 {
+		data, scale = w.Data, w.Scale
+	}
+	units := (w.Rows + 31) / 32
+	a := t.Args().Ptr(y).Int(ldy).Int(ygs).Ptr(x).Int(ldx).Int(xgs).Ptr(data).Ptr(scale).Ptr(tab).Int(units).Int(G).
+		Int(w.Rows).Int(w.Cols).Int(T).Int(rs).Int(cs).Int(w.scaleCols()).Int(map[bool]int{true: 1}[w.NaNFree])
+	if grid <= 0 {
+		grid = k.gemvpGrid(units * G)
+	}
+	return t.Launch(f, Dim3{X: grid}, Dim3{X: 256}, gemvxpShared, s, a)
 }

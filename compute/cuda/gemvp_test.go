@@ -108,3 +108,48 @@ func sameBitsNaN(t *testing.T, what string, got, want []float32, nanAt int) {
 		}
 	}
 }
+
+// TestGEMVXP: gemvxp_fp8 (gemvx with its loads in a ring, persistent
+// blocks at the default grid and at 1 and 3 blocks) gives gemvx's bits at
+// 1, 3 and 8 tokens on gemvxCases' FP8 shapes (warps without steps, scale
+// blocks of 16 columns), alone and grouped (3 matrices, a NaN code in
+// one), and through gemvx with gemvxP set.
+func TestGEMVXP(t *testing.T) {
+	skipNoGEMVX(t)
+	k := device(t).Kernels()
+	for ci, c := range gemvxCases {
+		if c.dt != compute.FP8 {
+			continue
+		}
+		t.Run(c.String(), func(t *testing.T) {
+			const G = 3
+			rng := rand.New(rand.NewPCG(uint64(ci), 91))
+			ms := make([]*compute.Matrix, G)
+			for g := range ms {
+				ms[g], _ = testMatrix(rng, c.dt, c.rows, c.cols, c.br, c.bc)
+			}
+			ms[1].Data[3*c.cols+40] = 0x7F // a NaN code in row 3 of group 1
+			R, K := c.rows, c.cols
+			x := randFloats(rng, 8*G*K)
+			for _, T := range []int{1, 3, 8} {
+				for _, set := range []struct {
+					ms    []*compute.Matrix
+					nanAt int
+				}{{ms[:1], -1}, {ms, R + 3}} {
+					n := len(set.ms)
+					want := runVX(t, set.ms, x, T)
+					for _, grid := range []int{0, 1, 3} {
+						got := runGroup(t, set.ms, x, T, func(th *Thread, y, xs Ptr, ws []*Matrix, tab Ptr) error {
+							return k.gemvxpAt(th, th.Stream(), y, n*R, R, xs, n*K, K, T, ws[0], n, tab, grid)
+						})
+						sameBitsNaN(t, fmt.Sprintf("T=%d groups %d grid %d", T, n, grid), got, want, set.nanAt)
+					}
+					k.gemvxP = true
+					got := runVX(t, set.ms, x, T)
+					k.gemvxP = false
+					sameBitsNaN(t, fmt.Sprintf("gemvx with gemvxP, T=%d groups %d", T, n), got, want, set.nanAt)
+				}
+			}
+		})
+	}
+}

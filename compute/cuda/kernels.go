@@ -66,6 +66,10 @@ type Kernels struct {
 	// The same bits either way.
 	gemvp, gemvpG [2][4]Func
 	gemvpV        int
+	// gemvxP: FP8 products of 1 to 8 tokens in Fast mode take gemvxp_fp8
+	// (gemvx with its loads in a ring) instead of gemvx's entries; the
+	// same bits. Off until measured.
+	gemvxP bool
 	// unavailable says why kernels are missing (Open's keepGoing).
 	unavailable error
 
@@ -99,6 +103,7 @@ var modelKernels = []string{
 	"moe_gemv_f32", "moe_gemv_bf16", "moe_gemv_f16", "moe_gemv_fp8", "moe_gemv_fp4",
 	"moe_gemv_f32_s", "moe_gemv_bf16_s", "moe_gemv_f16_s", "moe_gemv_fp8_s", "moe_gemv_fp4_s",
 	"l2_prefetch", "gemvx_fp8", "gemvx_bf16", "gemvx_fp8_m1", "gemvx_bf16_m1", "gemvx_moe_fp4", "gemvx_moe_fp4_u4",
+	"gemvxp_fp8",
 }
 
 // moeSXKernels are moe.cu's _sx entries and moep.cu's _sxp ones (filled
@@ -280,6 +285,12 @@ func loadKernels(t *Thread, units []built, tensorCores bool, sms int, keepGoing 
 		var f Func
 		fn(&f, name)
 		k.fns[name] = f
+	}
+	if f := k.fns["gemvxp_fp8"]; f != 0 {
+		if err := t.SetMaxDynamicShared(f, gemvxpShared); err != nil {
+			missing = append(missing, fmt.Errorf("cuda: gemvxp_fp8: %w", err))
+			k.fns["gemvxp_fp8"] = 0
+		}
 	}
 	for _, d := range []compute.DType{compute.BF16, compute.FP8, compute.FP4} {
 		name := "gemmx_moe_" + dtypeNames[d]
@@ -574,6 +585,11 @@ func (k *Kernels) gemvx(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx, xg
 	}
 	a := t.Args().Ptr(y).Int(ldy).Int(ygs).Ptr(x).Int(ldx).Int(xgs).Ptr(data).Ptr(scale).Ptr(tab).Int(w.Rows).Int(w.Cols).
 		Int(T).Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols()).Int(map[bool]int{true: 1}[w.NaNFree])
+	if k.gemvxP && w.DType == compute.FP8 {
+		if _, _, ok := fp8Shifts(w); ok {
+			return k.gemvxpAt(t, s, y, ldy, ygs, x, ldx, xgs, T, w, G, tab, 0)
+		}
+	}
 	name, rows := "gemvx_"+dtypeNames[w.DType], 32
 	if k.gemvxM1 == 1 || (k.gemvxM1 == 0 && G*((w.Rows+31)/32) < gemvxBlocks) {
 		name, rows = name+"_m1", 16

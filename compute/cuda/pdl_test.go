@@ -11,15 +11,16 @@ import (
 // with PDL_WAIT() (its first statement), so that a launch that allows
 // programmatic dependent launch (Backend.SetPDL) touches no memory before
 // the kernels before it have finished; or, the gemv2/gemv5 entries, with
-// PDL_OPEN_EARLY() and straight into gemv_rows (gemv2_body) or gemvp_rows,
-// which read only weights before their PDL_WAIT_LATE().
+// PDL_OPEN_EARLY() and straight into gemv_rows (gemv2_body), gemvp_rows or
+// gemvxp_body, which read only weights (and their tables) before their
+// PDL_WAIT_LATE().
 func TestKernelsOpenWithPDLWait(t *testing.T) {
 	names, err := fs.Glob(kernelFS, "kernels/*.cu")
 	if err != nil || len(names) == 0 {
 		t.Fatalf("no kernel sources: %v", err)
 	}
 	body := regexp.MustCompile(`^\s*(\\\s*)?PDL_WAIT\(\);`)
-	early := regexp.MustCompile(`^\s*(\\\s*)?PDL_OPEN_EARLY\(\);[\s\\]*(const int g = blockIdx\.y;[\s\\]*)?(gemv2_body|gemvm_body|gemv_rows|gemvp_rows)<`)
+	early := regexp.MustCompile(`^\s*(\\\s*)?PDL_OPEN_EARLY\(\);[\s\\]*(const int g = blockIdx\.y;[\s\\]*)?(gemv2_body|gemvm_body|gemv_rows|gemvp_rows|gemvxp_body)<`)
 	common, err := kernelFS.ReadFile("kernels/gemv_common.cuh")
 	if err != nil {
 		t.Fatal(err)
@@ -28,13 +29,15 @@ func TestKernelsOpenWithPDLWait(t *testing.T) {
 	if w, l := strings.Index(rows, "PDL_WAIT_LATE();"), strings.Index(rows, "x + (long long)"); w < 0 || l < 0 || w > l {
 		t.Error("gemv_rows does not wait (PDL_WAIT_LATE) before it reads its activations")
 	}
-	pipe, err := kernelFS.ReadFile("kernels/gemvp.cu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prows := string(pipe)[strings.Index(string(pipe), "__device__ __forceinline__ void gemvp_rows("):]
-	if w, l := strings.Index(prows, "PDL_WAIT_LATE();"), strings.Index(prows, "x0 + (long long)"); w < 0 || l < 0 || w > l {
-		t.Error("gemvp_rows does not wait (PDL_WAIT_LATE) before it reads its activations")
+	for _, f := range [][2]string{{"gemvp.cu", "gemvp_rows"}, {"gemvx.cu", "gemvxp_body"}} {
+		src, err := kernelFS.ReadFile("kernels/" + f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := string(src)[strings.Index(string(src), "__device__ __forceinline__ void "+f[1]+"("):]
+		if w, l := strings.Index(body, "PDL_WAIT_LATE();"), strings.Index(body, "x0 + (long long)"); w < 0 || l < 0 || w > l {
+			t.Errorf("%s does not wait (PDL_WAIT_LATE) before it reads its activations", f[1])
+		}
 	}
 	total := 0
 	for _, name := range names {

@@ -43,7 +43,7 @@ SYN=$!
 
 stage tests
 timeout $(left 150) "$B/cuda.test" -test.v -test.timeout 200s \
-	-test.run 'TestBackend|TestMatMul|TestRMSNorm|TestRoPE|TestSoftmax|TestTopK|TestGather|TestGEMV2Split|TestGEMVVariants|TestGEMV5|TestKernelsOpenWithPDLWait|TestHandOff|TestDeviceMemory|TestEventsAndGraph|TestBranches|TestGEMVX|TestGEMVP' \
+	-test.run 'TestBackend|TestMatMul|TestRMSNorm|TestRoPE|TestSoftmax|TestTopK|TestGather|TestGEMV2Split|TestGEMVVariants|TestGEMV5|TestKernelsOpenWithPDLWait|TestHandOff|TestDeviceMemory|TestEventsAndGraph|TestBranches|TestGEMVX|TestGEMVP|TestGEMVXP' \
 	> "$OUT/tests.log" 2>&1
 echo "tests rc=$?" >> "$OUT/tests.log"
 if [ "${PDLTEST:-0}" = 1 ]; then

@@ -1,6 +1,7 @@
 // gemvx.cu: the Fast products of FP8 and BF16 weights for 1 to 8 tokens
 // on the tensor cores, y[t] = W·x[t], and of the FP4 experts for tiles of
-// up to 8 pairs (gemvx_moe_fp4, below).
+// up to 8 pairs (gemvx_moe_fp4, below); gemvxp_fp8, the FP8 product with
+// its loads pipelined, is below gemvx's entries.
 //
 // The float32 GEMV (gemv2.cu) is bound by its instructions there, not by
 // the memory: it decodes and multiplies every weight on the CUDA cores,
@@ -69,6 +70,60 @@ __device__ __forceinline__ void gvx_split(float a, float b, u32& hi, u32& lo) {
 #endif
 }
 
+// gvx_step adds to acc one 64-column step of the lane's rows (q[i]: the
+// 16 bytes of row i < 2·MT at the lane's 16 columns, e[i] their FP8 scale
+// byte) against its token's 16 activations xk (split here as hi + lo):
+// gemvx_body's step, shared with gemvxp_body (below), so that both
+// give the same bits.
+template <int FMT, int MT>
+__device__ __forceinline__ void gvx_step(float (&acc)[2][4], const uint4 (&q)[4][FMT == FMT_BF16 ? 2 : 1],
+                                         const u32 (&e)[4], const float* xk, int nanFree) {
+  u32 xh[8], xl[8];
+  const float4* xp = (const float4*)xk;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float4 f = __ldg(xp + j);
+    gvx_split(f.x, f.y, xh[2 * j], xl[2 * j]);
+    gvx_split(f.z, f.w, xh[2 * j + 1], xl[2 * j + 1]);
+  }
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    u32 A[2][8];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = 2 * m + h;
+      if (FMT == FMT_BF16) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) A[h][j] = word_of(q[i][j / 4], j % 4);
+        continue;
+      }
+      const uint4 v = q[i][0];
+      float sf = ue8m0(e[i]);
+      if (!nanFree && (e4m3_nan_bits(v.x) | e4m3_nan_bits(v.y) | e4m3_nan_bits(v.z) | e4m3_nan_bits(v.w)) != 0u)
+        sf = __uint_as_float(QNAN_BITS);
+      // m2 = 2^(e-7) = 2^120 · scale as a bfloat16 pair (exponent field
+      // e + 120) when it is one (and no NaN),
+      // else 2^120, and s2 the scale (or NaN) for a second multiply.
+      const u32 sb = __float_as_uint(sf) >> 16, s2 = sb | (sb << 16);
+      const bool two = e[i] > 134u || sf != sf;
+      const u32 mb = two ? 0x7B80u : (e[i] + 120u) << 7, m2 = mb | (mb << 16);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const u32 wd = word_of(v, j);
+        A[h][2 * j] = gvx_dec2(wd, 0, m2, s2, two, sf);
+        A[h][2 * j + 1] = gvx_dec2(wd, 1, m2, s2, two, sf);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const u32 a[4] = {A[0][2 * j], A[1][2 * j], A[0][2 * j + 1], A[1][2 * j + 1]};
+      const u32 bh[2] = {xh[2 * j], xh[2 * j + 1]}, bl[2] = {xl[2 * j], xl[2 * j + 1]};
+      mma_bf16(acc[m], a, bh);
+      mma_bf16(acc[m], a, bl);
+    }
+  }
+}
+
 // gemvx_body: block (x, g) computes rows [32x, 32x+32) of group g: matrix
 // tab[g] ([G][data, scale]) or w (tab 0), input x + g·xgs (rows ldx
 // apart), output y[t·ldy + g·ygs + r]. K is a multiple of 64 (FP8:
@@ -122,51 +177,11 @@ __device__ __forceinline__ void gemvx_body(float* __restrict__ y, int ldy, int y
       const int s = s0 + u * GVX_WARPS;
       if (s >= steps) break;
       const int k = 64 * s + 16 * c;
-      u32 xh[8], xl[8];
-      const float4* xp = (const float4*)(xt + k);
+      u32 e[4] = {0, 0, 0, 0};
+      if (FMT == FMT_FP8)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float4 f = __ldg(xp + j);
-        gvx_split(f.x, f.y, xh[2 * j], xl[2 * j]);
-        gvx_split(f.z, f.w, xh[2 * j + 1], xl[2 * j + 1]);
-      }
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        u32 A[2][8];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int i = 2 * m + h;
-          if (FMT == FMT_BF16) {
-#pragma unroll
-            for (int j = 0; j < 8; ++j) A[h][j] = word_of(q[u][i][j / 4], j % 4);
-            continue;
-          }
-          const uint4 v = q[u][i][0];
-          const u32 e = __ldg(sc + (rr[i] / blockRows) * scaleCols + k / blockCols);
-          float sf = ue8m0(e);
-          if (!nanFree && (e4m3_nan_bits(v.x) | e4m3_nan_bits(v.y) | e4m3_nan_bits(v.z) | e4m3_nan_bits(v.w)) != 0u)
-            sf = __uint_as_float(QNAN_BITS);
-          // m2 = 2^(e-7) = 2^120 · scale as a bfloat16 pair (exponent field
-          // e + 120) when it is one (and no NaN),
-          // else 2^120, and s2 the scale (or NaN) for a second multiply.
-          const u32 sb = __float_as_uint(sf) >> 16, s2 = sb | (sb << 16);
-          const bool two = e > 134u || sf != sf;
-          const u32 mb = two ? 0x7B80u : (e + 120u) << 7, m2 = mb | (mb << 16);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const u32 wd = word_of(v, j);
-            A[h][2 * j] = gvx_dec2(wd, 0, m2, s2, two, sf);
-            A[h][2 * j + 1] = gvx_dec2(wd, 1, m2, s2, two, sf);
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const u32 a[4] = {A[0][2 * j], A[1][2 * j], A[0][2 * j + 1], A[1][2 * j + 1]};
-          const u32 bh[2] = {xh[2 * j], xh[2 * j + 1]}, bl[2] = {xl[2 * j], xl[2 * j + 1]};
-          mma_bf16(acc[m], a, bh);
-          mma_bf16(acc[m], a, bl);
-        }
-      }
+        for (int i = 0; i < 2 * MT; ++i) e[i] = __ldg(sc + (rr[i] / blockRows) * scaleCols + k / blockCols);
+      gvx_step<FMT, MT>(acc, q[u], e, xt + k, nanFree);
     }
   }
 
@@ -201,6 +216,131 @@ GEMVX_ENTRY(gemvx_fp8, FMT_FP8, 2)
 GEMVX_ENTRY(gemvx_bf16, FMT_BF16, 2)
 GEMVX_ENTRY(gemvx_fp8_m1, FMT_FP8, 1)
 GEMVX_ENTRY(gemvx_bf16_m1, FMT_BF16, 1)
+
+// ---- gemvxp: gemvx's FP8 product with its weight loads in a ring ----
+//
+// gemvxp_body is gemvx's FP8 product of 1 to 8 tokens with its weight
+// loads in a shared-memory ring (ring.cuh) and persistent blocks,
+// as gemvp.cu does for gemv2: the same bits as gemvx. Off until measured
+// (Kernels.gemvxP).
+//
+// Why: gemvx loads GVX_U steps of its rows, waits, then decodes and
+// multiplies them, and run 10 timed it flat from 1 to 8 tokens (FP8
+// 4096x8192: 19.6 us at T = 1, 21.1 at T = 8: 1.5-1.7 TB/s): bound by
+// the loads' phases, not by the tensor cores. Here each thread copies
+// its own 16-byte chunks S - 1 steps ahead of the step it computes, and
+// a block computes gemvx's blocks b, b + grid, ... (32 rows each) with
+// its ring running across them.
+//
+// Order: warp w takes the steps w, w + 8, ... of each unit, in order, and
+// computes each with gvx_step (gemvx_body's step); the 8 warps' sums are
+// added in warp order at the unit's end. Every order is gemvx's.
+// Grid: at most units (ceil(rows/32)) times groups, 256 threads, dynamic
+// shared memory S · 4 rows · 256 · 16 bytes (64 KB at S = 4).
+
+template <int MT, int S>
+__device__ __forceinline__ void gemvxp_body(float* __restrict__ y0, int ldy, int ygs, const float* __restrict__ x0,
+                                            int ldx, int xgs, const u8* __restrict__ w0, const u8* __restrict__ s0,
+                                            const u64* __restrict__ tab, int units, int groups, int rows, int K, int T,
+                                            int rs, int cs, int scaleCols, int nanFree) {
+  const int NT = 256, NR = 2 * MT;
+  DYN_SHARED(uint4, ring);  // [S][NR][NT]
+  __shared__ float red[GVX_WARPS][8][32];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const int steps = K >> 6;
+  const int nsw = warp < steps ? (steps - 1 - warp) / GVX_WARPS + 1 : 0;  // this warp's steps a unit
+  const int total = units * groups;
+  const int mine = (int)blockIdx.x < total ? (total - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+  auto slot = [&](int st, int i) -> uint4* { return ring + ((st * NR + i) * NT + tid); };
+
+  // The issue cursor: unit ii of the block (gemvx's block ib of group ig),
+  // step ij of the warp's in it.
+  int ii = 0, ij = 0, ib = blockIdx.x, ig = 0;
+  while (ib >= units) ib -= units, ++ig;
+  const int b0 = ib, g0 = ig;
+  auto issue = [&](int st) {
+    if (ii < mine && nsw > 0) {
+      const u8* w = tab ? (const u8*)tab[2 * ig] : w0;
+      const int r0 = ib * 16 * MT, s = warp + GVX_WARPS * ij;
+#pragma unroll
+      for (int i = 0; i < NR; ++i)
+        ring_copy16(slot(st, i), w + (long long)min(r0 + g + 8 * i, rows - 1) * K + 64 * s + 16 * c);
+      if (++ij == nsw) {
+        ij = 0, ++ii, ib += gridDim.x;
+        while (ib >= units) ib -= units, ++ig;
+      }
+    }
+    ring_commit();
+  };
+  // The first stages copy weights only: before PDL_WAIT_LATE, in flight
+  // while the kernel before this one finishes (common.cuh).
+#pragma unroll
+  for (int st = 0; st < S - 1; ++st) issue(st);
+  PDL_WAIT_LATE();
+
+  int st = 0;
+  for (int i = 0, cb = b0, cg = g0; i < mine; ++i) {
+    const u8* sc = tab ? (const u8*)tab[2 * cg + 1] : s0;
+    const int r0 = cb * 16 * MT;
+    int rr[4];
+#pragma unroll
+    for (int r = 0; r < NR; ++r) rr[r] = min(r0 + g + 8 * r, rows - 1);
+    const float* xt = x0 + (long long)cg * xgs + (long long)min(g, T - 1) * ldx;
+    float acc[2][4];
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[m][e] = 0.0f;
+    for (int j = 0; j < nsw; ++j) {
+      // Step j's copies have landed; the stage issued now was last read
+      // at the step before, by this thread.
+      ring_wait<S - 2>();
+      issue(st == 0 ? S - 1 : st - 1);
+      const int k = 64 * (warp + GVX_WARPS * j) + 16 * c;
+      u32 e[4] = {0, 0, 0, 0};
+#pragma unroll
+      for (int r = 0; r < NR; ++r) e[r] = __ldg(sc + (long long)(rr[r] >> rs) * scaleCols + ((k >> 4) >> cs));
+      uint4 q[4][1];
+#pragma unroll
+      for (int r = 0; r < NR; ++r) q[r][0] = *slot(st, r);
+      gvx_step<FMT_FP8, MT>(acc, q, e, xt + k, nanFree);
+      st = st == S - 1 ? 0 : st + 1;
+    }
+    // gemvx's reduction: the warps' sums in warp order.
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) red[warp][4 * m + e][lane] = acc[m][e];
+    __syncthreads();
+    if (warp == 0) {
+      float* y = y0 + (long long)cg * ygs;
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float v = red[0][4 * m + e][lane];
+          for (int jw = 1; jw < GVX_WARPS; ++jw) v = __fadd_rn(v, red[jw][4 * m + e][lane]);
+          const int r = r0 + 16 * m + g + (e >> 1) * 8, t = 2 * c + (e & 1);
+          if (r < rows && t < T) y[(long long)t * ldy + r] = v;
+        }
+    }
+    __syncthreads();
+    cb += gridDim.x;
+    while (cb >= units) cb -= units, ++cg;
+  }
+}
+
+// gemvxp_fp8: y[t·ldy + g·ygs + r] = W_g·x[t·ldx + g·xgs + ...] for T ≤ 8
+// tokens, W_g = tab[g] (or w, sc when tab is 0), units = ceil(rows/32);
+// rs and cs are log2 of the scale block's rows and of its columns in
+// 16-column chunks.
+extern "C" __global__ void __launch_bounds__(256, 2)
+    gemvxp_fp8(float* __restrict__ y, int ldy, int ygs, const float* __restrict__ x, int ldx, int xgs,
+               const u8* __restrict__ w, const u8* __restrict__ sc, const u64* __restrict__ tab, int units, int groups,
+               int rows, int K, int T, int rs, int cs, int scaleCols, int nanFree) {
+  PDL_OPEN_EARLY();
+  gemvxp_body<2, 4>(y, ldy, ygs, x, ldx, xgs, w, sc, tab, units, groups, rows, K, T, rs, cs, scaleCols, nanFree);
+}
 
 // ---- the routed experts: tiles of up to 8 pairs of one expert ----
 //
