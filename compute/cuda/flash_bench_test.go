@@ -304,11 +304,11 @@ func BenchmarkFlash(b *testing.B) {
 	// gemvx_moe_fp4 for tiles of one pair too (batches up to E/K tokens).
 	abAt("gemvx-moe-all", []int{1, 8, 16, 32}, func(on bool) { be.gemvxMoeMinPT = map[bool]int{true: 1, false: 2}[on] })
 	abAt("gemvx-moe-u4", []int{32, 64, 256}, func(on bool) { be.gemvxMoeU4 = on })
-	// gemvp (the FP8 products of one token with their loads pipelined, the
-	// same bits) against gemv2, for each of its entries.
 	// gemvxp (gemvx's FP8 products with their loads in a ring; the same
 	// bits) against gemvx.
 	abAt("gemvxp", []int{2, 4, 8}, func(on bool) { be.k.gemvxP = on })
+	// gemvp (the FP8 products of one token with their loads pipelined, the
+	// same bits) against gemv2, for each of its entries.
 	for ri, r := range gemvpRings {
 		abAt(fmt.Sprintf("gemvp-st%d", r.S), []int{1}, func(on bool) { be.k.gemvpV = map[bool]int{true: ri + 1}[on] })
 	}

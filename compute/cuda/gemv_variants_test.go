@@ -77,9 +77,9 @@ func TestGEMVVariants(t *testing.T) {
 }
 
 // BenchmarkGEMVVariants times gemv2, gemvp's entries (FP8) and every
-// gemv3 variant of the same format at T = 1 on the Flash model's matrix shapes, graph replays of
-// launches over >= 512 MB of copies (L2 does not serve them); one line
-// each: GEMVV shape variant us GB/s.
+// gemv3 variant of the same format at T = 1 on the Flash model's matrix
+// shapes, graph replays of launches over >= 512 MB of copies (L2 does not
+// serve them); one line each: GEMVV shape variant us GB/s.
 func BenchmarkGEMVVariants(b *testing.B) {
 	for _, c := range []benchMatrix{
 		{compute.FP8, 32768, 1024}, {compute.FP8, 4096, 8192}, {compute.FP8, 4096, 4096}, {compute.FP8, 1024, 4096},

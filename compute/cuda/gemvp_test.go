@@ -36,7 +36,7 @@ func TestGEMVP(t *testing.T) {
 			for si := range 4 {
 				rpb := (8 >> si) * 2
 				units := (R + rpb - 1) / rpb
-				// gemv2 at split si: each matrix alone on its slice of x, and
+				// gemv2 at split si: group 1's matrix alone on its slice of x, and
 				// grouped (inputs apart, then one input for all).
 				var want [3][]float32
 				want[0] = runGroup(t, ms[1:2], x[K:], 1, func(th *Thread, y, xs Ptr, ws []*Matrix, _ Ptr) error {

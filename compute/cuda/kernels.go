@@ -354,7 +354,7 @@ func checkMatMul(T int, w *Matrix) error {
 const gemvVersion = 2
 
 // matMulGEMV is the float32 product (Strict, and Fast for small T):
-// gemvp's when gemvpU selects it and it takes w (gemv2's bits), else
+// gemvp's when gemvpV selects it and it takes w (gemv2's bits), else
 // gemv2's.
 func (k *Kernels) matMulGEMV(t *Thread, s Stream, y, x Ptr, T int, w *Matrix) error {
 	if err := checkMatMul(T, w); err != nil || T == 0 {
@@ -583,13 +583,11 @@ func (k *Kernels) gemvx(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx, xg
 	if tab == 0 {
 		data, scale = w.Data, w.Scale
 	}
+	if _, _, ok := fp8Shifts(w); ok && k.gemvxP {
+		return k.gemvxpAt(t, s, y, ldy, ygs, x, ldx, xgs, T, w, G, tab, 0)
+	}
 	a := t.Args().Ptr(y).Int(ldy).Int(ygs).Ptr(x).Int(ldx).Int(xgs).Ptr(data).Ptr(scale).Ptr(tab).Int(w.Rows).Int(w.Cols).
 		Int(T).Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols()).Int(map[bool]int{true: 1}[w.NaNFree])
-	if k.gemvxP && w.DType == compute.FP8 {
-		if _, _, ok := fp8Shifts(w); ok {
-			return k.gemvxpAt(t, s, y, ldy, ygs, x, ldx, xgs, T, w, G, tab, 0)
-		}
-	}
 	name, rows := "gemvx_"+dtypeNames[w.DType], 32
 	if k.gemvxM1 == 1 || (k.gemvxM1 == 0 && G*((w.Rows+31)/32) < gemvxBlocks) {
 		name, rows = name+"_m1", 16

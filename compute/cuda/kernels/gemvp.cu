@@ -75,7 +75,7 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
   typedef gemv_fmt<FMT> F;
   enum { XP = (F::PER / 4) % 2 == 0 ? F::PER + 4 : F::PER };
   const int R = GEMVP_ROWS, G = 8 / SPLIT, NT = 256;
-  DYN_SHARED(uint4, ring);          // [S][U][R][NT]
+  DYN_SHARED(uint4, ring);                      // [S][U][R][NT]
   float* xs = (float*)(ring + S * U * R * NT);  // [K / PER][XP]
   __shared__ float red[8][R];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -114,13 +114,14 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
     ring_commit();
   };
 
-  const int b0 = blockIdx.x;
-  gemvp_cursor in = {0, 0, b0, 0}, at = in;
-  while (in.b >= units) {  // the first unit's group (grid > units when grouped)
+  // in: the next task to copy; at: the next to compute. The first unit's
+  // group: the grid may exceed a group's units when grouped.
+  gemvp_cursor in = {0, 0, (int)blockIdx.x, 0};
+  while (in.b >= units) {
     in.b -= units;
     ++in.g;
   }
-  at = in;
+  gemvp_cursor at = in;
   // The first stages copy weights only: before PDL_WAIT_LATE, in flight
   // while the kernel before this one finishes (common.cuh).
 #pragma unroll
