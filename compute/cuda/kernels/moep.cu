@@ -7,12 +7,13 @@
 // kernels read their FP4 weights at 1.0-1.4 TB/s (run 10). They hold the
 // next step's 8 chunks in registers while computing the current ones:
 // 160 registers a thread, one block of 8 warps an SM (2 warps a
-// scheduler to hide the decode's dependent chains), and 64 register
-// moves a step to hand the buffer over (cuobjdump of the NVRTC 12.4
-// build: ~1720 instructions a step of 256 weights a lane, 6.7 a weight).
-// Here a step is one chunk of each of the warp's NM·R rows, S - 1 steps
-// of copies are in flight a thread, and the registers left allow two
-// blocks an SM.
+// scheduler to hide the decode's dependent chains), and about 80 register
+// moves in the loop (cuobjdump of the NVRTC 12.4 build: 1728 instructions
+// in the loop body for a step of 256 weights a lane, the row group's
+// epilogue included). Here a step is one chunk of each of the warp's NM·R
+// rows, S - 1 steps of copies are in flight a thread, and the 121
+// registers allow two blocks an SM. The instructions a weight stay about
+// the same: what this can buy is latency hidden, not issue slots.
 //
 // Block (x, y), rows, tiles, activations staged in shared memory and the
 // order of every sum: as moe_sx_body (moe.cu), with U = 1. Dynamic shared
