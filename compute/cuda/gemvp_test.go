@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/strata-inference/strata/compute"
+	"github.com/strata-inference/strata/golden"
 )
 
 // TestGEMVP: gemvp (both entries, every split, the persistent grid at its
@@ -151,5 +153,68 @@ func TestGEMVXP(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBackendRingKernels decodes the shipped model (FP8 projections, FP4
+// experts) in batches of 1 and 4, Strict and Fast, with the ring kernels
+// on (gemvp, gemvxp, moep) and off: the logits must be the same bits. At
+// batch 1 gemvp computes every FP8 product and moep the experts (tiles of
+// one pair); at batch 4 gemvxp the Fast FP8 products and, in Strict mode,
+// moep the experts again. Steps after the first replay captured graphs.
+// It fails if the knobs selected nothing: the kernels launched must
+// differ.
+func TestBackendRingKernels(t *testing.T) {
+	dir := repoPath(t, "models/strata-kjv")
+	c, err := golden.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []Mode{Strict, Fast} {
+		be := newBackend(t, mode)
+		m := loadOn(t, dir, be)
+		for _, B := range []int{1, 4} {
+			const steps = 5
+			set := func(on bool) {
+				be.k.gemvpV, be.k.gemvxP, be.moeSXP = map[bool]int{true: 1}[on], on, on
+			}
+			// The logits of a plain run (graphs from the second step), and
+			// the kernels a profiled one launched (each launch timed).
+			launched := func(on bool) ([][]float32, map[string]bool) {
+				set(on)
+				defer set(false)
+				out := decodeBatch(t, m, c.InputIDs, B, steps)
+				be.StartProfile()
+				decodeBatch(t, m, c.InputIDs, B, 2)
+				p, err := be.StopProfile()
+				if err != nil {
+					t.Fatal(err)
+				}
+				names := map[string]bool{}
+				for n := range p.Kernels {
+					names[n] = true
+				}
+				return out, names
+			}
+			want, off := launched(false)
+			got, on := launched(true)
+			what := fmt.Sprintf("%s batch %d", map[Mode]string{Strict: "strict", Fast: "fast"}[mode], B)
+			var ring []string
+			for n := range on {
+				if !off[n] {
+					ring = append(ring, n)
+				}
+			}
+			slices.Sort(ring)
+			if len(ring) == 0 {
+				t.Errorf("%s: the ring kernels' knobs changed no kernel", what)
+			}
+			for p := range want {
+				if !slices.Equal(bitsOf(got[p]), bitsOf(want[p])) {
+					t.Fatalf("%s step %d: logits differ with the ring kernels %v", what, p, ring)
+				}
+			}
+			fmt.Printf("RING %s: %d steps bit-identical with %v\n", what, steps, ring)
+		}
 	}
 }

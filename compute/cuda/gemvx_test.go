@@ -154,35 +154,7 @@ func TestBackendFastSmallBatches(t *testing.T) {
 		const steps = 24
 		var kl, maxAbs float64
 		agree, n := 0, 0
-		run := func(m *deepseekv4.Model) [][]float32 {
-			pool, err := cache.PoolFor(m.Backend(), m.CacheSpecs(), steps+4, B)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pool.Close()
-			batch := &model.Batch{Tokens: make([]int32, B)}
-			for i := range B {
-				s, err := m.NewSeq(pool)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer s.Release()
-				batch.Spans = append(batch.Spans, model.Span{Seq: s, Start: i, Len: 1, Logits: model.LastLogits})
-			}
-			var out [][]float32
-			for p := range steps {
-				for i := range B {
-					batch.Tokens[i] = c.InputIDs[(p+5*i)%len(c.InputIDs)]
-				}
-				lg, err := m.Forward(context.Background(), batch)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, slices.Clone(lg))
-			}
-			return out
-		}
-		got, want := run(gpu), run(ref)
+		got, want := decodeBatch(t, gpu, c.InputIDs, B, steps), decodeBatch(t, ref, c.InputIDs, B, steps)
 		V := len(want[0]) / B
 		for p := range steps {
 			for i := range B {
@@ -203,6 +175,39 @@ func TestBackendFastSmallBatches(t *testing.T) {
 		}
 		fmt.Printf("FASTSMALL batch %d: %d positions, mean KL %.3g, max abs %.3g, top-1 agreement %.2f%%\n", B, n, kl/float64(n), maxAbs, 100*float64(agree)/float64(n))
 	}
+}
+
+// decodeBatch decodes B sequences token by token in one batch for steps
+// steps, sequence i fed ids from offset 5·i on, and returns each step's
+// logits (B rows).
+func decodeBatch(t *testing.T, m *deepseekv4.Model, ids []int32, B, steps int) [][]float32 {
+	t.Helper()
+	pool, err := cache.PoolFor(m.Backend(), m.CacheSpecs(), steps+4, B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	batch := &model.Batch{Tokens: make([]int32, B)}
+	for i := range B {
+		s, err := m.NewSeq(pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Release()
+		batch.Spans = append(batch.Spans, model.Span{Seq: s, Start: i, Len: 1, Logits: model.LastLogits})
+	}
+	var out [][]float32
+	for p := range steps {
+		for i := range B {
+			batch.Tokens[i] = ids[(p+5*i)%len(ids)]
+		}
+		lg, err := m.Forward(context.Background(), batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, slices.Clone(lg))
+	}
+	return out
 }
 
 // klDiv is KL(softmax(p) || softmax(q)) of two logit rows, in float64.
