@@ -73,7 +73,7 @@ type Backend struct {
 	// grouped kernels instead of the _sx entries; the same bits
 	// (BenchmarkFlash's moe-p1-r8 A/B; run 9: 1.5-1.9% slower a step).
 	moeP1R8 bool
-	// moeSXP: FP4 and FP8 tiles of 1 and 2 pairs take moep.cu's _sxp
+	// moeSXP: FP4 and FP8 tiles of 1 and 2 pairs take moe.cu's _sxp
 	// entries (the weight loads in a shared-memory ring) instead of the
 	// _sx ones; the same bits. Off until measured (BenchmarkFlash's
 	// moe-sxp A/B).

@@ -87,7 +87,7 @@
 // FP8 products of one token with their weight loads in a shared-memory
 // ring and persistent blocks; gemvxp (gemvxp_fp8 in kernels/gemvx.cu,
 // Kernels.gemvxP), gemvx's FP8 products of 1 to 8 tokens the same way;
-// and moep (kernels/moep.cu, Backend.moeSXP), the expert products of
+// and moep (moep_body in kernels/moe.cu, Backend.moeSXP), the experts of
 // tiles of 1 and 2 pairs. Each gives the bits of the kernel it would
 // replace.
 //

@@ -317,7 +317,7 @@ func BenchmarkFlash(b *testing.B) {
 	// one pair alone (moe-p1-r8) at batches 1 and 8.
 	abAt("moe-r8", intList(os.Getenv("STRATA_FLASH_MOE_AB_BATCHES"), []int{64, 256}), func(on bool) { be.moeR8 = on })
 	abAt("moe-p1-r8", []int{1, 8}, func(on bool) { be.moeP1R8 = on })
-	// moep.cu's _sxp entries (the weight loads in a shared-memory ring)
+	// moe.cu's _sxp entries (the weight loads in a shared-memory ring)
 	// for tiles of 1 and 2 pairs; the same bits.
 	abAt("moe-sxp", []int{1, 8, 16}, func(on bool) { be.moeSXP = on })
 	abAt("route-r8", []int{1, 8, 64}, func(on bool) { be.routeR8 = on })

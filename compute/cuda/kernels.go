@@ -106,7 +106,7 @@ var modelKernels = []string{
 	"gemvxp_fp8",
 }
 
-// moeSXKernels are moe.cu's _sx entries and moep.cu's _sxp ones (filled
+// moeSXKernels are moe.cu's _sx entries and moe.cu's _sxp ones (filled
 // in by init): they take more dynamic shared memory than the default 48
 // KB.
 var moeSXKernels []string

@@ -78,7 +78,7 @@ func (c *moeCase) run(t *testing.T, be *Backend, x []float32, T, pt int, r8 bool
 // grouped kernels with every tile (1, 2, 4 and 8 pairs, and moeTile's
 // choice), at a batch where one expert fills several tiles of each size:
 // the default kernels (moe.cu's _sx entries) must give
-// run 8's kernels' bits (moeR8) for every tile, and so must moep.cu's
+// run 8's kernels' bits (moeR8) for every tile, and so must moe.cu's
 // _sxp entries (moeSXP) for tiles of 1 and 2, every tile the same bits
 // as every other (a pair's sums never depend on its tile), and the CPU's
 // values within rounding (1e-5 of the largest output). The shapes leave lanes without chunks, row
@@ -125,7 +125,7 @@ func TestBackendMoE(t *testing.T) {
 					sxp := c.run(t, be, x, T, pt, false)
 					be.moeSXP = false
 					if !slices.Equal(bitsOf(sxp), bitsOf(got)) {
-						t.Errorf("%s: moep.cu's _sxp entries give other bits than the _sx ones", name)
+						t.Errorf("%s: moe.cu's _sxp entries give other bits than the _sx ones", name)
 					}
 				}
 				if first == nil {

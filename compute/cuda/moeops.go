@@ -124,7 +124,7 @@ func moeSXShared(m *Matrix, pt int) int {
 	return 4 * pt * int(m.rowBytes()/16) * xp
 }
 
-// moepShared is the dynamic shared memory of moep.cu's _sxp entries for
+// moepShared is the dynamic shared memory of moe.cu's _sxp entries for
 // activations of sx bytes (moeSXShared): the ring of 4 stages of 4 rows'
 // 16-byte chunks for 256 threads (64 KB), then the activations.
 func moepShared(sx int) int { return 4*4*256*16 + sx }
@@ -145,7 +145,7 @@ func moeSXGroups(rows, rowsPerGroup, pt int) int {
 // moeGrouped records one of the grouped expert kernels (moe.cu): kind
 // moe_gateup (W1 and W3 from tab1 and tab3, SwiGLU fused) or moe_down (W2
 // from tab1), for every tile: moe_sx_body's _sx entries (unless moeR8,
-// moeP1R8 for tiles of 1, or their shared memory does not fit; moep.cu's
+// moeP1R8 for tiles of 1, or their shared memory does not fit; moe.cu's
 // _sxp ones with moeSXP), else moe_grouped_body's, moeRows rows a block.
 // All give the same bits.
 func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {

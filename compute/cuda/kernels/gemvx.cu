@@ -124,6 +124,30 @@ __device__ __forceinline__ void gvx_step(float (&acc)[2][4], const uint4 (&q)[4]
   }
 }
 
+// gvx_finish adds the 8 warps' accumulators in warp order (through red)
+// and warp 0 stores rows [r0, r0 + 16·MT) of y for the T tokens:
+// gemvx_body's end, shared with gemvxp_body. The block syncs once.
+template <int MT>
+__device__ __forceinline__ void gvx_finish(float (*red)[8][32], const float (&acc)[2][4], float* y, int ldy, int r0,
+                                           int rows, int T) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) red[warp][4 * m + e][lane] = acc[m][e];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v = red[0][4 * m + e][lane];
+      for (int j = 1; j < GVX_WARPS; ++j) v = __fadd_rn(v, red[j][4 * m + e][lane]);
+      const int r = r0 + 16 * m + g + (e >> 1) * 8, t = 2 * c + (e & 1);
+      if (r < rows && t < T) y[(long long)t * ldy + r] = v;
+    }
+}
+
 // gemvx_body: block (x, g) computes rows [32x, 32x+32) of group g: matrix
 // tab[g] ([G][data, scale]) or w (tab 0), input x + g·xgs (rows ldx
 // apart), output y[t·ldy + g·ygs + r]. K is a multiple of 64 (FP8:
@@ -185,21 +209,7 @@ __device__ __forceinline__ void gemvx_body(float* __restrict__ y, int ldy, int y
     }
   }
 
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) red[warp][4 * m + e][lane] = acc[m][e];
-  __syncthreads();
-  if (warp != 0) return;
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float v = red[0][4 * m + e][lane];
-      for (int j = 1; j < GVX_WARPS; ++j) v = __fadd_rn(v, red[j][4 * m + e][lane]);
-      const int r = r0 + 16 * m + g + (e >> 1) * 8, t = 2 * c + (e & 1);
-      if (r < rows && t < T) y[(long long)t * ldy + r] = v;
-    }
+  gvx_finish<MT>(red, acc, y, ldy, r0, rows, T);
 }
 
 // The _m1 entries take one tile of 16 rows a block (twice the blocks, for
@@ -306,25 +316,8 @@ __device__ __forceinline__ void gemvxp_body(float* __restrict__ y0, int ldy, int
       gvx_step<FMT_FP8, MT>(acc, q, e, xt + k, nanFree);
       st = st == S - 1 ? 0 : st + 1;
     }
-    // gemvx's reduction: the warps' sums in warp order.
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) red[warp][4 * m + e][lane] = acc[m][e];
-    __syncthreads();
-    if (warp == 0) {
-      float* y = y0 + (long long)cg * ygs;
-#pragma unroll
-      for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float v = red[0][4 * m + e][lane];
-          for (int jw = 1; jw < GVX_WARPS; ++jw) v = __fadd_rn(v, red[jw][4 * m + e][lane]);
-          const int r = r0 + 16 * m + g + (e >> 1) * 8, t = 2 * c + (e & 1);
-          if (r < rows && t < T) y[(long long)t * ldy + r] = v;
-        }
-    }
-    __syncthreads();
+    gvx_finish<MT>(red, acc, y0 + (long long)cg * ygs, ldy, r0, rows, T);
+    __syncthreads();  // red is written again at the next unit
     cb += gridDim.x;
     while (cb >= units) cb -= units, ++cg;
   }

@@ -1,6 +1,6 @@
-// ring.cuh: the copies behind the shared-memory rings of gemvp.cu and
-// moep.cu: each thread copies 16-byte chunks of global memory into its own
-// slots (cp.async, no register held while a copy is in flight) and later
+// ring.cuh: the copies behind the shared-memory rings of gemvp.cu,
+// gemvx.cu's gemvxp_body and moe.cu's moep_body: each thread copies
+// 16-byte chunks of global memory into its own slots (cp.async, no register held while a copy is in flight) and later
 // reads only those slots, after waiting for its own older copy groups,
 // so no barrier orders a ring. The emulator copies at once.
 #pragma once
