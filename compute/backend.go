@@ -294,6 +294,15 @@ type MultiMatMul interface {
 	MatMuls(ys []Tensor, x Tensor, ws []*Matrix)
 }
 
+// NormedMixing is optionally implemented by a backend that can fold the
+// RMS norm of a sub-block's input into mHC pre: HCPreNorm computes
+// exactly HCPre(x, post, comb, h, w, p) followed by RMSNorm(x, x, norm,
+// eps), the same bits, with one op fewer to wait for. A model calls it
+// only when its backend has it.
+type NormedMixing interface {
+	HCPreNorm(x, post, comb, h Tensor, w *HC, p HCParams, norm Tensor, eps float32)
+}
+
 // Branches is optionally implemented by a backend that can run independent
 // ops at once (a GPU's streams). Branch(i), 1 ≤ i ≤ MaxBranches, queues the
 // ops that follow on branch i until the next Branch or Join: they start

@@ -73,10 +73,15 @@ type Backend struct {
 	// grouped kernels instead of the _sx entries; the same bits
 	// (BenchmarkFlash's moe-p1-r8 A/B; run 9: 1.5-1.9% slower a step).
 	moeP1R8 bool
+	// hcNormOff: HCPreNorm runs HCPre and RMSNorm as two ops instead of
+	// hc_pre_norm (the same bits; BenchmarkFlash's hc-norm-off A/B).
+	hcNormOff bool
 	// moeSXP: FP4 and FP8 tiles of 1 and 2 pairs take moe.cu's _sxp
 	// entries (the weight loads in a shared-memory ring) instead of the
-	// _sx ones; the same bits. Off until measured (BenchmarkFlash's
-	// moe-sxp A/B).
+	// _sx ones where the batch has more than one token; the same bits.
+	// On by default: run 11 (BenchmarkFlash's moe-sxp A/B) timed batches
+	// 8 and 16 4.5% and 6.3% faster a step with it, but batch 1 1.9%
+	// slower (its few tiles leave the second block an SM idle).
 	moeSXP bool
 	// routeR8: routing takes run 8's moe_route (one warp a token) instead
 	// of moe_route_b (a block a token); the same results.
@@ -183,7 +188,7 @@ func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) 
 // NewBackendOn returns a Backend on an open device, which Close leaves
 // open (several Backends may share a device, one goroutine each).
 func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
-	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2,
+	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true,
 		gc: graphCache{limit: 16}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)

@@ -750,6 +750,9 @@ func BenchmarkGEMVX(b *testing.B) {
 						}
 						defer free()
 						k := device(b).Kernels()
+						v0, cols0 := k.gemvpV, k.gemvxpCols
+						defer func() { k.gemvpV, k.gemvxpCols = v0, cols0 }()
+						k.gemvpV, k.gemvxpCols = 0, 0 // gemv2 and gemvx's own entries
 						gemv, err := timeGraph(th, 2*len(ws), 5, func(i int) error {
 							return k.MatMul(th, th.Stream(), y, x, T, ws[i%len(ws)], Strict)
 						})
@@ -778,7 +781,7 @@ func BenchmarkGEMVX(b *testing.B) {
 							}
 							b.ReportMetric(vxp*1e3, "gemvxp-us")
 							if T == 1 {
-								k.gemvpV = 1
+								k.gemvpV = gemvpVDefault
 								p, err := timeGraph(th, 2*len(ws), 5, func(i int) error {
 									return k.MatMul(th, th.Stream(), y, x, T, ws[i%len(ws)], Strict)
 								})

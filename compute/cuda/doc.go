@@ -82,14 +82,16 @@
 // (gemvm, kernels/gemv2.cu), each block computing as the product's own
 // launch would, so the bits are MatMul's (NOTES.md, run 7).
 //
-// Three kernels are built and tested but off until measured on a GPU
-// (NOTES.md, session 11): gemvp (kernels/gemvp.cu, Kernels.gemvpV), the
-// FP8 products of one token with their weight loads in a shared-memory
-// ring and persistent blocks; gemvxp (gemvxp_fp8 in kernels/gemvx.cu,
-// Kernels.gemvxP), gemvx's FP8 products of 1 to 8 tokens the same way;
-// and moep (moep_body in kernels/moe.cu, Backend.moeSXP), the experts of
-// tiles of 1 and 2 pairs. Each gives the bits of the kernel it would
-// replace.
+// Three kernels keep their weight loads in flight through a ring in
+// shared memory (kernels/ring.cuh, cp.async) with persistent blocks, each
+// giving the bits of the kernel it replaces (NOTES.md, sessions 11 and
+// 12): gemvp (kernels/gemvp.cu, Kernels.gemvpV) computes the FP8 products
+// of one token (run 11: 2.3-2.9 TB/s against gemv2's 1.5-2.0, a batch-1
+// step 6.7% faster); gemvxp (gemvxp_fp8 in kernels/gemvx.cu,
+// Kernels.gemvxpCols) gemvx's FP8 products of 2 to 8 tokens up to 1024
+// columns (faster there, slower on wider rows); and moep (moep_body in
+// kernels/moe.cu, Backend.moeSXP) the experts of tiles of 1 and 2 pairs
+// at batches of more than one token (batch 8 4.5% faster a step).
 //
 // Every kernel opens with PDL_WAIT (kernels/common.cuh), so that launches
 // may allow programmatic dependent launch (Backend.SetPDL,

@@ -304,22 +304,36 @@ func BenchmarkFlash(b *testing.B) {
 	// gemvx_moe_fp4 for tiles of one pair too (batches up to E/K tokens).
 	abAt("gemvx-moe-all", []int{1, 8, 16, 32}, func(on bool) { be.gemvxMoeMinPT = map[bool]int{true: 1, false: 2}[on] })
 	abAt("gemvx-moe-u4", []int{32, 64, 256}, func(on bool) { be.gemvxMoeU4 = on })
+	// gemvx's own entries for every FP8 product of 2 to 8 tokens, and
 	// gemvxp (gemvx's FP8 products with their loads in a ring; the same
-	// bits) against gemvx.
-	abAt("gemvxp", []int{2, 4, 8}, func(on bool) { be.k.gemvxP = on })
-	// gemvp (the FP8 products of one token with their loads pipelined, the
-	// same bits) against gemv2, for each of its entries.
-	for ri, r := range gemvpRings {
-		abAt(fmt.Sprintf("gemvp-st%d", r.S), []int{1}, func(on bool) { be.k.gemvpV = map[bool]int{true: ri + 1}[on] })
+	// bits) for every width instead of up to 1024 columns.
+	abAt("gemvxp-off", []int{2, 4, 8}, func(on bool) { be.k.gemvxpCols = map[bool]int{false: gemvxpColsDefault}[on] })
+	abAt("gemvxp-all", []int{2, 4, 8}, func(on bool) {
+		be.k.gemvxpCols = map[bool]int{true: math.MaxInt, false: gemvxpColsDefault}[on]
+	})
+	// gemv2 (run 10's FP8 products of one token) and gemvp's other ring
+	// against gemvp's default (the same bits).
+	for v := range len(gemvpRings) + 1 {
+		if v == gemvpVDefault {
+			continue
+		}
+		name := "gemvp-off"
+		if v > 0 {
+			name = fmt.Sprintf("gemvp-st%d", gemvpRings[v-1].S)
+		}
+		abAt(name, []int{1}, func(on bool) { be.k.gemvpV = map[bool]int{true: v, false: gemvpVDefault}[on] })
 	}
 	// Run 8's grouped expert kernels and tiles against the _sx entries:
 	// at batch 64 and 256 (STRATA_FLASH_MOE_AB_BATCHES), and for tiles of
 	// one pair alone (moe-p1-r8) at batches 1 and 8.
 	abAt("moe-r8", intList(os.Getenv("STRATA_FLASH_MOE_AB_BATCHES"), []int{64, 256}), func(on bool) { be.moeR8 = on })
 	abAt("moe-p1-r8", []int{1, 8}, func(on bool) { be.moeP1R8 = on })
-	// moe.cu's _sxp entries (the weight loads in a shared-memory ring)
-	// for tiles of 1 and 2 pairs; the same bits.
-	abAt("moe-sxp", []int{1, 8, 16}, func(on bool) { be.moeSXP = on })
+	// moe.cu's _sx entries for tiles of 1 and 2 pairs instead of the _sxp
+	// ones (the weight loads in a shared-memory ring); the same bits.
+	abAt("moe-sxp-off", []int{8, 16}, func(on bool) { be.moeSXP = !on })
+	// HCPre and RMSNorm as two launches (hc_pre_split, rmsnorm) instead of
+	// hc_pre_norm; the same bits.
+	abAt("hc-norm-off", []int{1, 8, 64}, func(on bool) { be.hcNormOff = on })
 	abAt("route-r8", []int{1, 8, 64}, func(on bool) { be.routeR8 = on })
 	ab("attn-r5", func(on bool) { be.attnScalar = on })
 	ab("t8-r2", func(on bool) { be.k.t8R4 = !on })
@@ -444,7 +458,7 @@ func printKernelAttrs(dev *Device) {
 	k := dev.Kernels()
 	var names []string
 	for _, n := range k.names {
-		for _, p := range []string{"gemmx", "moe_gateup_fp4", "moe_down_fp4", "attn_", "gemv2_fp8_t1_s1", "gemv2_bf16_t1_s1", "gemv5_fp8_t8_s1", "gemvp_fp8_u2s", "hc_pre_split", "rmsnorm", "moe_route"} {
+		for _, p := range []string{"gemmx", "moe_gateup_fp4", "moe_down_fp4", "attn_", "gemv2_fp8_t1_s1", "gemv2_bf16_t1_s1", "gemv5_fp8_t8_s1", "gemvp_fp8_u2s", "hc_pre_split", "hc_pre_norm", "rmsnorm", "moe_route"} {
 			if strings.HasPrefix(n, p) {
 				names = append(names, n)
 				break

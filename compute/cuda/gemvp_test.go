@@ -72,6 +72,7 @@ func TestGEMVP(t *testing.T) {
 			}
 			// Through MatMul and GroupedMatMul's paths, gemvp selected or not.
 			var ref [2][]float32
+			defer func(v int) { k.gemvpV = v }(k.gemvpV)
 			for v := range len(gemvpRings) + 1 {
 				k.gemvpV = v
 				plain := runGroup(t, ms[:1], x, 1, func(th *Thread, y, xs Ptr, ws []*Matrix, _ Ptr) error {
@@ -80,7 +81,6 @@ func TestGEMVP(t *testing.T) {
 				grouped := runGroup(t, ms, x, 1, func(th *Thread, y, xs Ptr, ws []*Matrix, tab Ptr) error {
 					return k.groupedGEMV(th, th.Stream(), y, xs, 1, ws[0], G, tab)
 				})
-				k.gemvpV = 0
 				if v == 0 {
 					ref[0], ref[1] = plain, grouped
 					continue
@@ -115,7 +115,7 @@ func sameBitsNaN(t *testing.T, what string, got, want []float32, nanAt int) {
 // blocks at the default grid and at 1 and 3 blocks) gives gemvx's bits at
 // 1, 3 and 8 tokens on gemvxCases' FP8 shapes (warps without steps, scale
 // blocks of 16 columns), alone and grouped (3 matrices, a NaN code in
-// one), and through gemvx with gemvxP set.
+// one), and through gemvx with gemvxpCols taking them.
 func TestGEMVXP(t *testing.T) {
 	skipNoGEMVX(t)
 	k := device(t).Kernels()
@@ -146,10 +146,8 @@ func TestGEMVXP(t *testing.T) {
 						})
 						sameBitsNaN(t, fmt.Sprintf("T=%d groups %d grid %d", T, n, grid), got, want, set.nanAt)
 					}
-					k.gemvxP = true
-					got := runVX(t, set.ms, x, T)
-					k.gemvxP = false
-					sameBitsNaN(t, fmt.Sprintf("gemvx with gemvxP, T=%d groups %d", T, n), got, want, set.nanAt)
+					got := runVXCols(t, set.ms, x, T, K)
+					sameBitsNaN(t, fmt.Sprintf("gemvx with gemvxpCols, T=%d groups %d", T, n), got, want, set.nanAt)
 				}
 			}
 		})
@@ -158,10 +156,10 @@ func TestGEMVXP(t *testing.T) {
 
 // TestBackendRingKernels decodes the shipped model (FP8 projections, FP4
 // experts) in batches of 1 and 4, Strict and Fast, with the ring kernels
-// on (gemvp, gemvxp, moep) and off: the logits must be the same bits. At
-// batch 1 gemvp computes every FP8 product and moep the experts (tiles of
-// one pair); at batch 4 gemvxp the Fast FP8 products and, in Strict mode,
-// moep the experts again. Steps after the first replay captured graphs.
+// on (gemvp, gemvxp for every width, moep) and off: the logits must be the
+// same bits. At batch 1 gemvp computes every FP8 product (moep is for
+// batches of more than one token); at batch 4 gemvxp the Fast FP8
+// products and, in Strict mode, moep the experts. Steps after the first replay captured graphs.
 // It fails if the knobs selected nothing: the kernels launched must
 // differ.
 func TestBackendRingKernels(t *testing.T) {
@@ -173,10 +171,17 @@ func TestBackendRingKernels(t *testing.T) {
 	for _, mode := range []Mode{Strict, Fast} {
 		be := newBackend(t, mode)
 		m := loadOn(t, dir, be)
+		// The Kernels are the device's, shared by every test: leave them
+		// as they were.
+		defer func(v, cols int) { be.k.gemvpV, be.k.gemvxpCols = v, cols }(be.k.gemvpV, be.k.gemvxpCols)
 		for _, B := range []int{1, 4} {
 			const steps = 5
 			set := func(on bool) {
-				be.k.gemvpV, be.k.gemvxP, be.moeSXP = map[bool]int{true: 1}[on], on, on
+				if on {
+					be.k.gemvpV, be.k.gemvxpCols, be.moeSXP = 2, math.MaxInt, true
+				} else {
+					be.k.gemvpV, be.k.gemvxpCols, be.moeSXP = 0, 0, false
+				}
 			}
 			// The logits of a plain run (graphs from the second step), and
 			// the kernels a profiled one launched (each launch timed).

@@ -18,10 +18,18 @@ import (
 
 // runVX runs gemvx on the G matrices ms (one table when G > 1) for T
 // tokens of x ([T][G·K], group g's input at column g·K), into y
-// ([T][G·R]).
+// ([T][G·R]), on gemvx's own entries (not gemvxp's).
 func runVX(t *testing.T, ms []*compute.Matrix, x []float32, T int) []float32 {
+	return runVXCols(t, ms, x, T, 0)
+}
+
+// runVXCols is runVX with Kernels.gemvxpCols set to cols for the call (0:
+// gemvx's own entries whatever the shape).
+func runVXCols(t *testing.T, ms []*compute.Matrix, x []float32, T, cols int) []float32 {
 	t.Helper()
 	k := device(t).Kernels()
+	defer func(c int) { k.gemvxpCols = c }(k.gemvxpCols)
+	k.gemvxpCols = cols
 	G, R, K := len(ms), ms[0].Rows, ms[0].Cols
 	return runGroup(t, ms, x, T, func(th *Thread, ys, xs Ptr, ws []*Matrix, tab Ptr) error {
 		return k.gemvx(th, th.Stream(), ys, G*R, R, xs, G*K, K, T, ws[0], G, tab)

@@ -62,14 +62,17 @@ type Kernels struct {
 	sms int
 	// gemvp are gemvp.cu's entries, [ring (gemvpRings)][split 1, 2, 4, 8],
 	// and gemvpG their grouped forms; gemvpV selects them for FP8 products
-	// of one token (0: gemv2's, the default until measured; i: ring i-1).
-	// The same bits either way.
+	// of one token (0: gemv2's; i: ring i-1; the default 2, 3 steps
+	// ahead: run 11 timed a batch-1 step 6.7% faster with it, 5.2% with 4
+	// steps). The same bits either way.
 	gemvp, gemvpG [2][4]Func
 	gemvpV        int
-	// gemvxP: FP8 products of 1 to 8 tokens in Fast mode take gemvxp_fp8
-	// (gemvx with its loads in a ring) instead of gemvx's entries; the
-	// same bits. Off until measured.
-	gemvxP bool
+	// gemvxpCols: FP8 products of 1 to 8 tokens in Fast mode with at most
+	// this many columns take gemvxp_fp8 (gemvx with its loads in a ring)
+	// instead of gemvx's entries; the same bits. Run 11 (BenchmarkGEMVX):
+	// 22-24 us against gemvx's 30-33 for 32768x1024, but 8.3-27.7 against
+	// 7.0-21.5 for 2048 to 8192 columns, so the default is 1024 (0: never).
+	gemvxpCols int
 	// unavailable says why kernels are missing (Open's keepGoing).
 	unavailable error
 
@@ -95,6 +98,7 @@ var modelKernels = []string{
 	"embed_f32", "embed_bf16", "embed_f16", "embed_fp8", "embed_fp4",
 	"add_repeated", "copy_cols", "scale_f32", "rope_heads",
 	"hc_pre_finish", "hc_post", "hc_head_finish", "hc_mix_partial", "hc_mix_reduce", "hc_pre_split",
+	"hc_pre_norm",
 	"compress_bias", "compress_emit", "compress_ring",
 	"indexer_scores", "indexer_fix", "attn_logits", "attn_values", "attn_combine", "attn_logits_h16", "attn_values_h16",
 	"store_ring", "load_ring", "round_trip",
@@ -201,7 +205,8 @@ var dtypeNames = [5]string{"f32", "bf16", "f16", "fp8", "fp4"}
 // keepGoing, units that failed to build and kernels not found are left
 // out (their Func is 0) instead of failing.
 func loadKernels(t *Thread, units []built, tensorCores bool, sms int, keepGoing bool) (*Kernels, error) {
-	k := &Kernels{tensorCores: tensorCores, sms: sms, t8R4: true, gemvMaxT: FastGEMVMaxT, gemvxMinT: GEMVXMinT}
+	k := &Kernels{tensorCores: tensorCores, sms: sms, t8R4: true, gemvMaxT: FastGEMVMaxT, gemvxMinT: GEMVXMinT,
+		gemvpV: gemvpVDefault, gemvxpCols: gemvxpColsDefault}
 	var missing []error
 	for _, u := range units {
 		if u.err != nil {
@@ -583,7 +588,7 @@ func (k *Kernels) gemvx(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx, xg
 	if tab == 0 {
 		data, scale = w.Data, w.Scale
 	}
-	if _, _, ok := fp8Shifts(w); ok && k.gemvxP {
+	if _, _, ok := fp8Shifts(w); ok && w.Cols <= k.gemvxpCols {
 		return k.gemvxpAt(t, s, y, ldy, ygs, x, ldx, xgs, T, w, G, tab, 0)
 	}
 	a := t.Args().Ptr(y).Int(ldy).Int(ygs).Ptr(x).Int(ldx).Int(xgs).Ptr(data).Ptr(scale).Ptr(tab).Int(w.Rows).Int(w.Cols).
@@ -594,6 +599,12 @@ func (k *Kernels) gemvx(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx, xg
 	}
 	return k.launch(t, k.fns[name], Dim3{X: (w.Rows + rows - 1) / rows, Y: G}, Dim3{X: 256}, s, a)
 }
+
+// The defaults of Kernels.gemvpV and Kernels.gemvxpCols.
+const (
+	gemvpVDefault     = 2
+	gemvxpColsDefault = 1024
+)
 
 // gemvxBlocks: gemvx takes tiles of 16 rows a block (its _m1 entries, the
 // same bits) where tiles of 32 would make fewer blocks than this.

@@ -146,9 +146,9 @@ func moeSXGroups(rows, rowsPerGroup, pt int) int {
 // moe_gateup (W1 and W3 from tab1 and tab3, SwiGLU fused) or moe_down (W2
 // from tab1), for every tile: moe_sx_body's _sx entries (unless moeR8,
 // moeP1R8 for tiles of 1, or their shared memory does not fit; moe.cu's
-// _sxp ones with moeSXP), else moe_grouped_body's, moeRows rows a block.
+// _sxp ones with sxp), else moe_grouped_body's, moeRows rows a block.
 // All give the same bits.
-func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
+func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
 	name := fmt.Sprintf("%s_%s_p%d", kind, dtypeNames[m.DType], pt)
 	if sh := moeSXShared(m, pt); (pt >= 2 || !b.moeP1R8) && !b.moeR8 && !b.moeRun3 && sh <= b.optin {
 		r := 2 // rows a warp: 2 of W1 and 2 of W3, or 4 of W2
@@ -157,7 +157,7 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, y, x Ptr, xDiv int,
 		}
 		g := moeSXGroups(m.Rows, 8*r, pt)
 		entry := name + "_sx"
-		if shp := moepShared(sh); b.moeSXP && pt <= 2 && (m.DType == compute.FP4 || m.DType == compute.FP8) && shp <= moepMaxShared {
+		if shp := moepShared(sh); sxp && pt <= 2 && (m.DType == compute.FP4 || m.DType == compute.FP8) && shp <= moepMaxShared {
 			entry, sh = name+"_sxp", shp
 		}
 		b.launch(entry, Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh,
@@ -350,8 +350,9 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 		b.swiglu(b.ptr(g), b.ptr(u), P*I, a.Limit)
 		b.moeGEMM(mt.w2, b.ptr(ye), g, 1, order, idx, chunks, tiles, tab2)
 	} else if grouped {
-		b.moeGrouped("moe_gateup", mt.w1, pt, b.ptr(g), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3, a.Limit)
-		b.moeGrouped("moe_down", mt.w2, pt, b.ptr(ye), b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0, a.Limit)
+		sxp := b.moeSXP && P > K // more than one token's pairs (moeSXP)
+		b.moeGrouped("moe_gateup", mt.w1, pt, sxp, b.ptr(g), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3, a.Limit)
+		b.moeGrouped("moe_down", mt.w2, pt, sxp, b.ptr(ye), b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0, a.Limit)
 	} else {
 		u := b.Scratch(compute.F32, P, I)
 		b.moeGemv(mt.w1, b.ptr(g), b.ptr(u), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3)

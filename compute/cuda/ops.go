@@ -435,6 +435,41 @@ func (b *Backend) HCPre(x, post, comb, h compute.Tensor, w *compute.HC, p comput
 			Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters))
 }
 
+// hcNormCols is hc_pre_norm's columns a thread (HC_NORM_COLS).
+const hcNormCols = 16
+
+// HCPreNorm implements compute.NormedMixing: hc_mix_partial, then
+// hc_pre_norm (hc_pre_split and rmsnorm in one block a token: the same
+// bits) where the width fits its registers, the mix is float32 and the
+// fused norm is not turned off (Backend.hcNormOff); else HCPre and
+// RMSNorm.
+func (b *Backend) HCPreNorm(x, post, comb, h compute.Tensor, w *compute.HC, p compute.HCParams, norm compute.Tensor, eps float32) {
+	hc, D, T := p.HC, p.D, h.Rows
+	nMix := (2 + hc) * hc
+	if fn := b.mustMat(w.Fn); b.hcNormOff || D > hcNormCols*opThreads || hc > hcMax || T == 0 ||
+		fn.DType != compute.F32 || fn.Rows != nMix || fn.Cols != hc*D {
+		b.HCPre(x, post, comb, h, w, p)
+		b.RMSNorm(x, x, norm, eps)
+		return
+	}
+	checkShape("HCPreNorm h", h, T, hc*D)
+	checkShape("HCPreNorm x", x, T, D)
+	checkShape("HCPreNorm post", post, T, hc)
+	checkShape("HCPreNorm comb", comb, T, hc*hc)
+	if norm.Valid() && norm.Len() != D {
+		panic(fmt.Sprintf("cuda: HCPreNorm: norm weight of %d for rows of %d", norm.Len(), D))
+	}
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	part, S, ok := b.hcMix(h, w.Fn, nMix, hc*D)
+	if !ok {
+		panic(fmt.Sprintf("cuda: HCPreNorm: fn of %d×%d for %d streams of %d", w.Fn.Rows, w.Fn.Cols, hc, D))
+	}
+	b.launch("hc_pre_norm", Dim3{X: T}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).Ptr(b.ptr(h)).Ptr(part).Int(S).Int(hc*D).F32(p.NormEps).
+			Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters).Ptr(b.ptr(norm)).F32(eps))
+}
+
 // hcMixSeg is the segment of the streams one block of hc_mix_partial sums
 // (run 3 had 1024: 16 blocks at T = 1 on the Flash width, 19 us a launch).
 const hcMixSeg = 256

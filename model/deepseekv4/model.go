@@ -37,6 +37,8 @@ type Model struct {
 	// br and pf are be's optional branches and prefetch (branches.go).
 	br     compute.Branches
 	pf     compute.Prefetcher
+	// nm is be's optional HCPreNorm (hcPreNorm).
+	nm compute.NormedMixing
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
 	hcp    compute.HCParams
@@ -305,4 +307,5 @@ func (m *Model) findOps() {
 	m.multi, _ = m.be.(compute.MultiMatMul)
 	m.br, _ = m.be.(compute.Branches)
 	m.pf, _ = m.be.(compute.Prefetcher)
+	m.nm, _ = m.be.(compute.NormedMixing)
 }

@@ -17,7 +17,8 @@
 # against run 8's fast products (GEMMX=1); what an L2 prefetch buys a
 # product (PREFETCH=1); ncu on the T = 1 FP8 products (NCU=1); perplexity
 # against the CPU (PPL=1, needs C/heldout.txt); HF transformers (HF=1).
-# Logs go to $OUT, a summary is printed last.
+# Logs go to $OUT (in logs.tgz at the end), a summary is printed last and
+# kept in $OUT/summary.txt.
 set -u
 C=$(cd "${1:?carry folder}" && pwd)
 G=$(cd "$(dirname "$0")" && pwd)
@@ -104,6 +105,8 @@ if [ "${HF:-0}" = 1 ]; then
 fi
 stage done
 
+# The device returns few files: the summary, and every log in one archive.
+{
 echo "================ summary"
 cat "$OUT/smi.txt"
 tail -2 "$OUT/synth.log"
@@ -121,3 +124,5 @@ grep "FLASH regs" "$OUT/flash.log" | grep -E "gemmx|_sx|_h16|gemvp" | head -40
 [ -f "$OUT/ppl.log" ] && grep -E "cache|against|rc=" "$OUT/ppl.log"
 [ -f "$OUT/hf.log" ] && grep -E "^HF|rc=|Error" "$OUT/hf.log" | tail -6
 cat "$OUT/stages.log"
+} 2>&1 | tee "$OUT/summary.txt"
+(cd "$OUT" && tar czf logs.tgz *.log && rm -f *.log)

@@ -268,13 +268,111 @@ __device__ __forceinline__ float hc_sinkhorn_lane(float v, int hcr, int e, int i
 // into shared memory with the whole block before warp 0 adds them.
 #define HC_STAGE 4096
 
+// hc_pre_weights is warp 0's first part of mHC pre for token t from
+// hc_mix_partial's sums (from stage, where the block copied them, when
+// staged): the mix values (the partials in segment order, as
+// hc_mix_sum), pre and, when writer, post. Every lane of warp 0 calls it.
+__device__ __forceinline__ void hc_pre_weights(float* mix, float* pre, float* __restrict__ post, bool writer,
+                                               const float* stage, bool staged, const float* __restrict__ part, int t,
+                                               int S, int nMix, int n, float normEps, const float* __restrict__ base,
+                                               const float* __restrict__ scale, int hc, float eps) {
+  const int lane = threadIdx.x & 31;
+  if (staged) {
+    // hc_mix_sum's sums, from shared memory.
+    float ss = 0.0f;
+    for (int s = 0; s < S; ++s) ss = __fadd_rn(ss, stage[s * (nMix + 1) + nMix]);
+    const float rr = (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(ss, (float)n), normEps)));
+    for (int r = lane; r < nMix; r += 32) {
+      float v = 0.0f;
+      for (int s = 0; s < S; ++s) v = __fadd_rn(v, stage[s * (nMix + 1) + r]);
+      mix[r] = __fmul_rn(v, rr);
+    }
+    __syncwarp();
+  } else {
+    hc_mix_sum(mix, part, t, S, nMix, n, normEps);
+  }
+  for (int j = lane; j < hc; j += 32) {
+    pre[j] = __fadd_rn(sigmoid_f(__fadd_rn(__fmul_rn(mix[j], scale[0]), base[j])), eps);
+    if (writer) post[t * hc + j] = __fmul_rn(2.0f, sigmoid_f(__fadd_rn(__fmul_rn(mix[hc + j], scale[1]), base[hc + j])));
+  }
+}
+
+// hc_pre_comb is warp 0's second part: comb (row softmax + eps, then
+// Sinkhorn, each sum taken in the CPU's order) from token t's mix, into
+// comb[t]; c is hc·hc floats of shared scratch. Every lane of warp 0
+// calls it.
+__device__ __forceinline__ void hc_pre_comb(float* __restrict__ comb, float* c, const float* mix, int t,
+                                            const float* __restrict__ base, const float* __restrict__ scale, int hc,
+                                            float eps, int iters) {
+  const int lane = threadIdx.x & 31, hh = hc * hc;
+  if (hh <= 32) {
+    // One entry a lane, in a register; rows and columns through shuffles.
+    const int e = lane < hh ? lane : 0;
+    float v = __fadd_rn(__fmul_rn(mix[2 * hc + e], scale[2]), base[2 * hc + e]);
+    v = hc == 4 ? hc_sinkhorn_lane<4>(v, hc, e, iters, eps) : hc_sinkhorn_lane<0>(v, hc, e, iters, eps);
+    if (lane < hh) comb[(long long)t * hh + lane] = v;
+    return;
+  }
+  for (int e = lane; e < hh; e += 32) c[e] = __fadd_rn(__fmul_rn(mix[2 * hc + e], scale[2]), base[2 * hc + e]);
+  __syncwarp();
+  float nv[HC_MAX * HC_MAX / 32];
+  // Row softmax, then + eps.
+#pragma unroll
+  for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m) {
+    const int e = lane + 32 * m;
+    if (e >= hh) break;
+    const float* row = c + (e / hc) * hc;
+    float mx = __int_as_float(0xFF800000);
+    for (int k = 0; k < hc; ++k) mx = gomax(mx, row[k]);
+    float sum = 0.0f;
+    for (int k = 0; k < hc; ++k) sum = __fadd_rn(sum, exp_f(__fsub_rn(row[k], mx)));
+    nv[m] = __fadd_rn(__fdiv_rn(exp_f(__fsub_rn(c[e], mx)), sum), eps);
+  }
+  __syncwarp();
+#pragma unroll
+  for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m)
+    if (lane + 32 * m < hh) c[lane + 32 * m] = nv[m];
+  __syncwarp();
+  for (int it = 0; it < 2 * iters - 1; ++it) {
+    const bool cols = (it & 1) == 0;  // cols, then (rows, cols) iters-1 times
+#pragma unroll
+    for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m) {
+      const int e = lane + 32 * m;
+      if (e >= hh) break;
+      const int j = e / hc, k = e - j * hc;
+      float sum = 0.0f;
+      if (cols)
+        for (int i = 0; i < hc; ++i) sum = __fadd_rn(sum, c[i * hc + k]);
+      else
+        for (int i = 0; i < hc; ++i) sum = __fadd_rn(sum, c[j * hc + i]);
+      nv[m] = __fdiv_rn(c[e], __fadd_rn(sum, eps));
+    }
+    __syncwarp();
+#pragma unroll
+    for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m)
+      if (lane + 32 * m < hh) c[lane + 32 * m] = nv[m];
+    __syncwarp();
+  }
+  for (int e = lane; e < hh; e += 32) comb[(long long)t * hh + e] = c[e];
+}
+
+// hc_stage copies token t's np partial sums into stage with the whole
+// block when they fit (HC_STAGE) and says whether they did.
+__device__ __forceinline__ bool hc_stage(float* stage, const float* __restrict__ part, int t, int np) {
+  if (np > HC_STAGE) return false;
+  const float* pt = part + (long long)t * np;
+  for (int i = threadIdx.x; i < np; i += blockDim.x) stage[i] = pt[i];
+  __syncthreads();
+  return true;
+}
+
 // hc_pre_split is hc_pre_finish from hc_mix_partial's sums. Every block
-// (t, y) computes token t's small algebra on warp 0 (the sums of the
-// partials in segment order, as hc_mix_sum; the Sinkhorn entries one a
-// lane, each sum taken in the CPU's order) and writes x[t][i] = Σ_j
-// pre_j·h[t][j][i] for the columns i of its slice [y·cw, (y+1)·cw); block
-// y = 0 writes post and comb. The grid's y only splits the work: every
-// value is the same whatever it is. Grid (T, ceil(D/cw)).
+// (t, y) computes token t's mix and pre on warp 0 (hc_pre_weights) and
+// writes x[t][i] = Σ_j pre_j·h[t][j][i] for the columns i of its slice
+// [y·cw, (y+1)·cw); block y = 0 writes post and then, on warp 0, comb
+// (hc_pre_comb: the Sinkhorn steps wait for no one else's columns). The
+// grid's y only splits the work: every value is the same whatever it is.
+// Grid (T, ceil(D/cw)).
 extern "C" __global__ void __launch_bounds__(MT)
     hc_pre_split(float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb, const float* __restrict__ h,
                  const float* __restrict__ part, int S, int n, float normEps, const float* __restrict__ base,
@@ -283,93 +381,18 @@ extern "C" __global__ void __launch_bounds__(MT)
   __shared__ float pre[HC_MAX];
   __shared__ float c[HC_MAX * HC_MAX];
   __shared__ float stage[HC_STAGE];
-  const int t = blockIdx.x, nMix = (2 + hc) * hc, hh = hc * hc;
+  const int t = blockIdx.x, nMix = (2 + hc) * hc;
   const bool writer = blockIdx.y == 0;
-  const int np = S * (nMix + 1);
-  const bool staged = np <= HC_STAGE;
   // The streams of this thread's first column of the slice, loaded before
-  // warp 0's chain of sums and Sinkhorn steps rather than after it (the
-  // same values: h is only read here).
+  // warp 0's chain of sums rather than after it (the same values: h is
+  // only read here).
   const int i0 = blockIdx.y * cw, i1 = min(D, i0 + cw), ia = i0 + threadIdx.x;
   float ha[HC_MAX];
 #pragma unroll
   for (int j = 0; j < HC_MAX; ++j) ha[j] = j < hc && ia < i1 ? h[((long long)t * hc + j) * D + ia] : 0.0f;
-  if (staged) {
-    const float* pt = part + (long long)t * np;
-    for (int i = threadIdx.x; i < np; i += blockDim.x) stage[i] = pt[i];
-    __syncthreads();
-  }
-  if (threadIdx.x < 32) {
-    const int lane = threadIdx.x;
-    if (staged) {
-      // hc_mix_sum's sums, from shared memory.
-      float ss = 0.0f;
-      for (int s = 0; s < S; ++s) ss = __fadd_rn(ss, stage[s * (nMix + 1) + nMix]);
-      const float rr = (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(ss, (float)n), normEps)));
-      for (int r = lane; r < nMix; r += 32) {
-        float v = 0.0f;
-        for (int s = 0; s < S; ++s) v = __fadd_rn(v, stage[s * (nMix + 1) + r]);
-        mix[r] = __fmul_rn(v, rr);
-      }
-      __syncwarp();
-    } else {
-      hc_mix_sum(mix, part, t, S, nMix, n, normEps);
-    }
-    for (int j = lane; j < hc; j += 32) {
-      pre[j] = __fadd_rn(sigmoid_f(__fadd_rn(__fmul_rn(mix[j], scale[0]), base[j])), eps);
-      if (writer) post[t * hc + j] = __fmul_rn(2.0f, sigmoid_f(__fadd_rn(__fmul_rn(mix[hc + j], scale[1]), base[hc + j])));
-    }
-    if (hh <= 32) {
-      // One entry a lane, in a register; rows and columns through shuffles.
-      const int e = lane < hh ? lane : 0;
-      float v = __fadd_rn(__fmul_rn(mix[2 * hc + e], scale[2]), base[2 * hc + e]);
-      v = hc == 4 ? hc_sinkhorn_lane<4>(v, hc, e, iters, eps) : hc_sinkhorn_lane<0>(v, hc, e, iters, eps);
-      if (writer && lane < hh) comb[(long long)t * hh + lane] = v;
-    } else {
-      for (int e = lane; e < hh; e += 32) c[e] = __fadd_rn(__fmul_rn(mix[2 * hc + e], scale[2]), base[2 * hc + e]);
-      __syncwarp();
-      float nv[HC_MAX * HC_MAX / 32];
-      // Row softmax, then + eps.
-#pragma unroll
-      for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m) {
-        const int e = lane + 32 * m;
-        if (e >= hh) break;
-        const float* row = c + (e / hc) * hc;
-        float mx = __int_as_float(0xFF800000);
-        for (int k = 0; k < hc; ++k) mx = gomax(mx, row[k]);
-        float sum = 0.0f;
-        for (int k = 0; k < hc; ++k) sum = __fadd_rn(sum, exp_f(__fsub_rn(row[k], mx)));
-        nv[m] = __fadd_rn(__fdiv_rn(exp_f(__fsub_rn(c[e], mx)), sum), eps);
-      }
-      __syncwarp();
-#pragma unroll
-      for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m)
-        if (lane + 32 * m < hh) c[lane + 32 * m] = nv[m];
-      __syncwarp();
-      for (int it = 0; it < 2 * iters - 1; ++it) {
-        const bool cols = (it & 1) == 0;  // cols, then (rows, cols) iters-1 times
-#pragma unroll
-        for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m) {
-          const int e = lane + 32 * m;
-          if (e >= hh) break;
-          const int j = e / hc, k = e - j * hc;
-          float sum = 0.0f;
-          if (cols)
-            for (int i = 0; i < hc; ++i) sum = __fadd_rn(sum, c[i * hc + k]);
-          else
-            for (int i = 0; i < hc; ++i) sum = __fadd_rn(sum, c[j * hc + i]);
-          nv[m] = __fdiv_rn(c[e], __fadd_rn(sum, eps));
-        }
-        __syncwarp();
-#pragma unroll
-        for (int m = 0; m < HC_MAX * HC_MAX / 32; ++m)
-          if (lane + 32 * m < hh) c[lane + 32 * m] = nv[m];
-        __syncwarp();
-      }
-      if (writer)
-        for (int e = lane; e < hh; e += 32) comb[(long long)t * hh + e] = c[e];
-    }
-  }
+  const bool staged = hc_stage(stage, part, t, S * (nMix + 1));
+  if (threadIdx.x < 32)
+    hc_pre_weights(mix, pre, post, writer, stage, staged, part, t, S, nMix, n, normEps, base, scale, hc, eps);
   __syncthreads();
   for (int i = ia; i < i1; i += blockDim.x) {
     float hv[HC_MAX];
@@ -381,6 +404,91 @@ extern "C" __global__ void __launch_bounds__(MT)
       if (j < hc) acc = __fadd_rn(acc, __fmul_rn(pre[j], hv[j]));
     x[(long long)t * D + i] = acc;
   }
+  if (writer && threadIdx.x < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+}
+
+// HC_NORM_COLS: the columns a thread of hc_pre_norm holds (rows.cu's
+// RMS_REGS: rmsnorm's elements of one thread).
+#define HC_NORM_COLS 16
+
+// hc_pre_norm is hc_pre_split with one block a token followed by rmsnorm
+// of x in place (x = w ⊙ x·r, r = float32(1/sqrt(float64(ss/D + rmsEps))),
+// w may be null): the same operations in the same order as the two
+// kernels, so the same bits. Thread tid's columns tid + m·MT (m <
+// HC_NORM_COLS) are rmsnorm's elements of that thread, so its sum of
+// squares is rmsnorm's (in order, then the butterfly, then the warps in
+// order). D ≤ HC_NORM_COLS·MT; HCT > 0 is hc known at compile time, its
+// streams loaded before warp 0's chain. Grid (T).
+template <int HCT>
+__device__ __forceinline__ void hc_pre_norm_body(float* __restrict__ x, float* __restrict__ post,
+                                                 float* __restrict__ comb, const float* __restrict__ h,
+                                                 const float* __restrict__ part, int S, int n, float normEps,
+                                                 const float* __restrict__ base, const float* __restrict__ scale,
+                                                 int hc, int D, float eps, int iters, const float* __restrict__ w,
+                                                 float rmsEps) {
+  __shared__ float mix[HC_MIX_MAX];
+  __shared__ float pre[HC_MAX];
+  __shared__ float c[HC_MAX * HC_MAX];
+  __shared__ float stage[HC_STAGE];
+  __shared__ float buf[MT / 32];
+  const int t = blockIdx.x, nMix = (2 + hc) * hc, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const float* ht = h + (long long)t * hc * D;
+  float hv[HC_NORM_COLS][HCT > 0 ? HCT : 1];
+  if (HCT > 0) {
+#pragma unroll
+    for (int m = 0; m < HC_NORM_COLS; ++m) {
+      const int i = tid + m * MT;
+#pragma unroll
+      for (int j = 0; j < (HCT > 0 ? HCT : 1); ++j) hv[m][j] = i < D ? ht[(long long)j * D + i] : 0.0f;
+    }
+  }
+  const bool staged = hc_stage(stage, part, t, S * (nMix + 1));
+  if (warp == 0) hc_pre_weights(mix, pre, post, true, stage, staged, part, t, S, nMix, n, normEps, base, scale, hc, eps);
+  __syncthreads();
+  float v[HC_NORM_COLS];
+  float ss = 0.0f;
+#pragma unroll
+  for (int m = 0; m < HC_NORM_COLS; ++m) {
+    const int i = tid + m * MT;
+    float acc = 0.0f;
+    if (i < D) {
+      if (HCT > 0) {
+#pragma unroll
+        for (int j = 0; j < (HCT > 0 ? HCT : 1); ++j) acc = __fadd_rn(acc, __fmul_rn(pre[j], hv[m][j]));
+      } else {
+        for (int j = 0; j < hc; ++j) acc = __fadd_rn(acc, __fmul_rn(pre[j], ht[(long long)j * D + i]));
+      }
+      ss = __fmaf_rn(acc, acc, ss);
+    }
+    v[m] = acc;
+  }
+  // rmsnorm's block_sum.
+  ss = warp_sum(ss);
+  if (lane == 0) buf[warp] = ss;
+  __syncthreads();
+  float sum = buf[0];
+  for (int k = 1; k < MT / 32; ++k) sum = __fadd_rn(sum, buf[k]);
+  const float r = (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(sum, (float)D), rmsEps)));
+#pragma unroll
+  for (int m = 0; m < HC_NORM_COLS; ++m) {
+    const int i = tid + m * MT;
+    if (i < D) {
+      const float u = __fmul_rn(v[m], r);
+      x[(long long)t * D + i] = w ? __fmul_rn(w[i], u) : u;
+    }
+  }
+  if (warp == 0) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+}
+
+extern "C" __global__ void __launch_bounds__(MT)
+    hc_pre_norm(float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb, const float* __restrict__ h,
+                const float* __restrict__ part, int S, int n, float normEps, const float* __restrict__ base,
+                const float* __restrict__ scale, int hc, int D, float eps, int iters, const float* __restrict__ w,
+                float rmsEps) { PDL_WAIT();
+  if (hc == 4)
+    hc_pre_norm_body<4>(x, post, comb, h, part, S, n, normEps, base, scale, hc, D, eps, iters, w, rmsEps);
+  else
+    hc_pre_norm_body<0>(x, post, comb, h, part, S, n, normEps, base, scale, hc, D, eps, iters, w, rmsEps);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,

@@ -1,0 +1,121 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/strata-inference/strata/compute"
+	"github.com/strata-inference/strata/compute/cpu"
+)
+
+// TestBackendHCPreNorm: HCPreNorm (hc_pre_norm, one block a token) gives
+// the bits of HCPre followed by RMSNorm (hc_pre_split, then rmsnorm) for
+// x, post and comb, with and without a norm weight; and both are the
+// CPU's HCPre and RMSNorm within rounding. The shapes: the Flash width (4
+// streams of 4096, the compiled-in stream count), a width that leaves
+// threads without columns, 3 streams (the general path), and 8 streams
+// of 2048 (partials too many to stage in shared memory, and a Sinkhorn
+// of more entries than a warp has lanes). A width past the fused kernel's
+// registers takes the two ops.
+func TestBackendHCPreNorm(t *testing.T) {
+	be := newBackend(t, Strict)
+	ref := cpu.New(2)
+	for ci, c := range []struct{ hc, D int }{{4, 4096}, {4, 1000}, {3, 700}, {8, 2048}, {4, 4200}} {
+		rng := rand.New(rand.NewPCG(uint64(ci), 17))
+		hc, D := c.hc, c.D
+		nMix := (2 + hc) * hc
+		// fn of about unit products with the normalized streams, so that
+		// the sigmoids and the softmax are not saturated.
+		fn := &compute.Matrix{DType: compute.F32, Rows: nMix, Cols: hc * D, Data: make([]byte, 4*nMix*hc*D)}
+		for i := range nMix * hc * D {
+			binary.LittleEndian.PutUint32(fn.Data[4*i:], math.Float32bits(float32(rng.NormFloat64()/math.Sqrt(float64(hc*D)))))
+		}
+		base, scale := randFloats(rng, nMix), []float32{0.7, 1.3, 2.1}
+		normW := randFloats(rng, D)
+		p := compute.HCParams{HC: hc, D: D, NormEps: 1e-6, Eps: 1e-6, SinkhornIters: 20}
+		const eps = 1e-5
+		for _, T := range []int{1, 3} {
+			h := randFloats(rng, T*hc*D)
+			for _, withW := range []bool{true, false} {
+				name := fmt.Sprintf("hc %d D %d T %d weight %v", hc, D, T, withW)
+				var w []float32
+				if withW {
+					w = normW
+				}
+				run := func(fused bool) (x, post, comb []float32) {
+					t.Helper()
+					vec := func(v []float32) compute.Tensor {
+						if v == nil {
+							return compute.Tensor{}
+						}
+						tv, err := be.Vector(v)
+						if err != nil {
+							t.Fatal(err)
+						}
+						return tv
+					}
+					alloc := func(r, cols int) compute.Tensor {
+						a, err := be.Alloc(compute.F32, r, cols)
+						if err != nil {
+							t.Fatal(err)
+						}
+						return a
+					}
+					hw := &compute.HC{Fn: fn, Base: vec(base), Scale: vec(scale)}
+					ht, xt, pt, ct := alloc(T, hc*D), alloc(T, D), alloc(T, hc), alloc(T, hc*hc)
+					be.Write(ht, h)
+					if fused {
+						be.HCPreNorm(xt, pt, ct, ht, hw, p, vec(w), eps)
+					} else {
+						be.HCPre(xt, pt, ct, ht, hw, p)
+						be.RMSNorm(xt, xt, vec(w), eps)
+					}
+					x, post, comb = make([]float32, T*D), make([]float32, T*hc), make([]float32, T*hc*hc)
+					for _, r := range []struct {
+						dst []float32
+						src compute.Tensor
+					}{{x, xt}, {post, pt}, {comb, ct}} {
+						if err := be.Read(r.dst, r.src); err != nil {
+							t.Fatal(err)
+						}
+					}
+					return x, post, comb
+				}
+				x0, p0, c0 := run(false)
+				x1, p1, c1 := run(true)
+				for _, o := range []struct {
+					what      string
+					got, want []float32
+				}{{"x", x1, x0}, {"post", p1, p0}, {"comb", c1, c0}} {
+					if !slices.Equal(bitsOf(o.got), bitsOf(o.want)) {
+						t.Errorf("%s: HCPreNorm's %s differs from HCPre and RMSNorm's", name, o.what)
+					}
+				}
+				// The CPU's values (it multiplies fn by the normalized
+				// streams; the kernels scale the sums: rounding apart).
+				cx, cp, cc := make([]float32, T*D), make([]float32, T*hc), make([]float32, T*hc*hc)
+				cw := &compute.HC{Fn: fn, Base: cpu.Wrap(base, 1, nMix), Scale: cpu.Wrap(scale, 1, 3)}
+				ref.HCPre(cpu.Wrap(cx, T, D), cpu.Wrap(cp, T, hc), cpu.Wrap(cc, T, hc*hc), cpu.Wrap(slices.Clone(h), T, hc*D), cw, p)
+				var cwt compute.Tensor
+				if withW {
+					cwt = cpu.Wrap(w, 1, D)
+				}
+				ref.RMSNorm(cpu.Wrap(cx, T, D), cpu.Wrap(cx, T, D), cwt, eps)
+				for _, o := range []struct {
+					what      string
+					got, want []float32
+				}{{"x", x1, cx}, {"post", p1, cp}, {"comb", c1, cc}} {
+					for i := range o.want {
+						if d := math.Abs(float64(o.got[i] - o.want[i])); d > 1e-4*(1+math.Abs(float64(o.want[i]))) {
+							t.Fatalf("%s: %s[%d] = %g, the CPU's %g", name, o.what, i, o.got[i], o.want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
