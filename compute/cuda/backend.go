@@ -76,6 +76,12 @@ type Backend struct {
 	// hcNormOff: HCPreNorm runs HCPre and RMSNorm as two ops instead of
 	// hc_pre_norm (the same bits; BenchmarkFlash's hc-norm-off A/B).
 	hcNormOff bool
+	// hcMixSplit: HCPreNorm launches hc_mix_partial and hc_pre_norm
+	// instead of hc_mix_pre_norm (the same bits; the hc-mix-split A/B).
+	hcMixSplit bool
+	// hcDone is hc_mix_pre_norm's block counters (hcDoneMax uint32s,
+	// zero between launches).
+	hcDone Ptr
 	// moeSXP: FP4 and FP8 tiles of 1 and 2 pairs take moe.cu's _sxp
 	// entries (the weight loads in a shared-memory ring) instead of the
 	// _sx ones where the batch has more than one token; the same bits.
@@ -141,6 +147,15 @@ type Backend struct {
 // Profile is the GPU time of each kernel over the flushes it was on for.
 type Profile struct {
 	Kernels map[string]*KernelTime
+	// Order is every launch timed, in the order queued.
+	Order []LaunchTime
+}
+
+// LaunchTime is one timed launch: its kernel, grid and GPU time.
+type LaunchTime struct {
+	Name string
+	Grid Dim3
+	Ms   float64
 }
 
 // KernelTime is one kernel's launches and their total GPU time.
@@ -218,7 +233,13 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 			return err
 		}
 		b.arena = &buffer{p: p, n: initialArena}
-		return nil
+		done := &buffer{n: 4 * hcDoneMax}
+		if done.p, err = t.Alloc(done.n); err != nil {
+			return err
+		}
+		b.allocs[done] = struct{}{} // Close frees it
+		b.hcDone = done.p
+		return t.Memset8(done.p, 0, done.n, t.Stream())
 	})
 	if err != nil {
 		return nil, err
@@ -400,6 +421,7 @@ func (b *Backend) flushProfiled(t *Thread, s Stream) error {
 		}
 		kt.Launches++
 		kt.Ms += ms
+		b.profile.Order = append(b.profile.Order, LaunchTime{Name: name, Grid: r.grid, Ms: ms})
 	}
 	return nil
 }

@@ -334,6 +334,8 @@ func BenchmarkFlash(b *testing.B) {
 	// HCPre and RMSNorm as two launches (hc_pre_split, rmsnorm) instead of
 	// hc_pre_norm; the same bits.
 	abAt("hc-norm-off", []int{1, 8, 64}, func(on bool) { be.hcNormOff = on })
+	// hc_mix_partial and hc_pre_norm instead of hc_mix_pre_norm.
+	abAt("hc-mix-split", []int{1, 8, 64}, func(on bool) { be.hcMixSplit = on })
 	abAt("route-r8", []int{1, 8, 64}, func(on bool) { be.routeR8 = on })
 	ab("attn-r5", func(on bool) { be.attnScalar = on })
 	ab("t8-r2", func(on bool) { be.k.t8R4 = !on })
@@ -377,6 +379,11 @@ func BenchmarkFlash(b *testing.B) {
 		fmt.Printf("FLASH kernels of one decode step (batch %d, context %d, %s): %.3f ms of GPU time in all, %d launches\n", B, contexts[0], tag, total, launches)
 		for _, r := range rows {
 			fmt.Printf("%s | %s | %d | %.3f ms | %.0f%% |\n", tag, r.name, r.kt.Launches, r.kt.Ms, 100*r.kt.Ms/total)
+		}
+		// The launches in order (where each layer's time goes), as
+		// "FLASH launch B=n" lines.
+		for i, l := range p.Order {
+			fmt.Printf("FLASH launch B=%d | %d | %s | %dx%dx%d | %.1f us |\n", B, i, l.Name, l.Grid.X, l.Grid.Y, l.Grid.Z, 1e3*l.Ms)
 		}
 	}
 
@@ -458,7 +465,7 @@ func printKernelAttrs(dev *Device) {
 	k := dev.Kernels()
 	var names []string
 	for _, n := range k.names {
-		for _, p := range []string{"gemmx", "moe_gateup_fp4", "moe_down_fp4", "attn_", "gemv2_fp8_t1_s1", "gemv2_bf16_t1_s1", "gemv5_fp8_t8_s1", "gemvp_fp8_u2s", "hc_pre_split", "hc_pre_norm", "rmsnorm", "moe_route"} {
+		for _, p := range []string{"gemmx", "moe_gateup_fp4", "moe_down_fp4", "attn_", "gemv2_fp8_t1_s1", "gemv2_bf16_t1_s1", "gemv5_fp8_t8_s1", "gemvp_fp8_u2s", "hc_pre_split", "hc_pre_norm", "hc_mix_pre_norm", "hc_mix_partial", "rmsnorm", "moe_route"} {
 			if strings.HasPrefix(n, p) {
 				names = append(names, n)
 				break

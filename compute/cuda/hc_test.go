@@ -12,10 +12,12 @@ import (
 	"github.com/strata-inference/strata/compute/cpu"
 )
 
-// TestBackendHCPreNorm: HCPreNorm (hc_pre_norm, one block a token) gives
-// the bits of HCPre followed by RMSNorm (hc_pre_split, then rmsnorm) for
-// x, post and comb, with and without a norm weight; and both are the
-// CPU's HCPre and RMSNorm within rounding. The shapes: the Flash width (4
+// TestBackendHCPreNorm: HCPreNorm (hc_mix_pre_norm, whose last block of
+// each token finishes it, and hc_mix_partial with hc_pre_norm) gives the
+// bits of HCPre followed by RMSNorm (hc_mix_partial, hc_pre_split, then
+// rmsnorm) for x, post and comb, with and without a norm weight, launch
+// after launch (hc_mix_pre_norm's counters must be back at zero); and
+// both are the CPU's HCPre and RMSNorm within rounding. The shapes: the Flash width (4
 // streams of 4096, the compiled-in stream count), a width that leaves
 // threads without columns, 3 streams (the general path), and 8 streams
 // of 2048 (partials too many to stage in shared memory, and a Sinkhorn
@@ -86,13 +88,18 @@ func TestBackendHCPreNorm(t *testing.T) {
 					return x, post, comb
 				}
 				x0, p0, c0 := run(false)
-				x1, p1, c1 := run(true)
-				for _, o := range []struct {
-					what      string
-					got, want []float32
-				}{{"x", x1, x0}, {"post", p1, p0}, {"comb", c1, c0}} {
-					if !slices.Equal(bitsOf(o.got), bitsOf(o.want)) {
-						t.Errorf("%s: HCPreNorm's %s differs from HCPre and RMSNorm's", name, o.what)
+				var x1, p1, c1 []float32
+				for _, split := range []bool{false, true, false} {
+					be.hcMixSplit = split
+					x1, p1, c1 = run(true)
+					be.hcMixSplit = false
+					for _, o := range []struct {
+						what      string
+						got, want []float32
+					}{{"x", x1, x0}, {"post", p1, p0}, {"comb", c1, c0}} {
+						if !slices.Equal(bitsOf(o.got), bitsOf(o.want)) {
+							t.Errorf("%s split %v: HCPreNorm's %s differs from HCPre and RMSNorm's", name, split, o.what)
+						}
 					}
 				}
 				// The CPU's values (it multiplies fn by the normalized

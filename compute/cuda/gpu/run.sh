@@ -114,7 +114,7 @@ grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|tests rc|panic" "$OUT/tests.
 grep -cE "^    --- PASS|^--- PASS" "$OUT/tests.log" | sed 's/^/tests passed (lines): /'
 grep -E "FORMATS|MULTI|FUSED|PDL|BRANCHES" "$OUT/tests.log" | grep -v "^    " | head -12
 [ -f "$OUT/tests-pdl.log" ] && { grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|FORMATS|rc=|panic" "$OUT/tests-pdl.log" | grep -v "^    " | head -30; grep -cE "^    --- PASS|^--- PASS" "$OUT/tests-pdl.log" | sed 's/^/pdl tests passed (lines): /'; }
-grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -v "FLASH kernel" | head -40
+grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -vE "FLASH (kernel|regs|launch)" | head -60
 grep "FLASH kernel" "$OUT/flash.log" | head -40
 grep "FLASH regs" "$OUT/flash.log" | grep -E "gemmx|_sx|_h16|gemvp" | head -40
 [ -f "$OUT/ncu.log" ] && grep -E "^  [a-z]|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|L1/TEX Hit|Stall|rc=" "$OUT/ncu.log" | head -60

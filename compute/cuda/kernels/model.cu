@@ -154,14 +154,13 @@ extern "C" __global__ void __launch_bounds__(MT)
 // fn by the normalized h; the two differ by rounding only). The order
 // depends on the shapes alone: batch-invariant. Grid (T, ceil(n/seg)).
 // Rows go HC_MIX_ROWS at a time, their loads in flight together (the
-// same sums, in the same order, as one row at a time).
+// same sums, in the same order, as one row at a time; run 10 had 8).
 
 #define HC_MIX_MAX ((2 + HC_MAX) * HC_MAX)
-#define HC_MIX_ROWS 8
+#define HC_MIX_ROWS 24  // the Flash width's nMix: every row's loads in flight at once
 
-extern "C" __global__ void __launch_bounds__(MT)
-    hc_mix_partial(float* __restrict__ part, const float* __restrict__ h, const float* __restrict__ fn, int nMix, int n,
-                   int seg) { PDL_WAIT();
+__device__ __forceinline__ void hc_mix_partial_body(float* __restrict__ part, const float* __restrict__ h,
+                                                    const float* __restrict__ fn, int nMix, int n, int seg) {
   __shared__ float red[MT / 32][HC_MIX_MAX + 1];
   const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int k0 = s * seg, k1 = min(n, k0 + seg);
@@ -194,6 +193,12 @@ extern "C" __global__ void __launch_bounds__(MT)
     for (int w = 1; w < MT / 32; ++w) v = __fadd_rn(v, red[w][r]);
     part[((long long)t * S + s) * (nMix + 1) + r] = v;
   }
+}
+
+extern "C" __global__ void __launch_bounds__(MT)
+    hc_mix_partial(float* __restrict__ part, const float* __restrict__ h, const float* __restrict__ fn, int nMix, int n,
+                   int seg) { PDL_WAIT();
+  hc_mix_partial_body(part, h, fn, nMix, n, seg);
 }
 
 // hc_seg_sum returns Σ_s p[s·stride] for s = 0..S-1 in order, 8 loads in
@@ -361,7 +366,8 @@ __device__ __forceinline__ void hc_pre_comb(float* __restrict__ comb, float* c, 
 __device__ __forceinline__ bool hc_stage(float* stage, const float* __restrict__ part, int t, int np) {
   if (np > HC_STAGE) return false;
   const float* pt = part + (long long)t * np;
-  for (int i = threadIdx.x; i < np; i += blockDim.x) stage[i] = pt[i];
+  // From L2: in hc_mix_pre_norm other blocks of the launch wrote them.
+  for (int i = threadIdx.x; i < np; i += blockDim.x) stage[i] = __ldcg(pt + i);
   __syncthreads();
   return true;
 }
@@ -489,6 +495,34 @@ extern "C" __global__ void __launch_bounds__(MT)
     hc_pre_norm_body<4>(x, post, comb, h, part, S, n, normEps, base, scale, hc, D, eps, iters, w, rmsEps);
   else
     hc_pre_norm_body<0>(x, post, comb, h, part, S, n, normEps, base, scale, hc, D, eps, iters, w, rmsEps);
+}
+
+// hc_mix_pre_norm is hc_mix_partial and hc_pre_norm in one launch: every
+// block (t, s) writes its segment's partial sums, and the last of token
+// t's blocks to finish (done[t] counts them; that block sets it back to 0
+// for the next launch) computes hc_pre_norm for the token from them. The
+// same operations on the same values as the two launches. Grid (T,
+// ceil(n/seg)); the token's partials must fit HC_STAGE.
+extern "C" __global__ void __launch_bounds__(MT)
+    hc_mix_pre_norm(float* __restrict__ part, unsigned* done, const float* __restrict__ fn, int nMix, int seg,
+                    float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
+                    const float* __restrict__ h, int n, float normEps, const float* __restrict__ base,
+                    const float* __restrict__ scale, int hc, int D, float eps, int iters, const float* __restrict__ w,
+                    float rmsEps) { PDL_WAIT();
+  __shared__ bool last;
+  hc_mix_partial_body(part, h, fn, nMix, n, seg);
+  __threadfence();  // this block's partials, before it is counted
+  __syncthreads();
+  const int t = blockIdx.x;
+  if (threadIdx.x == 0) last = atomicAdd(done + t, 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // and every other block's, before they are read
+  if (threadIdx.x == 0) done[t] = 0;
+  if (hc == 4)
+    hc_pre_norm_body<4>(x, post, comb, h, part, gridDim.y, n, normEps, base, scale, hc, D, eps, iters, w, rmsEps);
+  else
+    hc_pre_norm_body<0>(x, post, comb, h, part, gridDim.y, n, normEps, base, scale, hc, D, eps, iters, w, rmsEps);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
