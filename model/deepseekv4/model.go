@@ -35,10 +35,10 @@ type Model struct {
 	// asserted once, not per step).
 	multi compute.MultiMatMul
 	// br and pf are be's optional branches and prefetch (branches.go).
-	br     compute.Branches
-	pf     compute.Prefetcher
+	br compute.Branches
+	pf compute.Prefetcher
 	// nm is be's optional HCPreNorm (hcPreNorm).
-	nm compute.NormedMixing
+	nm     compute.NormedMixing
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
 	hcp    compute.HCParams
