@@ -15,7 +15,8 @@
 # BenchmarkFlash (decode table, A/B lines, kernel breakdowns at
 # PROFILE batches, 8K prefill); the GEMV benchmarks (GEMV=1); gemmx
 # against run 8's fast products (GEMMX=1); what an L2 prefetch buys a
-# product (PREFETCH=1); ncu on the T = 1 FP8 products (NCU=1); perplexity
+# product (PREFETCH=1); ncu on the T = 1 FP8 products (NCU=1) and on a
+# batch-1 step's kernels (NCU_FLASH=1, NCU_K); perplexity
 # against the CPU (PPL=1, needs C/heldout.txt); HF transformers (HF=1).
 # Logs go to $OUT (in logs.tgz at the end), a summary is printed last and
 # kept in $OUT/summary.txt.
@@ -80,6 +81,19 @@ if [ "${NCU:-0}" = 1 ]; then
 		> "$OUT/ncu.log" 2>&1
 	echo "ncu rc=$?" >> "$OUT/ncu.log"
 fi
+if [ "${NCU_FLASH:-0}" = 1 ]; then
+	# Nsight Compute on the kernels of one batch-1 decode step of the
+	# Flash checkpoint (NCU_K, a regex: by default the attention's), the
+	# first NCU_C launches (12: 4 layers of 3).
+	stage ncu-flash
+	NCUB=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+	STRATA_FLASH_DIR=$CK STRATA_FLASH_BATCHES=1 STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
+		timeout $(left 15) "$NCUB" --clock-control none -k "regex:^(${NCU_K:-attn_logits|attn_values|attn_combine})" -c ${NCU_C:-12} \
+		--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+		"$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
+		> "$OUT/ncu-flash.log" 2>&1
+	echo "ncu-flash rc=$?" >> "$OUT/ncu-flash.log"
+fi
 if [ "${PREFETCH:-0}" = 1 ]; then
 	stage prefetch
 	timeout $(left 15) "$B/cuda.test" -test.run '^$' -test.bench "${XBENCH:-BenchmarkPrefetch|BenchmarkGEMVX}" -test.benchtime 1x -test.timeout 300s \
@@ -117,6 +131,7 @@ grep -E "FORMATS|MULTI|FUSED|PDL|BRANCHES" "$OUT/tests.log" | grep -v "^    " | 
 grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -vE "FLASH (kernel|regs|launch)" | head -60
 grep "FLASH kernel" "$OUT/flash.log" | head -40
 grep "FLASH regs" "$OUT/flash.log" | grep -E "gemmx|_sx|_h16|gemvp" | head -40
+[ -f "$OUT/ncu-flash.log" ] && grep -E "^  [a-z]|Duration|DRAM Throughput|L2 Cache Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Stall|rc=" "$OUT/ncu-flash.log" | head -80
 [ -f "$OUT/ncu.log" ] && grep -E "^  [a-z]|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|L1/TEX Hit|Stall|rc=" "$OUT/ncu.log" | head -60
 [ -f "$OUT/gemv.log" ] && grep -E "GEMVV|GEMVG|rc=|panic" "$OUT/gemv.log"
 [ -f "$OUT/prefetch.log" ] && grep -E "Prefetch|GEMVX|rc=|panic" "$OUT/prefetch.log"
