@@ -89,6 +89,10 @@ type Backend struct {
 	// 8 and 16 4.5% and 6.3% faster a step with it, but batch 1 1.9%
 	// slower (its few tiles leave the second block an SM idle).
 	moeSXP bool
+	// moeSXPWave: the _sxp entries take as many row groups a block as make
+	// their launch about one wave of two blocks an SM, and serve batch 1
+	// too (the same bits; BenchmarkFlash's moe-sxp-wave A/B).
+	moeSXPWave bool
 	// routeR8: routing takes run 8's moe_route (one warp a token) instead
 	// of moe_route_b (a block a token); the same results.
 	routeR8 bool

@@ -331,6 +331,8 @@ func BenchmarkFlash(b *testing.B) {
 	// moe.cu's _sx entries for tiles of 1 and 2 pairs instead of the _sxp
 	// ones (the weight loads in a shared-memory ring); the same bits.
 	abAt("moe-sxp-off", []int{8, 16}, func(on bool) { be.moeSXP = !on })
+	// The _sxp entries sized to one wave (and at batch 1 too).
+	abAt("moe-sxp-wave", []int{1, 8, 16}, func(on bool) { be.moeSXPWave = on })
 	// HCPre and RMSNorm as two launches (hc_pre_split, rmsnorm) instead of
 	// hc_pre_norm; the same bits.
 	abAt("hc-norm-off", []int{1, 8, 64}, func(on bool) { be.hcNormOff = on })
