@@ -1068,13 +1068,24 @@ __device__ __forceinline__ void attn_logits_body(float* lg, int t0, const float*
   for (int i = threadIdx.x; i < hn * dim; i += blockDim.x) qs[i] = Q[((long long)t * heads + h0) * dim + i];
   attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // Each head's dot product in its own chain (acc[h]: i in order, then
+  // the butterfly), all of the block's heads at once for a key.
   for (int j = warp; j < kn; j += (int)(blockDim.x >> 5)) {
     const float* k = ks + j * dim;
-    for (int h = 0; h < hn; ++h) {
-      float acc = 0.0f;
-      for (int i = lane; i < dim; i += 32) acc = __fmaf_rn(qs[h * dim + i], k[i], acc);
-      acc = warp_sum(acc);
-      if (lane == 0) lg[((long long)tl * heads + h0 + h) * maxKeys + j0 + j] = __fmul_rn(acc, scale);
+    float acc[HG];
+#pragma unroll
+    for (int h = 0; h < HG; ++h) acc[h] = 0.0f;
+    for (int i = lane; i < dim; i += 32) {
+      const float kv = k[i];
+#pragma unroll
+      for (int h = 0; h < HG; ++h)
+        if (h < hn) acc[h] = __fmaf_rn(qs[h * dim + i], kv, acc[h]);
+    }
+#pragma unroll
+    for (int h = 0; h < HG; ++h) {
+      if (h >= hn) break;
+      const float a = warp_sum(acc[h]);
+      if (lane == 0) lg[((long long)tl * heads + h0 + h) * maxKeys + j0 + j] = __fmul_rn(a, scale);
     }
   }
 }
@@ -1114,7 +1125,18 @@ __device__ __forceinline__ void attn_values_body(float* out, float* po, float* p
   for (int hw = warp; hw < hn; hw += MT / 32) {
     const int h = h0 + hw;
     float mx = sink[h];
-    for (int j = lane; j < a.nk; j += 32) mx = fmaxf(mx, lrow[(long long)h * maxKeys + j]);
+    // The logits in order, 8 loads in flight at a time.
+    for (int j0 = lane; j0 < a.nk; j0 += 8 * 32) {
+      float l[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int j = j0 + 32 * u;
+        l[u] = j < a.nk ? lrow[(long long)h * maxKeys + j] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (j0 + 32 * u < a.nk) mx = fmaxf(mx, l[u]);
+    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
     if (lane == 0) sM[hw] = mx;
@@ -1228,14 +1250,10 @@ extern "C" __global__ void __launch_bounds__(MT)
   }
   const int nchunks = (a.nk + ATT_KC - 1) / ATT_KC;
   const long long row = (long long)tl * heads + h;
-  float den = 0.0f;
-  for (int s = 0; s < nchunks; ++s) den = __fadd_rn(den, pl[row * S + s]);
+  // The chunks in order (hc_seg_sum: 8 loads in flight at a time).
+  const float den = hc_seg_sum(pl + row * S, nchunks, 1);
   const float d = __fadd_rn(exp_f(__fsub_rn(sink[h], pm[row])), den);
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-    float acc = 0.0f;
-    for (int s = 0; s < nchunks; ++s) acc = __fadd_rn(acc, po[(row * S + s) * dim + i]);
-    o[i] = __fdiv_rn(acc, d);
-  }
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = __fdiv_rn(hc_seg_sum(po + row * S * dim + i, nchunks, dim), d);
 }
 
 // ---- cache rings ----
