@@ -303,6 +303,14 @@ type NormedMixing interface {
 	HCPreNorm(x, post, comb, h Tensor, w *HC, p HCParams, norm Tensor, eps float32)
 }
 
+// NormedRoPE is optionally implemented by a backend that can turn rows as
+// it normalizes them: RMSNormRoPE computes exactly RMSNorm(x, x, w, eps)
+// followed by RoPE(x, pos, heads, invFreq, false), the same bits. A model
+// calls it only when its backend has it.
+type NormedRoPE interface {
+	RMSNormRoPE(x, w Tensor, eps float32, pos Tensor, heads int, invFreq Tensor)
+}
+
 // Branches is optionally implemented by a backend that can run independent
 // ops at once (a GPU's streams). Branch(i), 1 ≤ i ≤ MaxBranches, queues the
 // ops that follow on branch i until the next Branch or Join: they start

@@ -76,6 +76,9 @@ type Backend struct {
 	// hcNormOff: HCPreNorm runs HCPre and RMSNorm as two ops instead of
 	// hc_pre_norm (the same bits; BenchmarkFlash's hc-norm-off A/B).
 	hcNormOff bool
+	// normRoPEOff: RMSNormRoPE runs RMSNorm and RoPE as two launches
+	// instead of rmsnorm_rope (the same bits; the norm-rope-off A/B).
+	normRoPEOff bool
 	// hcMixSplit: HCPreNorm launches hc_mix_partial and hc_pre_norm
 	// instead of hc_mix_pre_norm (the same bits; the hc-mix-split A/B).
 	hcMixSplit bool

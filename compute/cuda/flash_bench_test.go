@@ -338,6 +338,8 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("hc-norm-off", []int{1, 8, 64}, func(on bool) { be.hcNormOff = on })
 	// hc_mix_partial and hc_pre_norm instead of hc_mix_pre_norm.
 	abAt("hc-mix-split", []int{1, 8, 64}, func(on bool) { be.hcMixSplit = on })
+	// RMSNorm and RoPE as two launches instead of rmsnorm_rope.
+	abAt("norm-rope-off", []int{1, 8, 64}, func(on bool) { be.normRoPEOff = on })
 	abAt("route-r8", []int{1, 8, 64}, func(on bool) { be.routeR8 = on })
 	ab("attn-r5", func(on bool) { be.attnScalar = on })
 	ab("t8-r2", func(on bool) { be.k.t8R4 = !on })
@@ -467,7 +469,7 @@ func printKernelAttrs(dev *Device) {
 	k := dev.Kernels()
 	var names []string
 	for _, n := range k.names {
-		for _, p := range []string{"gemmx", "moe_gateup_fp4", "moe_down_fp4", "attn_", "gemv2_fp8_t1_s1", "gemv2_bf16_t1_s1", "gemv5_fp8_t8_s1", "gemvp_fp8_u2s", "hc_pre_split", "hc_pre_norm", "hc_mix_pre_norm", "hc_mix_partial", "rmsnorm", "moe_route"} {
+		for _, p := range []string{"gemmx", "moe_gateup_fp4", "moe_down_fp4", "attn_", "gemv2_fp8_t1_s1", "gemv2_bf16_t1_s1", "gemv5_fp8_t8_s1", "gemvp_fp8_u2s", "hc_pre_split", "hc_pre_norm", "hc_mix_pre_norm", "hc_mix_partial", "rmsnorm_rope", "rmsnorm", "moe_route"} {
 			if strings.HasPrefix(n, p) {
 				names = append(names, n)
 				break

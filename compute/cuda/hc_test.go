@@ -126,3 +126,87 @@ func TestBackendHCPreNorm(t *testing.T) {
 		}
 	}
 }
+
+// TestBackendRMSNormRoPE: RMSNormRoPE (rmsnorm_rope) gives the bits of
+// RMSNorm followed by RoPE, and the CPU's values within rounding, on the
+// Flash shapes (64 query heads of 512 turning their last 64 channels
+// without a weight; the kv vector with one), rows that leave threads
+// without values or pairs, a single row of the widest size the kernel
+// takes, and one past it (the two ops).
+func TestBackendRMSNormRoPE(t *testing.T) {
+	be := newBackend(t, Strict)
+	ref := cpu.New(2)
+	for ci, c := range []struct {
+		T, heads, n, nf int
+		weight      bool
+	}{{2, 64, 512, 32, false}, {3, 1, 512, 32, true}, {4, 3, 300, 7, true}, {1, 1, 4096, 256, true}, {2, 2, 4200, 16, false}} {
+		rng := rand.New(rand.NewPCG(uint64(ci), 29))
+		rows := c.T * c.heads
+		x := randFloats(rng, rows*c.n)
+		x[5] = float32(math.NaN()) // a NaN row stays NaN, the others untouched
+		pos := make([]int32, c.T)
+		for i := range pos {
+			pos[i] = int32(rng.IntN(70000))
+		}
+		inv := make([]float32, c.nf)
+		for i := range inv {
+			inv[i] = float32(math.Pow(10000, -float64(2*i)/float64(2*c.nf)))
+		}
+		var w []float32
+		if c.weight {
+			w = randFloats(rng, c.n)
+		}
+		const eps = 1e-6
+		name := fmt.Sprintf("%d×%d rows of %d, %d pairs, weight %v", c.T, c.heads, c.n, c.nf, c.weight)
+		run := func(fused bool) []float32 {
+			t.Helper()
+			xt, err := be.Alloc(compute.F32, rows, c.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			be.Write(xt, x)
+			pt, err := be.Alloc(compute.I32, 1, c.T)
+			if err != nil {
+				t.Fatal(err)
+			}
+			be.Write(pt, pos)
+			it, err := be.Vector(inv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wt compute.Tensor
+			if w != nil {
+				if wt, err = be.Vector(w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if fused {
+				be.RMSNormRoPE(xt, wt, eps, pt, c.heads, it)
+			} else {
+				be.RMSNorm(xt, xt, wt, eps)
+				be.RoPE(xt, pt, c.heads, it, false)
+			}
+			out := make([]float32, rows*c.n)
+			if err := be.Read(out, xt); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		want, got := run(false), run(true)
+		if !slices.Equal(bitsOf(got), bitsOf(want)) {
+			t.Errorf("%s: RMSNormRoPE differs from RMSNorm and RoPE", name)
+		}
+		cx := slices.Clone(x)
+		var cw compute.Tensor
+		if w != nil {
+			cw = cpu.Wrap(w, 1, c.n)
+		}
+		ref.RMSNorm(cpu.Wrap(cx, rows, c.n), cpu.Wrap(cx, rows, c.n), cw, eps)
+		ref.RoPE(cpu.Wrap(cx, rows, c.n), cpu.WrapI32(pos, 1, c.T), c.heads, cpu.Wrap(inv, 1, c.nf), false)
+		for i := range cx {
+			if math.IsNaN(float64(cx[i])) != math.IsNaN(float64(got[i])) || math.Abs(float64(got[i]-cx[i])) > 1e-5*(1+math.Abs(float64(cx[i]))) {
+				t.Fatalf("%s: value %d = %g, the CPU's %g", name, i, got[i], cx[i])
+			}
+		}
+	}
+}

@@ -340,6 +340,34 @@ func (b *Backend) RMSNorm(y, x, w compute.Tensor, eps float32) {
 	b.fail(b.k.RMSNorm(b.rt, 0, b.ptr(y), b.ptr(x), b.ptr(w), x.Rows, x.Cols, eps))
 }
 
+// rmsRegs is rows.cu's RMS_REGS: rmsnorm_rope's rows are at most
+// rmsRegs·opThreads wide.
+const rmsRegs = 16
+
+// RMSNormRoPE implements compute.NormedRoPE: rmsnorm_rope (RMSNorm's and
+// RoPE's operations in one launch, the same bits) for rows of up to
+// rmsRegs·opThreads values and up to opThreads pairs, unless
+// Backend.normRoPEOff; else the two ops.
+func (b *Backend) RMSNormRoPE(x, w compute.Tensor, eps float32, pos compute.Tensor, heads int, invFreq compute.Tensor) {
+	nf := invFreq.Len()
+	if b.normRoPEOff || x.Cols > rmsRegs*opThreads || nf > opThreads || nf == 0 || x.Rows == 0 {
+		b.RMSNorm(x, x, w, eps)
+		b.RoPE(x, pos, heads, invFreq, false)
+		return
+	}
+	if w.Valid() && w.Len() != x.Cols {
+		panic(fmt.Sprintf("cuda: RMSNormRoPE weight of %d for rows of %d", w.Len(), x.Cols))
+	}
+	if heads <= 0 || pos.Len()*heads < x.Rows {
+		panic(fmt.Sprintf("cuda: RMSNormRoPE has %d positions of %d heads for %d rows", pos.Len(), heads, x.Rows))
+	}
+	if 2*nf > x.Cols {
+		panic(fmt.Sprintf("cuda: RMSNormRoPE rotates %d channels of rows of width %d", 2*nf, x.Cols))
+	}
+	b.launch("rmsnorm_rope", Dim3{X: x.Rows}, Dim3{X: opThreads}, 8*nf,
+		b.args().Ptr(b.ptr(x)).Ptr(b.ptr(x)).Ptr(b.ptr(w)).Int(x.Cols).F32(eps).Ptr(b.ptr(pos)).Int(heads).Ptr(b.ptr(invFreq)).Int(nf))
+}
+
 // RoPE implements compute.Linear.
 func (b *Backend) RoPE(x, pos compute.Tensor, heads int, invFreq compute.Tensor, inverse bool) {
 	nf := invFreq.Len()

@@ -41,8 +41,7 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 	// laneKV: kv = RoPE(RMSNorm(wkv·x)), the single key and value vector of
 	// each token, and the compressor's entries.
 	m.branch(laneKV)
-	be.RMSNorm(kv, kv, A.kvNorm, eps)
-	be.RoPE(kv, pos, 1, inv, false)
+	m.normRoPE(kv, A.kvNorm, eps, pos, 1, inv)
 	if A.comp != nil {
 		m.compress(ca, cz, A.comp, d, kind.Attn == CSA, kind.Rate, st.kind(refs.compressed), st.kind(refs.compressor), st)
 	}
@@ -72,8 +71,7 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 	be.MatMul(Q, qr, A.wqB)
 	m.ahead(L, aheadOut)
 	Qh := Q.Reshape(T*H, d)
-	be.RMSNorm(Qh, Qh, compute.Tensor{}, eps)
-	be.RoPE(Qh, pos, H, inv, false)
+	m.normRoPE(Qh, compute.Tensor{}, eps, pos, H, inv)
 	m.join(laneKV)
 	m.join(laneIndexer)
 
@@ -93,6 +91,18 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 	y := be.Scratch(compute.F32, T, D)
 	be.MatMul(y, u, A.woB)
 	return y
+}
+
+// normRoPE normalizes the rows of x in place (RMSNorm with weight w) and
+// turns them (RoPE at pos, heads rows a position): one op where the
+// backend fuses them.
+func (m *Model) normRoPE(x, w compute.Tensor, eps float32, pos compute.Tensor, heads int, invFreq compute.Tensor) {
+	if m.nr != nil {
+		m.nr.RMSNormRoPE(x, w, eps, pos, heads, invFreq)
+		return
+	}
+	m.be.RMSNorm(x, x, w, eps)
+	m.be.RoPE(x, pos, heads, invFreq, false)
 }
 
 // indexerSelect runs the lightning indexer of a CSA layer and returns, per

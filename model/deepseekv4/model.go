@@ -37,8 +37,10 @@ type Model struct {
 	// br and pf are be's optional branches and prefetch (branches.go).
 	br compute.Branches
 	pf compute.Prefetcher
-	// nm is be's optional HCPreNorm (hcPreNorm).
+	// nm and nr are be's optional HCPreNorm and RMSNormRoPE (hcPreNorm,
+	// normRoPE).
 	nm     compute.NormedMixing
+	nr     compute.NormedRoPE
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
 	hcp    compute.HCParams
@@ -308,4 +310,5 @@ func (m *Model) findOps() {
 	m.br, _ = m.be.(compute.Branches)
 	m.pf, _ = m.be.(compute.Prefetcher)
 	m.nm, _ = m.be.(compute.NormedMixing)
+	m.nr, _ = m.be.(compute.NormedRoPE)
 }

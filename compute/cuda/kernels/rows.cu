@@ -92,6 +92,61 @@ extern "C" __global__ void __launch_bounds__(ROW_THREADS)
   }
 }
 
+// rmsnorm_rope is rmsnorm of each row of width n (in place or not)
+// followed by rope_heads' turn of its last 2·nf channels by pos[r /
+// heads]·invFreq: the same operations as the two kernels, so the same
+// bits. Rows of at most RMS_REGS·blockDim values; each pair's cosine and
+// sine are computed while the row loads. Dynamic shared memory: 2·nf
+// floats (the normalized channels that turn).
+extern "C" __global__ void __launch_bounds__(ROW_THREADS)
+    rmsnorm_rope(float* y, const float* x, const float* __restrict__ w, int n, float eps, const int* __restrict__ pos,
+                 int heads, const float* __restrict__ invFreq, int nf) { PDL_WAIT();
+  __shared__ float buf[32];
+  DYN_SHARED(float, tail);
+  const long long base = (long long)blockIdx.x * n;
+  const int nt = blockDim.x, tid = threadIdx.x, n0 = n - 2 * nf;
+  float v[RMS_REGS], wv[RMS_REGS];
+#pragma unroll
+  for (int m = 0; m < RMS_REGS; ++m) {
+    const int i = tid + m * nt;
+    v[m] = i < n ? x[base + i] : 0.0f;
+    wv[m] = (w && i < n) ? w[i] : 1.0f;
+  }
+  float c = 0.0f, sn = 0.0f;  // pair tid's turn (rope_heads': one pair a thread)
+  if (tid < nf) {
+    const float ang = __fmul_rn((float)pos[blockIdx.x / heads], invFreq[tid]);
+    double sd, cd;
+    sincos((double)ang, &sd, &cd);
+    c = (float)cd;
+    sn = (float)sd;
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int m = 0; m < RMS_REGS; ++m)
+    if (tid + m * nt < n) ss = __fmaf_rn(v[m], v[m], ss);
+  ss = block_sum(ss, buf);
+  const float mean = __fdiv_rn(ss, (float)n);
+  const float r = (float)(1.0 / sqrt((double)__fadd_rn(mean, eps)));
+#pragma unroll
+  for (int m = 0; m < RMS_REGS; ++m) {
+    const int i = tid + m * nt;
+    if (i < n) {
+      const float u = __fmul_rn(v[m], r);
+      const float o = w ? __fmul_rn(wv[m], u) : u;
+      if (i >= n0)
+        tail[i - n0] = o;
+      else
+        y[base + i] = o;
+    }
+  }
+  __syncthreads();
+  if (tid < nf) {
+    const float a = tail[2 * tid], b = tail[2 * tid + 1];
+    y[base + n0 + 2 * tid] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sn));
+    y[base + n0 + 2 * tid + 1] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn));
+  }
+}
+
 // rope rotates the interleaved pairs of the last 2*nf channels of each of
 // the T rows of width n by pos[t]*invFreq[i] (a float32 product, its cosine
 // and sine in float64 rounded to float32), by the negative angle if inverse.
