@@ -252,10 +252,6 @@ type AttentionArgs struct {
 	Sink       Tensor // F32 [Heads]
 	Heads, Dim int
 	Scale      float32
-	// OutInvFreq, when set, turns every head of Out back by the RoPE of
-	// its last 2·len channels at the token's position, exactly as
-	// RoPE(Out, Pos, Heads, OutInvFreq, true) after the attention would.
-	OutInvFreq Tensor
 }
 
 // Scoring is a router's scoring function.

@@ -182,16 +182,6 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 	win, comp := b.paged(a.Window), b.paged(a.Compressed)
 	pos, sel, cnt, sink := b.ptr(sp.Pos), b.ptr(a.Sel), b.ptr(a.N), b.ptr(a.Sink)
 	rate := max(a.Rate, 1)
-	// The output's inverse RoPE in the kernels that write it (whole warps
-	// of channels, pairs aligned to lanes), or after them.
-	turn, nf := compute.Tensor{}, 0
-	if a.OutInvFreq.Valid() {
-		turn, nf = a.OutInvFreq, a.OutInvFreq.Len()
-		if b.attnTurnOff || d%32 != 0 || 2*nf > d {
-			turn, nf = compute.Tensor{}, 0
-			defer b.RoPE(a.Out.Reshape(T*H, d), sp.Pos, H, a.OutInvFreq, true)
-		}
-	}
 	vec := 1
 	if b.attnScalar {
 		vec = 0
@@ -208,12 +198,12 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 		}
 		ar = b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(po)).Ptr(b.ptr(pl)).Ptr(b.ptr(pm)).Int(sp1).Ptr(b.ptr(lg)).Int(t0).Ptr(b.ptr(a.KV))
 		b.spanArgs(ar, sp).Ptr(pos).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(rate).
-			Ptr(sel).Ptr(cnt).Int(selK).Ptr(sink).Int(H).Int(d).Int(maxKeys).Int(vec).Ptr(b.ptr(turn)).Int(nf)
+			Ptr(sel).Ptr(cnt).Int(selK).Ptr(sink).Int(H).Int(d).Int(maxKeys).Int(vec)
 		b.launch("attn_values"+suffix, Dim3{X: n, Y: HGs, Z: z}, Dim3{X: opThreads}, 4*attnChunk*d+12*attnChunk, ar)
 		if split {
 			ar = b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(po)).Ptr(b.ptr(pl)).Ptr(b.ptr(pm)).Int(S).Int(t0)
 			b.spanArgs(ar, sp).Ptr(pos).Int(a.WindowSize).Int(hasComp).Int(rate).Ptr(sel).Ptr(cnt).Ptr(sink).
-				Int(H).Int(d).Int(maxKeys).Ptr(b.ptr(turn)).Int(nf)
+				Int(H).Int(d).Int(maxKeys)
 			b.launch("attn_combine", Dim3{X: n, Y: H}, Dim3{X: opThreads}, 0, ar)
 		}
 	}

@@ -79,10 +79,6 @@ type Backend struct {
 	// normRoPEOff: RMSNormRoPE runs RMSNorm and RoPE as two launches
 	// instead of rmsnorm_rope (the same bits; the norm-rope-off A/B).
 	normRoPEOff bool
-	// attnTurnOff: SparseAttention turns its output back (OutInvFreq)
-	// with a RoPE launch after the attention instead of in attn_combine
-	// and attn_values (the same bits; the attn-turn-off A/B).
-	attnTurnOff bool
 	// hcMixSplit: HCPreNorm launches hc_mix_partial and hc_pre_norm
 	// instead of hc_mix_pre_norm (the same bits; the hc-mix-split A/B).
 	hcMixSplit bool

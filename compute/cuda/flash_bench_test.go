@@ -340,8 +340,6 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("hc-mix-split", []int{1, 8, 64}, func(on bool) { be.hcMixSplit = on })
 	// RMSNorm and RoPE as two launches instead of rmsnorm_rope.
 	abAt("norm-rope-off", []int{1, 8, 64}, func(on bool) { be.normRoPEOff = on })
-	// The attention output's inverse RoPE as its own launch.
-	abAt("attn-turn-off", []int{1, 8, 64}, func(on bool) { be.attnTurnOff = on })
 	abAt("route-r8", []int{1, 8, 64}, func(on bool) { be.routeR8 = on })
 	ab("attn-r5", func(on bool) { be.attnScalar = on })
 	ab("t8-r2", func(on bool) { be.k.t8R4 = !on })

@@ -57,7 +57,6 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 		KV: kvAttn, Window: st.kind(refs.window), WindowSize: cfg.Window,
 		Compressed: st.kind(refs.compressed), Rate: kind.Rate,
 		Sink: A.sink, Heads: H, Dim: d, Scale: float32(1 / math.Sqrt(float64(d))),
-		OutInvFreq: inv, // the values' rotation undone at the query position
 	}
 	// laneIndexer: the indexer's keys and its choice of compressed entries.
 	if A.indexer != nil {
@@ -83,8 +82,10 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 	be.SparseAttention(args, st.spans)
 	be.StoreRing(st.kind(refs.window), cfg.Window, kv, st.spans)
 
-	// The grouped output projection: group g's heads through wo_a[g], all
-	// groups through wo_b.
+	// Undo the values' rotation at the query position, then the grouped
+	// output projection: group g's heads through wo_a[g], all groups through wo_b.
+	Oh := args.Out.Reshape(T*H, d)
+	be.RoPE(Oh, pos, H, inv, true)
 	u := be.Scratch(compute.F32, T, cfg.OGroups*cfg.OLoraRank)
 	be.GroupedMatMul(u, args.Out, A.woA)
 	y := be.Scratch(compute.F32, T, D)

@@ -1090,34 +1090,16 @@ __device__ __forceinline__ void attn_logits_body(float* lg, int t0, const float*
   }
 }
 
-// attn_turn_back returns channel i's output value v (every lane of the
-// warp calls it, with channel i^1 on lane^1) turned back as rope_heads'
-// inverse turns it at position p: the pairs of the last 2·nf channels of
-// a head of dim (dim - 2·nf even); v itself without invFreq or outside.
-__device__ __forceinline__ float attn_turn_back(float v, int i, int dim, int nf, const float* __restrict__ invFreq,
-                                                int p) {
-  const float u = __shfl_xor_sync(0xFFFFFFFFu, v, 1);
-  const int n0 = dim - 2 * nf;
-  if (!invFreq || i < n0 || i >= dim) return v;
-  const float ang = __fmul_rn((float)p, invFreq[(i - n0) >> 1]);
-  double sd, cd;
-  sincos((double)ang, &sd, &cd);
-  const float c = (float)cd, s = -(float)sd;
-  if (((i - n0) & 1) == 0) return __fsub_rn(__fmul_rn(v, c), __fmul_rn(u, s));
-  return __fadd_rn(__fmul_rn(v, c), __fmul_rn(u, s));
-}
-
 // attn_values: see above. Grid (tokens, ceil(heads/HG), split ?
 // ceil(maxKeys/ATT_KC) : 1); dynamic shared memory: ATT_KC·dim floats +
 // ATT_KC·12 bytes. With split it writes po[t-t0][h][s][dim], pl[t-t0][h][s]
-// and pm[t-t0][h] (S = gridDim.z chunks a row); without, out (turned back
-// by attn_turn_back with invFreq).
+// and pm[t-t0][h] (S = gridDim.z chunks a row); without, out.
 template <int HG>
 __device__ __forceinline__ void attn_values_body(float* out, float* po, float* pl, float* pm, int split,
                                                  const float* lg, int t0, const float* KV, const int* tab, int nspans,
                                                  const int* pos, Paged win, int winSize, Paged comp, int hasComp,
                                                  int rate, const int* sel, const int* cnt, int selK, const float* sink,
-                                                 int heads, int dim, int maxKeys, int vec, const float* invFreq, int nf) {
+                                                 int heads, int dim, int maxKeys, int vec) {
   __shared__ float sM[HG], sE[HG][ATT_KC], sL[HG];
   DYN_SHARED(float, sm);
   float* ks = sm;
@@ -1221,8 +1203,8 @@ __device__ __forceinline__ void attn_values_body(float* out, float* po, float* p
 #pragma unroll
     for (int v = 0; v < ATT_MAXV; ++v) {
       const int i = tid + v * MT;
-      if (i >= dim) break;  // a whole warp at once (invFreq: dim a multiple of 32)
-      out[((long long)t * heads + h0 + h) * dim + i] = attn_turn_back(__fdiv_rn(acc[h][v], d), i, dim, nf, invFreq, pos[t]);
+      if (i >= dim) break;
+      out[((long long)t * heads + h0 + h) * dim + i] = __fdiv_rn(acc[h][v], d);
     }
   }
 }
@@ -1245,22 +1227,20 @@ __device__ __forceinline__ void attn_values_body(float* out, float* po, float* p
       attn_values##SUF(float* out, float* po, float* pl, float* pm, int split, const float* lg, int t0,             \
                        const float* KV, const int* tab, int nspans, const int* pos, Paged win, int winSize,         \
                        Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK,                 \
-                       const float* sink, int heads, int dim, int maxKeys, int vec, const float* invFreq, int nf) { \
+                       const float* sink, int heads, int dim, int maxKeys, int vec) {                               \
     PDL_WAIT();                                                                                                     \
     attn_values_body<HG>(out, po, pl, pm, split, lg, t0, KV, tab, nspans, pos, win, winSize, comp, hasComp, rate,   \
-                         sel, cnt, selK, sink, heads, dim, maxKeys, vec, invFreq, nf);                              \
+                         sel, cnt, selK, sink, heads, dim, maxKeys, vec);                                           \
   }
 ATTN_ENTRIES(, 4)
 ATTN_ENTRIES(_h16, 16)
 
-// attn_combine: out of the split attn_values' chunk sums, turned back by
-// attn_turn_back with invFreq. Grid (tokens, heads); S chunks a row of the
-// partials.
+// attn_combine: out of the split attn_values' chunk sums. Grid (tokens,
+// heads); S chunks a row of the partials.
 extern "C" __global__ void __launch_bounds__(MT)
     attn_combine(float* out, const float* po, const float* pl, const float* pm, int S, int t0, const int* tab,
                  int nspans, const int* pos, int winSize, int hasComp, int rate, const int* sel, const int* cnt,
-                 const float* sink, int heads, int dim, int maxKeys, const float* __restrict__ invFreq,
-                 int nf) { PDL_WAIT();
+                 const float* sink, int heads, int dim, int maxKeys) { PDL_WAIT();
   const int tl = blockIdx.x, t = t0 + tl, h = blockIdx.y;
   const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
   float* o = out + ((long long)t * heads + h) * dim;
@@ -1273,12 +1253,7 @@ extern "C" __global__ void __launch_bounds__(MT)
   // The chunks in order (hc_seg_sum: 8 loads in flight at a time).
   const float den = hc_seg_sum(pl + row * S, nchunks, 1);
   const float d = __fadd_rn(exp_f(__fsub_rn(sink[h], pm[row])), den);
-  for (int i0 = 0; i0 < dim; i0 += blockDim.x) {  // whole warps: attn_turn_back's shuffle
-    const int i = i0 + threadIdx.x;
-    const float v = i < dim ? __fdiv_rn(hc_seg_sum(po + row * S * dim + i, nchunks, dim), d) : 0.0f;
-    const float r = attn_turn_back(v, i, dim, nf, invFreq, pos[t]);
-    if (i < dim) o[i] = r;
-  }
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = __fdiv_rn(hc_seg_sum(po + row * S * dim + i, nchunks, dim), d);
 }
 
 // ---- cache rings ----
