@@ -76,6 +76,11 @@ type Backend struct {
 	// hcNormOff: HCPreNorm runs HCPre and RMSNorm as two ops instead of
 	// hc_pre_norm (the same bits; BenchmarkFlash's hc-norm-off A/B).
 	hcNormOff bool
+	// hcNormMinT is the fewest tokens HCPreNorm fuses: one block a token
+	// does the norm and Sinkhorn's chain after the mix, which run 12 timed
+	// 2.8% and 1.5% slower a step at batches 1 and 8 than hc_pre_split's
+	// column blocks and rmsnorm, and 2.5% faster at batch 64.
+	hcNormMinT int
 	// normRoPEOff: RMSNormRoPE runs RMSNorm and RoPE as two launches
 	// instead of rmsnorm_rope (the same bits; the norm-rope-off A/B).
 	normRoPEOff bool
@@ -92,10 +97,6 @@ type Backend struct {
 	// 8 and 16 4.5% and 6.3% faster a step with it, but batch 1 1.9%
 	// slower (its few tiles leave the second block an SM idle).
 	moeSXP bool
-	// moeSXPWave: the _sxp entries take as many row groups a block as make
-	// their launch about one wave of two blocks an SM, and serve batch 1
-	// too (the same bits; BenchmarkFlash's moe-sxp-wave A/B).
-	moeSXPWave bool
 	// routeR8: routing takes run 8's moe_route (one warp a token) instead
 	// of moe_route_b (a block a token); the same results.
 	routeR8 bool
@@ -210,7 +211,7 @@ func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) 
 // NewBackendOn returns a Backend on an open device, which Close leaves
 // open (several Backends may share a device, one goroutine each).
 func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
-	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true,
+	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, hcNormMinT: 64,
 		gc: graphCache{limit: 16}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)

@@ -331,13 +331,13 @@ func BenchmarkFlash(b *testing.B) {
 	// moe.cu's _sx entries for tiles of 1 and 2 pairs instead of the _sxp
 	// ones (the weight loads in a shared-memory ring); the same bits.
 	abAt("moe-sxp-off", []int{8, 16}, func(on bool) { be.moeSXP = !on })
-	// The _sxp entries sized to one wave (and at batch 1 too).
-	abAt("moe-sxp-wave", []int{1, 8, 16}, func(on bool) { be.moeSXPWave = on })
 	// HCPre and RMSNorm as two launches (hc_pre_split, rmsnorm) instead of
-	// hc_pre_norm; the same bits.
-	abAt("hc-norm-off", []int{1, 8, 64}, func(on bool) { be.hcNormOff = on })
+	// hc_mix_pre_norm, from 64 tokens; and hc_mix_pre_norm below (the same
+	// bits).
+	abAt("hc-norm-off", []int{64, 256}, func(on bool) { be.hcNormOff = on })
+	abAt("hc-norm-all", []int{1, 8}, func(on bool) { be.hcNormMinT = map[bool]int{true: 1, false: 64}[on] })
 	// hc_mix_partial and hc_pre_norm instead of hc_mix_pre_norm.
-	abAt("hc-mix-split", []int{1, 8, 64}, func(on bool) { be.hcMixSplit = on })
+	abAt("hc-mix-split", []int{64}, func(on bool) { be.hcMixSplit = on })
 	// RMSNorm and RoPE as two launches instead of rmsnorm_rope.
 	abAt("norm-rope-off", []int{1, 8, 64}, func(on bool) { be.normRoPEOff = on })
 	abAt("route-r8", []int{1, 8, 64}, func(on bool) { be.routeR8 = on })

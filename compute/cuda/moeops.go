@@ -159,11 +159,6 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr,
 		entry := name + "_sx"
 		if shp := moepShared(sh); sxp && pt <= 2 && (m.DType == compute.FP4 || m.DType == compute.FP8) && shp <= moepMaxShared {
 			entry, sh = name+"_sxp", shp
-			if b.moeSXPWave {
-				// Row groups a block so that the launch is about one wave
-				// of two blocks an SM, the ring running across them.
-				g = max(g, blocks(blocks(m.Rows, 8*r)*tiles, 2*b.k.sms))
-			}
 		}
 		b.launch(entry, Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh,
 			b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
@@ -355,7 +350,7 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 		b.swiglu(b.ptr(g), b.ptr(u), P*I, a.Limit)
 		b.moeGEMM(mt.w2, b.ptr(ye), g, 1, order, idx, chunks, tiles, tab2)
 	} else if grouped {
-		sxp := b.moeSXP && (P > K || b.moeSXPWave) // more than one token's pairs (moeSXP)
+		sxp := b.moeSXP && P > K // more than one token's pairs (moeSXP)
 		b.moeGrouped("moe_gateup", mt.w1, pt, sxp, b.ptr(g), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3, a.Limit)
 		b.moeGrouped("moe_down", mt.w2, pt, sxp, b.ptr(ye), b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0, a.Limit)
 	} else {

@@ -472,11 +472,12 @@ const hcNormCols = 16
 // registers, the mix is float32 and the fused norm is not turned off
 // (Backend.hcNormOff); hc_mix_partial and hc_pre_norm (its second part
 // alone) where the partials are too many for shared memory (or with
-// Backend.hcMixSplit); else HCPre and RMSNorm.
+// Backend.hcMixSplit); else, and for batches of fewer than
+// Backend.hcNormMinT tokens, HCPre and RMSNorm.
 func (b *Backend) HCPreNorm(x, post, comb, h compute.Tensor, w *compute.HC, p compute.HCParams, norm compute.Tensor, eps float32) {
 	hc, D, T := p.HC, p.D, h.Rows
 	nMix := (2 + hc) * hc
-	if fn := b.mustMat(w.Fn); b.hcNormOff || D > hcNormCols*opThreads || hc > hcMax || T == 0 ||
+	if fn := b.mustMat(w.Fn); b.hcNormOff || T < b.hcNormMinT || D > hcNormCols*opThreads || hc > hcMax || T == 0 ||
 		fn.DType != compute.F32 || fn.Rows != nMix || fn.Cols != hc*D {
 		b.HCPre(x, post, comb, h, w, p)
 		b.RMSNorm(x, x, norm, eps)
