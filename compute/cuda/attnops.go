@@ -119,7 +119,13 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 // where a batch has at least attnManyBlocks blocks of them: those decode
 // each chunk's keys once for 16 heads instead of 4 (the same bits).
 const (
-	attnChunk      = 32
+	attnChunk = 32
+	// attnLogitChunk is the logits' chunk of a split launch (run 12's ncu:
+	// 64 blocks of 32 keys a window-only layer at batch 1, 17 us, one
+	// block's chain of loads and products at 8 warps an SM).
+	attnLogitChunk = 8
+	// attnGroup is ATT_G, the channels a key load decodes.
+	attnGroup      = 8
 	attnHeads      = 4
 	attnHeadsMany  = 16
 	attnManyBlocks = 128
@@ -167,6 +173,13 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 	S := blocks(maxKeys, attnChunk)
 	HGs := blocks(H, hg)
 	split := T*HGs < attnSplitBlocks
+	// The logits' chunks: short ones where the launch is small (the same
+	// logits, more blocks).
+	kc := attnChunk
+	if split && !b.attnLogits32 {
+		kc = attnLogitChunk
+	}
+	lshared := 4*(kc+hg)*d + 12*kc
 	perTok := int64(4 * H * maxKeys)
 	if split {
 		perTok += int64(4*H*S*d + 4*H*S + 4*H)
@@ -190,16 +203,19 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 		n := min(Tn, T-t0)
 		ar := b.args().Ptr(b.ptr(lg)).Int(t0).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.KV))
 		b.spanArgs(ar, sp).Ptr(pos).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(rate).
-			Ptr(sel).Ptr(cnt).Int(selK).Int(H).Int(d).F32(a.Scale).Int(maxKeys).Int(vec)
-		b.launch("attn_logits"+suffix, Dim3{X: n, Y: HGs, Z: S}, Dim3{X: opThreads}, shared, ar)
-		z, sp1 := 1, 0
+			Ptr(sel).Ptr(cnt).Int(selK).Int(H).Int(d).F32(a.Scale).Int(maxKeys).Int(vec).Int(kc)
+		b.launch("attn_logits"+suffix, Dim3{X: n, Y: HGs, Z: blocks(maxKeys, kc)}, Dim3{X: opThreads}, lshared, ar)
+		z, sp1, ds := 1, 0, 1
 		if split {
 			z, sp1 = S, 1
+			if d%(2*attnGroup) == 0 && !b.attnValuesWhole {
+				ds = 2 // each block half of the channels
+			}
 		}
 		ar = b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(po)).Ptr(b.ptr(pl)).Ptr(b.ptr(pm)).Int(sp1).Ptr(b.ptr(lg)).Int(t0).Ptr(b.ptr(a.KV))
 		b.spanArgs(ar, sp).Ptr(pos).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(rate).
-			Ptr(sel).Ptr(cnt).Int(selK).Ptr(sink).Int(H).Int(d).Int(maxKeys).Int(vec)
-		b.launch("attn_values"+suffix, Dim3{X: n, Y: HGs, Z: z}, Dim3{X: opThreads}, 4*attnChunk*d+12*attnChunk, ar)
+			Ptr(sel).Ptr(cnt).Int(selK).Ptr(sink).Int(H).Int(d).Int(maxKeys).Int(vec).Int(ds)
+		b.launch("attn_values"+suffix, Dim3{X: n, Y: HGs * ds, Z: z}, Dim3{X: opThreads}, 4*attnChunk*(d/ds)+12*attnChunk, ar)
 		if split {
 			ar = b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(po)).Ptr(b.ptr(pl)).Ptr(b.ptr(pm)).Int(S).Int(t0)
 			b.spanArgs(ar, sp).Ptr(pos).Int(a.WindowSize).Int(hasComp).Int(rate).Ptr(sel).Ptr(cnt).Ptr(sink).

@@ -76,6 +76,14 @@ type Backend struct {
 	// hcNormOff: HCPreNorm runs HCPre and RMSNorm as two ops instead of
 	// hc_pre_norm (the same bits; BenchmarkFlash's hc-norm-off A/B).
 	hcNormOff bool
+	// attnLogits32: split attention launches take logits chunks of 32 keys
+	// (attnChunk) instead of attnLogitChunk (the same logits; the
+	// attn-lkc32 A/B).
+	attnLogits32 bool
+	// attnValuesWhole: split attention launches give each block of
+	// attn_values all of a head's channels instead of half (the same
+	// sums; the attn-values-whole A/B).
+	attnValuesWhole bool
 	// hcNormMinT is the fewest tokens HCPreNorm fuses: one block a token
 	// does the norm and Sinkhorn's chain after the mix, which run 12 timed
 	// 2.8% and 1.5% slower a step at batches 1 and 8 than hc_pre_split's

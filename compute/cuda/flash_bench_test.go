@@ -338,6 +338,10 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("hc-norm-all", []int{1, 8}, func(on bool) { be.hcNormMinT = map[bool]int{true: 1, false: 64}[on] })
 	// hc_mix_partial and hc_pre_norm instead of hc_mix_pre_norm.
 	abAt("hc-mix-split", []int{64}, func(on bool) { be.hcMixSplit = on })
+	// Logits in chunks of 32 keys at small batches (run 11's).
+	abAt("attn-lkc32", []int{1, 8, 16}, func(on bool) { be.attnLogits32 = on })
+	// attn_values with all of a head's channels a block at small batches.
+	abAt("attn-values-whole", []int{1, 8, 16}, func(on bool) { be.attnValuesWhole = on })
 	// RMSNorm and RoPE as two launches instead of rmsnorm_rope.
 	abAt("norm-rope-off", []int{1, 8, 64}, func(on bool) { be.normRoPEOff = on })
 	abAt("route-r8", []int{1, 8, 64}, func(on bool) { be.routeR8 = on })

@@ -144,7 +144,7 @@ func TestBackendRMSNormRoPE(t *testing.T) {
 	ref := cpu.New(2)
 	for ci, c := range []struct {
 		T, heads, n, nf int
-		weight      bool
+		weight          bool
 	}{{2, 64, 512, 32, false}, {3, 1, 512, 32, true}, {4, 3, 300, 7, true}, {1, 1, 4096, 256, true}, {2, 2, 4200, 16, false}} {
 		rng := rand.New(rand.NewPCG(uint64(ci), 29))
 		rows := c.T * c.heads

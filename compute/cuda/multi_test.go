@@ -133,6 +133,20 @@ func TestMatMuls(t *testing.T) {
 	}
 }
 
+// TestBackendAttentionSplits: small attention launches take logits in
+// chunks of attnLogitChunk keys and give each attn_values block half of a
+// head's channels; both only spread the work over more blocks, so the
+// logits must be those of chunks of 32 keys and whole heads bit for bit,
+// on the full and the decode paths, strict and fast.
+func TestBackendAttentionSplits(t *testing.T) {
+	eachGoldenMode(t, []string{"testdata/golden/deepseek-v4-extra/hca12-groups4"}, func(t *testing.T, dir string, c *golden.Case, mode Mode) {
+		split := goldenPaths(t, dir, c, mode, model.Options{}, func(*Backend) {})
+		whole := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.attnLogits32, be.attnValuesWhole = true, true })
+		samePaths(t, split, whole, "with chunks of 32 keys and whole heads")
+		fmt.Printf("ATTNSPLITS %s %s: full and decode logits identical with the small launches' splits and without\n", filepath.Base(dir), modeName(mode))
+	})
+}
+
 // TestBackendAttentionHeads: attention with 16 heads a block (the _h16
 // entries, Backend.attnHG16) gives the logits of 4 heads a block
 // (attnHG4) bit for bit, on the full and the decode paths, strict and fast.

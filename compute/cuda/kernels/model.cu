@@ -1008,23 +1008,25 @@ __device__ __forceinline__ void key_group_store(float* v, const KeyGroup& g, con
   }
 }
 
-// attn_load_keys decodes keys [j0, j0 + kn) of token t into ks (kn rows of
-// dim floats); every thread of the block calls it. Each thread decodes
-// groups of ATT_G channels, ATT_GU groups' loads in flight at once.
+// attn_load_keys decodes channels [c0, c0 + cw) of keys [j0, j0 + kn) of
+// token t into ks (kn rows of cw floats); every thread of the block calls
+// it. Each thread decodes groups of ATT_G channels, ATT_GU groups' loads
+// in flight at once. c0 is a multiple of ATT_G, and so is cw unless the
+// slice ends at dim.
 __device__ __forceinline__ void attn_load_keys(float* ks, const u8** kp, int* kind, const AttnTok& a, int t, int j0,
                                                int kn, const float* KV, int dim, const Paged& win, int winSize,
-                                               const Paged& comp, const int* sel, int selK, int vec) {
+                                               const Paged& comp, const int* sel, int selK, int vec, int c0, int cw) {
   for (int j = threadIdx.x; j < kn; j += blockDim.x) kp[j] = attn_key_ptr(a, t, j0 + j, KV, dim, win, winSize, comp, sel, selK, &kind[j]);
   __syncthreads();
   if (!vec) {  // run 5's loads, channel by channel (the same values)
-    for (int e = threadIdx.x; e < kn * dim; e += blockDim.x) {
-      const int j = e / dim, i = e - j * dim;
-      ks[e] = key_value(kp[j], kind[j], win, comp, dim, i);
+    for (int e = threadIdx.x; e < kn * cw; e += blockDim.x) {
+      const int j = e / cw, i = e - j * cw;
+      ks[e] = key_value(kp[j], kind[j], win, comp, dim, c0 + i);
     }
     __syncthreads();
     return;
   }
-  const int G = (dim + ATT_G - 1) / ATT_G, ng = kn * G;
+  const int G = (cw + ATT_G - 1) / ATT_G, ng = kn * G;
   for (int e0 = 0; e0 < ng; e0 += ATT_GU * (int)blockDim.x) {
     KeyGroup g[ATT_GU];
 #pragma unroll
@@ -1032,7 +1034,7 @@ __device__ __forceinline__ void attn_load_keys(float* ks, const u8** kp, int* ki
       const int e = e0 + u * (int)blockDim.x + (int)threadIdx.x;
       g[u].mode = 4;
       if (e < ng) {
-        const int j = e / G, i0 = (e - j * G) * ATT_G;
+        const int j = e / G, i0 = c0 + (e - j * G) * ATT_G;
         key_group_load(g[u], kp[j], kind[j], win, comp, dim, i0);
       }
     }
@@ -1041,32 +1043,33 @@ __device__ __forceinline__ void attn_load_keys(float* ks, const u8** kp, int* ki
       const int e = e0 + u * (int)blockDim.x + (int)threadIdx.x;
       if (g[u].mode == 4) continue;
       const int j = e / G, i0 = (e - j * G) * ATT_G;
-      key_group_store(ks + j * dim + i0, g[u], kp[j], kind[j], win, comp, dim, i0);
+      key_group_store(ks + j * cw + i0, g[u], kp[j], kind[j], win, comp, dim, c0 + i0);
     }
   }
   __syncthreads();
 }
 
-// attn_logits: lg[t - t0][h][j] for the keys j of chunk blockIdx.z and
-// heads [blockIdx.y·HG, +HG). Grid (tokens, ceil(heads/HG),
-// ceil(maxKeys/ATT_KC)); dynamic shared memory: (ATT_KC + HG)·dim
-// floats + ATT_KC·12 bytes.
+// attn_logits: lg[t - t0][h][j] for the keys j of chunk blockIdx.z (kc
+// keys a chunk: a logit does not depend on the chunks, so small launches
+// take short ones for more blocks) and heads [blockIdx.y·HG, +HG). Grid
+// (tokens, ceil(heads/HG), ceil(maxKeys/kc)); dynamic shared memory: (kc
+// + HG)·dim floats + kc·12 bytes.
 template <int HG>
 __device__ __forceinline__ void attn_logits_body(float* lg, int t0, const float* Q, const float* KV, const int* tab,
                                                  int nspans, const int* pos, Paged win, int winSize, Paged comp,
                                                  int hasComp, int rate, const int* sel, const int* cnt, int selK,
-                                                 int heads, int dim, float scale, int maxKeys, int vec) {
+                                                 int heads, int dim, float scale, int maxKeys, int vec, int kc) {
   DYN_SHARED(float, sm);
   float* ks = sm;
-  float* qs = ks + ATT_KC * dim;
+  float* qs = ks + kc * dim;
   const u8** kp = (const u8**)(qs + HG * dim);
-  int* kind = (int*)(kp + ATT_KC);
-  const int tl = blockIdx.x, t = t0 + tl, h0 = blockIdx.y * HG, j0 = blockIdx.z * ATT_KC;
+  int* kind = (int*)(kp + kc);
+  const int tl = blockIdx.x, t = t0 + tl, h0 = blockIdx.y * HG, j0 = blockIdx.z * kc;
   const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
   if (a.bad || j0 >= a.nk) return;
-  const int kn = min(ATT_KC, a.nk - j0), hn = min(HG, heads - h0);
+  const int kn = min(kc, a.nk - j0), hn = min(HG, heads - h0);
   for (int i = threadIdx.x; i < hn * dim; i += blockDim.x) qs[i] = Q[((long long)t * heads + h0) * dim + i];
-  attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec);
+  attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec, 0, dim);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   // Each head's dot product in its own chain (acc[h]: i in order, then
   // the butterfly), all of the block's heads at once for a key.
@@ -1091,7 +1094,10 @@ __device__ __forceinline__ void attn_logits_body(float* lg, int t0, const float*
 }
 
 // attn_values: see above. Grid (tokens, ceil(heads/HG), split ?
-// ceil(maxKeys/ATT_KC) : 1); dynamic shared memory: ATT_KC·dim floats +
+// ceil(maxKeys/ATT_KC) : 1); with split, block y takes the channels
+// [c0, c0 + cw) (cw = dim/dsplit, c0 = (y % dsplit)·cw) of the heads of
+// group y / dsplit (a channel's sums do not depend on the others': more
+// blocks, the same bits); dynamic shared memory: ATT_KC·cw floats +
 // ATT_KC·12 bytes. With split it writes po[t-t0][h][s][dim], pl[t-t0][h][s]
 // and pm[t-t0][h] (S = gridDim.z chunks a row); without, out.
 template <int HG>
@@ -1099,13 +1105,15 @@ __device__ __forceinline__ void attn_values_body(float* out, float* po, float* p
                                                  const float* lg, int t0, const float* KV, const int* tab, int nspans,
                                                  const int* pos, Paged win, int winSize, Paged comp, int hasComp,
                                                  int rate, const int* sel, const int* cnt, int selK, const float* sink,
-                                                 int heads, int dim, int maxKeys, int vec) {
+                                                 int heads, int dim, int maxKeys, int vec, int dsplit) {
   __shared__ float sM[HG], sE[HG][ATT_KC], sL[HG];
   DYN_SHARED(float, sm);
+  if (!split) dsplit = 1;
+  const int cw = dim / dsplit, ds = blockIdx.y % dsplit, c0 = ds * cw;
   float* ks = sm;
-  const u8** kp = (const u8**)(ks + ATT_KC * dim);
+  const u8** kp = (const u8**)(ks + ATT_KC * cw);
   int* kind = (int*)(kp + ATT_KC);
-  const int tl = blockIdx.x, t = t0 + tl, h0 = blockIdx.y * HG;
+  const int tl = blockIdx.x, t = t0 + tl, h0 = blockIdx.y / dsplit * HG;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
   const int hn = min(HG, heads - h0);
@@ -1150,7 +1158,7 @@ __device__ __forceinline__ void attn_values_body(float* out, float* po, float* p
   }
   for (int s = s0; s < s1; ++s) {
     const int j0 = s * ATT_KC, kn = min(ATT_KC, a.nk - j0);
-    attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec);
+    attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec, c0, cw);
     for (int hw = warp; hw < hn; hw += MT / 32) {
       const int h = h0 + hw;
       if (lane < kn) sE[hw][lane] = exp_f(__fsub_rn(lrow[(long long)h * maxKeys + j0 + lane], sM[hw]));
@@ -1164,20 +1172,20 @@ __device__ __forceinline__ void attn_values_body(float* out, float* po, float* p
     __syncthreads();
 #pragma unroll
     for (int v = 0; v < ATT_MAXV; ++v) {
-      const int i = tid + v * MT;
-      if (i >= dim) break;
+      const int i = tid + v * MT;  // channel c0 + i
+      if (i >= cw) break;
       float o[HG];
 #pragma unroll
       for (int h = 0; h < HG; ++h) o[h] = 0.0f;
       for (int j = 0; j < kn; ++j) {
-        const float kv = ks[j * dim + i];
+        const float kv = ks[j * cw + i];
 #pragma unroll
         for (int h = 0; h < HG; ++h) o[h] = __fmaf_rn(sE[h][j], kv, o[h]);
       }
 #pragma unroll
       for (int h = 0; h < HG; ++h) {
         if (h >= hn) break;
-        if (split) po[(((long long)tl * heads + h0 + h) * gridDim.z + s) * dim + i] = o[h];
+        if (split) po[(((long long)tl * heads + h0 + h) * gridDim.z + s) * dim + c0 + i] = o[h];
         else acc[h][v] = __fadd_rn(acc[h][v], o[h]);
       }
     }
@@ -1185,7 +1193,7 @@ __device__ __forceinline__ void attn_values_body(float* out, float* po, float* p
     for (int h = 0; h < HG; ++h) {
       if (h >= hn) break;
       if (split) {
-        if (tid == 0) pl[((long long)tl * heads + h0 + h) * gridDim.z + s] = sL[h];
+        if (tid == 0 && ds == 0) pl[((long long)tl * heads + h0 + h) * gridDim.z + s] = sL[h];
       } else {
         den[h] = __fadd_rn(den[h], sL[h]);
       }
@@ -1193,7 +1201,7 @@ __device__ __forceinline__ void attn_values_body(float* out, float* po, float* p
     __syncthreads();
   }
   if (split) {
-    if (s0 == 0 && tid < hn) pm[(long long)tl * heads + h0 + tid] = sM[tid];
+    if (s0 == 0 && ds == 0 && tid < hn) pm[(long long)tl * heads + h0 + tid] = sM[tid];
     return;
   }
 #pragma unroll
@@ -1218,19 +1226,19 @@ __device__ __forceinline__ void attn_values_body(float* out, float* po, float* p
   extern "C" __global__ void __launch_bounds__(MT)                                                                 \
       attn_logits##SUF(float* lg, int t0, const float* Q, const float* KV, const int* tab, int nspans,              \
                        const int* pos, Paged win, int winSize, Paged comp, int hasComp, int rate, const int* sel,  \
-                       const int* cnt, int selK, int heads, int dim, float scale, int maxKeys, int vec) {          \
+                       const int* cnt, int selK, int heads, int dim, float scale, int maxKeys, int vec, int kc) {  \
     PDL_WAIT();                                                                                                     \
     attn_logits_body<HG>(lg, t0, Q, KV, tab, nspans, pos, win, winSize, comp, hasComp, rate, sel, cnt, selK, heads, \
-                         dim, scale, maxKeys, vec);                                                                 \
+                         dim, scale, maxKeys, vec, kc);                                                             \
   }                                                                                                                 \
   extern "C" __global__ void __launch_bounds__(MT)                                                                 \
       attn_values##SUF(float* out, float* po, float* pl, float* pm, int split, const float* lg, int t0,             \
                        const float* KV, const int* tab, int nspans, const int* pos, Paged win, int winSize,         \
                        Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK,                 \
-                       const float* sink, int heads, int dim, int maxKeys, int vec) {                               \
+                       const float* sink, int heads, int dim, int maxKeys, int vec, int dsplit) {                   \
     PDL_WAIT();                                                                                                     \
     attn_values_body<HG>(out, po, pl, pm, split, lg, t0, KV, tab, nspans, pos, win, winSize, comp, hasComp, rate,   \
-                         sel, cnt, selK, sink, heads, dim, maxKeys, vec);                                           \
+                         sel, cnt, selK, sink, heads, dim, maxKeys, vec, dsplit);                                   \
   }
 ATTN_ENTRIES(, 4)
 ATTN_ENTRIES(_h16, 16)
