@@ -120,12 +120,18 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 // each chunk's keys once for 16 heads instead of 4 (the same bits).
 const (
 	attnChunk = 32
-	// attnLogitChunk is the logits' chunk of a split launch (run 12's ncu:
-	// 64 blocks of 32 keys a window-only layer at batch 1, 17 us, one
-	// block's chain of loads and products at 8 warps an SM).
+	// attnLogitChunk is the logits' chunk of a tiny launch (run 12's ncu:
+	// 64 blocks of 32 keys a window-only layer at batch 1 took 16.9 us, a
+	// block's chain of loads and products at 8 warps an SM; 256 blocks of
+	// 8 keys take 10.9).
 	attnLogitChunk = 8
 	// attnGroup is ATT_G, the channels a key load decodes.
-	attnGroup      = 8
+	attnGroup = 8
+	// attnTinyBlocks: launches of at most this many blocks (tokens × head
+	// groups) take the logits' short chunks and attn_values' half heads.
+	// Run 12: a batch-1 step (16 blocks) 1.3% faster with each, batches 8
+	// and 16 (128, 256) 1.1-2.2% slower.
+	attnTinyBlocks = 32
 	attnHeads      = 4
 	attnHeadsMany  = 16
 	attnManyBlocks = 128
@@ -173,10 +179,12 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 	S := blocks(maxKeys, attnChunk)
 	HGs := blocks(H, hg)
 	split := T*HGs < attnSplitBlocks
-	// The logits' chunks: short ones where the launch is small (the same
-	// logits, more blocks).
+	// The logits' chunks: short ones where the launch is smallest (the
+	// same logits, more blocks), and below attn_values' blocks half a
+	// head's channels each.
+	tiny := T*HGs <= attnTinyBlocks
 	kc := attnChunk
-	if split && !b.attnLogits32 {
+	if tiny && !b.attnLogits32 {
 		kc = attnLogitChunk
 	}
 	lshared := 4*(kc+hg)*d + 12*kc
@@ -208,7 +216,7 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 		z, sp1, ds := 1, 0, 1
 		if split {
 			z, sp1 = S, 1
-			if d%(2*attnGroup) == 0 && !b.attnValuesWhole {
+			if tiny && d%(2*attnGroup) == 0 && !b.attnValuesWhole {
 				ds = 2 // each block half of the channels
 			}
 		}

@@ -76,11 +76,11 @@ type Backend struct {
 	// hcNormOff: HCPreNorm runs HCPre and RMSNorm as two ops instead of
 	// hc_pre_norm (the same bits; BenchmarkFlash's hc-norm-off A/B).
 	hcNormOff bool
-	// attnLogits32: split attention launches take logits chunks of 32 keys
+	// attnLogits32: tiny attention launches take logits chunks of 32 keys
 	// (attnChunk) instead of attnLogitChunk (the same logits; the
 	// attn-lkc32 A/B).
 	attnLogits32 bool
-	// attnValuesWhole: split attention launches give each block of
+	// attnValuesWhole: tiny attention launches give each block of
 	// attn_values all of a head's channels instead of half (the same
 	// sums; the attn-values-whole A/B).
 	attnValuesWhole bool

@@ -423,7 +423,9 @@ func BenchmarkFlash(b *testing.B) {
 		secM := run()
 		be.moeXOff, be.k.useO1 = false, true
 		secO := run()
-		be.k.useO1 = false
+		be.k.useO1, be.hcNormOff = false, true
+		secH := run()
+		be.hcNormOff = false
 		sec := run()
 		pool.Close()
 		flops := 2 * float64(L) * float64(activeParams(m)) // matrix products only
@@ -431,6 +433,7 @@ func BenchmarkFlash(b *testing.B) {
 		fmt.Printf("FLASH prefill %d tokens, run 8's fast products (gemm-r8): %.3f s, %.0f tokens/s\n", L, sec8, float64(L)/sec8)
 		fmt.Printf("FLASH prefill %d tokens, gemmx but run 8's experts (moex-off): %.3f s, %.0f tokens/s\n", L, secM, float64(L)/secM)
 		fmt.Printf("FLASH prefill %d tokens, gemmx's _o1 entries (gemmx-o1): %.3f s, %.0f tokens/s\n", L, secO, float64(L)/secO)
+		fmt.Printf("FLASH prefill %d tokens, HCPre and RMSNorm apart (hc-norm-off): %.3f s, %.0f tokens/s\n", L, secH, float64(L)/secH)
 	}
 
 }

@@ -133,7 +133,7 @@ func TestMatMuls(t *testing.T) {
 	}
 }
 
-// TestBackendAttentionSplits: small attention launches take logits in
+// TestBackendAttentionSplits: tiny attention launches take logits in
 // chunks of attnLogitChunk keys and give each attn_values block half of a
 // head's channels; both only spread the work over more blocks, so the
 // logits must be those of chunks of 32 keys and whole heads bit for bit,
