@@ -294,15 +294,6 @@ type MultiMatMul interface {
 	MatMuls(ys []Tensor, x Tensor, ws []*Matrix)
 }
 
-// NormedMixing is optionally implemented by a backend that can fold the
-// RMS norm of a sub-block's input into mHC pre: HCPreNorm computes
-// exactly HCPre(x, post, comb, h, w, p) followed by RMSNorm(x, x, norm,
-// eps), the same bits, with one op fewer to wait for. A model calls it
-// only when its backend has it.
-type NormedMixing interface {
-	HCPreNorm(x, post, comb, h Tensor, w *HC, p HCParams, norm Tensor, eps float32)
-}
-
 // NormedRoPE is optionally implemented by a backend that can turn rows as
 // it normalizes them: RMSNormRoPE computes exactly RMSNorm(x, x, w, eps)
 // followed by RoPE(x, pos, heads, invFreq, false), the same bits. A model

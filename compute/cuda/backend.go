@@ -73,9 +73,6 @@ type Backend struct {
 	// grouped kernels instead of the _sx entries; the same bits
 	// (BenchmarkFlash's moe-p1-r8 A/B; run 9: 1.5-1.9% slower a step).
 	moeP1R8 bool
-	// hcNormOff: HCPreNorm runs HCPre and RMSNorm as two ops instead of
-	// hc_pre_norm (the same bits; BenchmarkFlash's hc-norm-off A/B).
-	hcNormOff bool
 	// attnLogits32: tiny attention launches take logits chunks of 32 keys
 	// (attnChunk) instead of attnLogitChunk (the same logits; the
 	// attn-lkc32 A/B).
@@ -84,20 +81,9 @@ type Backend struct {
 	// attn_values all of a head's channels instead of half (the same
 	// sums; the attn-values-whole A/B).
 	attnValuesWhole bool
-	// hcNormMinT is the fewest tokens HCPreNorm fuses: one block a token
-	// does the norm and Sinkhorn's chain after the mix, which run 12 timed
-	// 2.8% and 1.5% slower a step at batches 1 and 8 than hc_pre_split's
-	// column blocks and rmsnorm, and 2.5% faster at batch 64.
-	hcNormMinT int
 	// normRoPEOff: RMSNormRoPE runs RMSNorm and RoPE as two launches
 	// instead of rmsnorm_rope (the same bits; the norm-rope-off A/B).
 	normRoPEOff bool
-	// hcMixSplit: HCPreNorm launches hc_mix_partial and hc_pre_norm
-	// instead of hc_mix_pre_norm (the same bits; the hc-mix-split A/B).
-	hcMixSplit bool
-	// hcDone is hc_mix_pre_norm's block counters (hcDoneMax uint32s,
-	// zero between launches).
-	hcDone Ptr
 	// moeSXP: FP4 and FP8 tiles of 1 and 2 pairs take moe.cu's _sxp
 	// entries (the weight loads in a shared-memory ring) instead of the
 	// _sx ones where the batch has more than one token; the same bits.
@@ -219,7 +205,7 @@ func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) 
 // NewBackendOn returns a Backend on an open device, which Close leaves
 // open (several Backends may share a device, one goroutine each).
 func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
-	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, hcNormMinT: 64,
+	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true,
 		gc: graphCache{limit: 16}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)
@@ -249,13 +235,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 			return err
 		}
 		b.arena = &buffer{p: p, n: initialArena}
-		done := &buffer{n: 4 * hcDoneMax}
-		if done.p, err = t.Alloc(done.n); err != nil {
-			return err
-		}
-		b.allocs[done] = struct{}{} // Close frees it
-		b.hcDone = done.p
-		return t.Memset8(done.p, 0, done.n, t.Stream())
+		return nil
 	})
 	if err != nil {
 		return nil, err

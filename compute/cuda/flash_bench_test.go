@@ -331,13 +331,6 @@ func BenchmarkFlash(b *testing.B) {
 	// moe.cu's _sx entries for tiles of 1 and 2 pairs instead of the _sxp
 	// ones (the weight loads in a shared-memory ring); the same bits.
 	abAt("moe-sxp-off", []int{8, 16}, func(on bool) { be.moeSXP = !on })
-	// HCPre and RMSNorm as two launches (hc_pre_split, rmsnorm) instead of
-	// hc_mix_pre_norm, from 64 tokens; and hc_mix_pre_norm below (the same
-	// bits).
-	abAt("hc-norm-off", []int{64, 256}, func(on bool) { be.hcNormOff = on })
-	abAt("hc-norm-all", []int{1, 8}, func(on bool) { be.hcNormMinT = map[bool]int{true: 1, false: 64}[on] })
-	// hc_mix_partial and hc_pre_norm instead of hc_mix_pre_norm.
-	abAt("hc-mix-split", []int{64}, func(on bool) { be.hcMixSplit = on })
 	// Logits in chunks of 32 keys at small batches (run 11's).
 	abAt("attn-lkc32", []int{1, 8, 16}, func(on bool) { be.attnLogits32 = on })
 	// attn_values with all of a head's channels a block at small batches.
@@ -423,9 +416,7 @@ func BenchmarkFlash(b *testing.B) {
 		secM := run()
 		be.moeXOff, be.k.useO1 = false, true
 		secO := run()
-		be.k.useO1, be.hcNormOff = false, true
-		secH := run()
-		be.hcNormOff = false
+		be.k.useO1 = false
 		sec := run()
 		pool.Close()
 		flops := 2 * float64(L) * float64(activeParams(m)) // matrix products only
@@ -433,7 +424,6 @@ func BenchmarkFlash(b *testing.B) {
 		fmt.Printf("FLASH prefill %d tokens, run 8's fast products (gemm-r8): %.3f s, %.0f tokens/s\n", L, sec8, float64(L)/sec8)
 		fmt.Printf("FLASH prefill %d tokens, gemmx but run 8's experts (moex-off): %.3f s, %.0f tokens/s\n", L, secM, float64(L)/secM)
 		fmt.Printf("FLASH prefill %d tokens, gemmx's _o1 entries (gemmx-o1): %.3f s, %.0f tokens/s\n", L, secO, float64(L)/secO)
-		fmt.Printf("FLASH prefill %d tokens, HCPre and RMSNorm apart (hc-norm-off): %.3f s, %.0f tokens/s\n", L, secH, float64(L)/secH)
 	}
 
 }
@@ -476,7 +466,7 @@ func printKernelAttrs(dev *Device) {
 	k := dev.Kernels()
 	var names []string
 	for _, n := range k.names {
-		for _, p := range []string{"gemmx", "moe_gateup_fp4", "moe_down_fp4", "attn_", "gemv2_fp8_t1_s1", "gemv2_bf16_t1_s1", "gemv5_fp8_t8_s1", "gemvp_fp8_u2s", "hc_pre_split", "hc_pre_norm", "hc_mix_pre_norm", "hc_mix_partial", "rmsnorm_rope", "rmsnorm", "moe_route"} {
+		for _, p := range []string{"gemmx", "moe_gateup_fp4", "moe_down_fp4", "attn_", "gemv2_fp8_t1_s1", "gemv2_bf16_t1_s1", "gemv5_fp8_t8_s1", "gemvp_fp8_u2s", "hc_pre_split", "hc_mix_partial", "rmsnorm", "moe_route"} {
 			if strings.HasPrefix(n, p) {
 				names = append(names, n)
 				break

@@ -17,22 +17,16 @@ import (
 	"github.com/strata-inference/strata/model"
 )
 
-// TestBackendHCPreNorm: HCPreNorm (hc_mix_pre_norm, whose last block of
-// each token finishes it, and hc_mix_partial with hc_pre_norm) gives the
-// bits of HCPre followed by RMSNorm (hc_mix_partial, hc_pre_split, then
-// rmsnorm) for x, post and comb, with and without a norm weight, launch
-// after launch (hc_mix_pre_norm's counters must be back at zero); and
-// both are the CPU's HCPre and RMSNorm within rounding. The shapes: the Flash width (4
-// streams of 4096, the compiled-in stream count), a width that leaves
-// threads without columns, 3 streams (the general path), and 8 streams
-// of 2048 (partials too many to stage in shared memory, and a Sinkhorn
-// of more entries than a warp has lanes). A width past the fused kernel's
-// registers takes the two ops.
-func TestBackendHCPreNorm(t *testing.T) {
+// TestBackendHCPre: HCPre (hc_mix_partial and hc_pre_split) and the RMS
+// norm after it give the CPU's x, post and comb within rounding, with and
+// without a norm weight, on the Flash width (4 streams of 4096), a width
+// that leaves threads without columns, 3 streams, and 8 streams of 2048
+// (partials too many to stage in shared memory, and a Sinkhorn of more
+// entries than a warp has lanes).
+func TestBackendHCPre(t *testing.T) {
 	be := newBackend(t, Strict)
-	be.hcNormMinT = 1 // the fused kernels whatever the batch
 	ref := cpu.New(2)
-	for ci, c := range []struct{ hc, D int }{{4, 4096}, {4, 1000}, {3, 700}, {8, 2048}, {4, 4200}} {
+	for ci, c := range []struct{ hc, D int }{{4, 4096}, {4, 1000}, {3, 700}, {8, 2048}} {
 		rng := rand.New(rand.NewPCG(uint64(ci), 17))
 		hc, D := c.hc, c.D
 		nMix := (2 + hc) * hc
@@ -54,62 +48,39 @@ func TestBackendHCPreNorm(t *testing.T) {
 				if withW {
 					w = normW
 				}
-				run := func(fused bool) (x, post, comb []float32) {
-					t.Helper()
-					vec := func(v []float32) compute.Tensor {
-						if v == nil {
-							return compute.Tensor{}
-						}
-						tv, err := be.Vector(v)
-						if err != nil {
-							t.Fatal(err)
-						}
-						return tv
+				vec := func(v []float32) compute.Tensor {
+					if v == nil {
+						return compute.Tensor{}
 					}
-					alloc := func(r, cols int) compute.Tensor {
-						a, err := be.Alloc(compute.F32, r, cols)
-						if err != nil {
-							t.Fatal(err)
-						}
-						return a
+					tv, err := be.Vector(v)
+					if err != nil {
+						t.Fatal(err)
 					}
-					hw := &compute.HC{Fn: fn, Base: vec(base), Scale: vec(scale)}
-					ht, xt, pt, ct := alloc(T, hc*D), alloc(T, D), alloc(T, hc), alloc(T, hc*hc)
-					be.Write(ht, h)
-					if fused {
-						be.HCPreNorm(xt, pt, ct, ht, hw, p, vec(w), eps)
-					} else {
-						be.HCPre(xt, pt, ct, ht, hw, p)
-						be.RMSNorm(xt, xt, vec(w), eps)
-					}
-					x, post, comb = make([]float32, T*D), make([]float32, T*hc), make([]float32, T*hc*hc)
-					for _, r := range []struct {
-						dst []float32
-						src compute.Tensor
-					}{{x, xt}, {post, pt}, {comb, ct}} {
-						if err := be.Read(r.dst, r.src); err != nil {
-							t.Fatal(err)
-						}
-					}
-					return x, post, comb
+					return tv
 				}
-				x0, p0, c0 := run(false)
-				var x1, p1, c1 []float32
-				for _, split := range []bool{false, true, false} {
-					be.hcMixSplit = split
-					x1, p1, c1 = run(true)
-					be.hcMixSplit = false
-					for _, o := range []struct {
-						what      string
-						got, want []float32
-					}{{"x", x1, x0}, {"post", p1, p0}, {"comb", c1, c0}} {
-						if !slices.Equal(bitsOf(o.got), bitsOf(o.want)) {
-							t.Errorf("%s split %v: HCPreNorm's %s differs from HCPre and RMSNorm's", name, split, o.what)
-						}
+				alloc := func(r, cols int) compute.Tensor {
+					a, err := be.Alloc(compute.F32, r, cols)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return a
+				}
+				hw := &compute.HC{Fn: fn, Base: vec(base), Scale: vec(scale)}
+				ht, xt, pt, ct := alloc(T, hc*D), alloc(T, D), alloc(T, hc), alloc(T, hc*hc)
+				be.Write(ht, h)
+				be.HCPre(xt, pt, ct, ht, hw, p)
+				be.RMSNorm(xt, xt, vec(w), eps)
+				x, post, comb := make([]float32, T*D), make([]float32, T*hc), make([]float32, T*hc*hc)
+				for _, r := range []struct {
+					dst []float32
+					src compute.Tensor
+				}{{x, xt}, {post, pt}, {comb, ct}} {
+					if err := be.Read(r.dst, r.src); err != nil {
+						t.Fatal(err)
 					}
 				}
-				// The CPU's values (it multiplies fn by the normalized
-				// streams; the kernels scale the sums: rounding apart).
+				// The CPU multiplies fn by the normalized streams; the
+				// kernels scale the sums: rounding apart.
 				cx, cp, cc := make([]float32, T*D), make([]float32, T*hc), make([]float32, T*hc*hc)
 				cw := &compute.HC{Fn: fn, Base: cpu.Wrap(base, 1, nMix), Scale: cpu.Wrap(scale, 1, 3)}
 				ref.HCPre(cpu.Wrap(cx, T, D), cpu.Wrap(cp, T, hc), cpu.Wrap(cc, T, hc*hc), cpu.Wrap(slices.Clone(h), T, hc*D), cw, p)
@@ -121,7 +92,7 @@ func TestBackendHCPreNorm(t *testing.T) {
 				for _, o := range []struct {
 					what      string
 					got, want []float32
-				}{{"x", x1, cx}, {"post", p1, cp}, {"comb", c1, cc}} {
+				}{{"x", x, cx}, {"post", post, cp}, {"comb", comb, cc}} {
 					for i := range o.want {
 						if d := math.Abs(float64(o.got[i] - o.want[i])); d > 1e-4*(1+math.Abs(float64(o.want[i]))) {
 							t.Fatalf("%s: %s[%d] = %g, the CPU's %g", name, o.what, i, o.got[i], o.want[i])
@@ -219,14 +190,12 @@ func TestBackendRMSNormRoPE(t *testing.T) {
 
 // TestBackendFusedOps: a golden model's logits on the full and decode
 // paths, strict and fast, are the same bits with the fused launches
-// (hc_mix_pre_norm at every batch, rmsnorm_rope) as with each op on its
-// own launches: the fusions change the schedule, not a value.
+// (rmsnorm_rope) as with each op on its own launches: the fusion changes
+// the schedule, not a value.
 func TestBackendFusedOps(t *testing.T) {
 	eachGoldenMode(t, fusedGoldens, func(t *testing.T, dir string, c *golden.Case, mode Mode) {
-		fused := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.hcNormMinT = 1 })
-		apart := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) {
-			be.hcNormOff, be.normRoPEOff = true, true
-		})
+		fused := goldenPaths(t, dir, c, mode, model.Options{}, func(*Backend) {})
+		apart := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.normRoPEOff = true })
 		samePaths(t, fused, apart, "with the ops on their own launches")
 		fmt.Printf("FUSED %s %s: full and decode logits identical with the fused launches and without\n", filepath.Base(dir), modeName(mode))
 	})

@@ -463,60 +463,6 @@ func (b *Backend) HCPre(x, post, comb, h compute.Tensor, w *compute.HC, p comput
 			Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters))
 }
 
-// hcNormCols is hc_pre_norm's columns a thread (HC_NORM_COLS).
-const hcNormCols = 16
-
-// HCPreNorm implements compute.NormedMixing: hc_mix_pre_norm (the mix's
-// partial sums, then in the last block of each token hc_pre_split and
-// rmsnorm: the same bits as HCPre and RMSNorm) where the width fits its
-// registers, the mix is float32 and the fused norm is not turned off
-// (Backend.hcNormOff); hc_mix_partial and hc_pre_norm (its second part
-// alone) where the partials are too many for shared memory (or with
-// Backend.hcMixSplit); else, and for batches of fewer than
-// Backend.hcNormMinT tokens, HCPre and RMSNorm.
-func (b *Backend) HCPreNorm(x, post, comb, h compute.Tensor, w *compute.HC, p compute.HCParams, norm compute.Tensor, eps float32) {
-	hc, D, T := p.HC, p.D, h.Rows
-	nMix := (2 + hc) * hc
-	if fn := b.mustMat(w.Fn); b.hcNormOff || T < b.hcNormMinT || D > hcNormCols*opThreads || hc > hcMax || T == 0 ||
-		fn.DType != compute.F32 || fn.Rows != nMix || fn.Cols != hc*D {
-		b.HCPre(x, post, comb, h, w, p)
-		b.RMSNorm(x, x, norm, eps)
-		return
-	}
-	checkShape("HCPreNorm h", h, T, hc*D)
-	checkShape("HCPreNorm x", x, T, D)
-	checkShape("HCPreNorm post", post, T, hc)
-	checkShape("HCPreNorm comb", comb, T, hc*hc)
-	if norm.Valid() && norm.Len() != D {
-		panic(fmt.Sprintf("cuda: HCPreNorm: norm weight of %d for rows of %d", norm.Len(), D))
-	}
-	mark := b.ScratchMark()
-	defer b.ResetScratch(mark)
-	fn := b.mustMat(w.Fn)
-	if S := blocks(hc*D, hcMixSeg); !b.hcMixSplit && S*(nMix+1) <= hcStage && T <= hcDoneMax {
-		// One launch: the mix's partial sums, and the last block of each
-		// token the rest.
-		pt := b.Scratch(compute.F32, T*S, nMix+1)
-		b.launch("hc_mix_pre_norm", Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
-			b.args().Ptr(b.ptr(pt)).Ptr(b.hcDone).Ptr(fn.Data).Int(nMix).Int(hcMixSeg).
-				Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).Ptr(b.ptr(h)).Int(hc*D).F32(p.NormEps).
-				Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters).Ptr(b.ptr(norm)).F32(eps))
-		return
-	}
-	part, S, _ := b.hcMix(h, w.Fn, nMix, hc*D)
-	b.launch("hc_pre_norm", Dim3{X: T}, Dim3{X: opThreads}, 0,
-		b.args().Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).Ptr(b.ptr(h)).Ptr(part).Int(S).Int(hc*D).F32(p.NormEps).
-			Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters).Ptr(b.ptr(norm)).F32(eps))
-}
-
-// hcStage is HC_STAGE: the most partial sums of a token hc_mix_pre_norm
-// reads (from shared memory).
-const hcStage = 4096
-
-// hcDoneMax is the tokens a launch of hc_mix_pre_norm may have: its block
-// counters (Backend.hcDone), zero between launches.
-const hcDoneMax = 1 << 16
-
 // hcMixSeg is the segment of the streams one block of hc_mix_partial sums
 // (run 3 had 1024: 16 blocks at T = 1 on the Flash width, 19 us a launch).
 const hcMixSeg = 256

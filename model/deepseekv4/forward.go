@@ -124,7 +124,8 @@ func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRe
 	x := be.Scratch(compute.F32, T, D)
 	post := be.Scratch(compute.F32, T, hc)
 	comb := be.Scratch(compute.F32, T, hc*hc)
-	m.hcPreNorm(x, post, comb, h, &L.hcAttn, L.attnNorm, eps)
+	be.HCPre(x, post, comb, h, &L.hcAttn, m.hcp)
+	be.RMSNorm(x, x, L.attnNorm, eps)
 	y := m.attention(L, spec, lay, refs, x, st)
 	m.ahead(L, aheadShared)
 	be.HCPost(h, y, post, comb, m.hcp)
@@ -132,7 +133,8 @@ func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRe
 	x = be.Scratch(compute.F32, T, D)
 	post = be.Scratch(compute.F32, T, hc)
 	comb = be.Scratch(compute.F32, T, hc*hc)
-	m.hcPreNorm(x, post, comb, h, &L.hcFFN, L.ffnNorm, eps)
+	be.HCPre(x, post, comb, h, &L.hcFFN, m.hcp)
+	be.RMSNorm(x, x, L.ffnNorm, eps)
 	y = be.Scratch(compute.F32, T, D)
 	if m.ep != nil {
 		m.ep.moe(y, x, st.tokens, &L.moe)
@@ -141,17 +143,6 @@ func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRe
 	}
 	be.HCPost(h, y, post, comb, m.hcp)
 	m.join(0) // the caller resets the scratch the lanes used
-}
-
-// hcPreNorm is mHC pre of the streams h into x, post and comb, then the
-// sub-block's RMS norm of x in place: one op where the backend fuses them.
-func (m *Model) hcPreNorm(x, post, comb, h compute.Tensor, w *compute.HC, norm compute.Tensor, eps float32) {
-	if m.nm != nil {
-		m.nm.HCPreNorm(x, post, comb, h, w, m.hcp, norm, eps)
-		return
-	}
-	m.be.HCPre(x, post, comb, h, w, m.hcp)
-	m.be.RMSNorm(x, x, norm, eps)
 }
 
 // head computes the logits of the rows the spans ask for: collapse the

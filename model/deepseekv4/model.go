@@ -37,9 +37,7 @@ type Model struct {
 	// br and pf are be's optional branches and prefetch (branches.go).
 	br compute.Branches
 	pf compute.Prefetcher
-	// nm and nr are be's optional HCPreNorm and RMSNormRoPE (hcPreNorm,
-	// normRoPE).
-	nm     compute.NormedMixing
+	// nr is be's optional RMSNormRoPE (normRoPE).
 	nr     compute.NormedRoPE
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
@@ -309,6 +307,5 @@ func (m *Model) findOps() {
 	m.multi, _ = m.be.(compute.MultiMatMul)
 	m.br, _ = m.be.(compute.Branches)
 	m.pf, _ = m.be.(compute.Prefetcher)
-	m.nm, _ = m.be.(compute.NormedMixing)
 	m.nr, _ = m.be.(compute.NormedRoPE)
 }

@@ -40,8 +40,6 @@ __device__ void __trap();
 __device__ unsigned int atomicAdd(unsigned int*, unsigned int);
 __device__ unsigned long long __cvta_generic_to_shared(const void*);
 __device__ float __ldg(const float*);
-__device__ float __ldcg(const float*);
-__device__ void __threadfence();
 __device__ unsigned char __ldg(const unsigned char*);
 __device__ unsigned short __ldg(const unsigned short*);
 __device__ uint2 __ldg(const uint2*);

@@ -366,8 +366,7 @@ __device__ __forceinline__ void hc_pre_comb(float* __restrict__ comb, float* c, 
 __device__ __forceinline__ bool hc_stage(float* stage, const float* __restrict__ part, int t, int np) {
   if (np > HC_STAGE) return false;
   const float* pt = part + (long long)t * np;
-  // From L2: in hc_mix_pre_norm other blocks of the launch wrote them.
-  for (int i = threadIdx.x; i < np; i += blockDim.x) stage[i] = __ldcg(pt + i);
+  for (int i = threadIdx.x; i < np; i += blockDim.x) stage[i] = pt[i];
   __syncthreads();
   return true;
 }
@@ -411,118 +410,6 @@ extern "C" __global__ void __launch_bounds__(MT)
     x[(long long)t * D + i] = acc;
   }
   if (writer && threadIdx.x < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
-}
-
-// HC_NORM_COLS: the columns a thread of hc_pre_norm holds (rows.cu's
-// RMS_REGS: rmsnorm's elements of one thread).
-#define HC_NORM_COLS 16
-
-// hc_pre_norm is hc_pre_split with one block a token followed by rmsnorm
-// of x in place (x = w ⊙ x·r, r = float32(1/sqrt(float64(ss/D + rmsEps))),
-// w may be null): the same operations in the same order as the two
-// kernels, so the same bits. Thread tid's columns tid + m·MT (m <
-// HC_NORM_COLS) are rmsnorm's elements of that thread, so its sum of
-// squares is rmsnorm's (in order, then the butterfly, then the warps in
-// order). D ≤ HC_NORM_COLS·MT; HCT > 0 is hc known at compile time, its
-// streams loaded before warp 0's chain. Grid (T).
-template <int HCT>
-__device__ __forceinline__ void hc_pre_norm_body(float* __restrict__ x, float* __restrict__ post,
-                                                 float* __restrict__ comb, const float* __restrict__ h,
-                                                 const float* __restrict__ part, int S, int n, float normEps,
-                                                 const float* __restrict__ base, const float* __restrict__ scale,
-                                                 int hc, int D, float eps, int iters, const float* __restrict__ w,
-                                                 float rmsEps) {
-  __shared__ float mix[HC_MIX_MAX];
-  __shared__ float pre[HC_MAX];
-  __shared__ float c[HC_MAX * HC_MAX];
-  __shared__ float stage[HC_STAGE];
-  __shared__ float buf[MT / 32];
-  const int t = blockIdx.x, nMix = (2 + hc) * hc, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const float* ht = h + (long long)t * hc * D;
-  float hv[HC_NORM_COLS][HCT > 0 ? HCT : 1];
-  if (HCT > 0) {
-#pragma unroll
-    for (int m = 0; m < HC_NORM_COLS; ++m) {
-      const int i = tid + m * MT;
-#pragma unroll
-      for (int j = 0; j < (HCT > 0 ? HCT : 1); ++j) hv[m][j] = i < D ? ht[(long long)j * D + i] : 0.0f;
-    }
-  }
-  const bool staged = hc_stage(stage, part, t, S * (nMix + 1));
-  if (warp == 0) hc_pre_weights(mix, pre, post, true, stage, staged, part, t, S, nMix, n, normEps, base, scale, hc, eps);
-  __syncthreads();
-  float v[HC_NORM_COLS];
-  float ss = 0.0f;
-#pragma unroll
-  for (int m = 0; m < HC_NORM_COLS; ++m) {
-    const int i = tid + m * MT;
-    float acc = 0.0f;
-    if (i < D) {
-      if (HCT > 0) {
-#pragma unroll
-        for (int j = 0; j < (HCT > 0 ? HCT : 1); ++j) acc = __fadd_rn(acc, __fmul_rn(pre[j], hv[m][j]));
-      } else {
-        for (int j = 0; j < hc; ++j) acc = __fadd_rn(acc, __fmul_rn(pre[j], ht[(long long)j * D + i]));
-      }
-      ss = __fmaf_rn(acc, acc, ss);
-    }
-    v[m] = acc;
-  }
-  // rmsnorm's block_sum.
-  ss = warp_sum(ss);
-  if (lane == 0) buf[warp] = ss;
-  __syncthreads();
-  float sum = buf[0];
-  for (int k = 1; k < MT / 32; ++k) sum = __fadd_rn(sum, buf[k]);
-  const float r = (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(sum, (float)D), rmsEps)));
-#pragma unroll
-  for (int m = 0; m < HC_NORM_COLS; ++m) {
-    const int i = tid + m * MT;
-    if (i < D) {
-      const float u = __fmul_rn(v[m], r);
-      x[(long long)t * D + i] = w ? __fmul_rn(w[i], u) : u;
-    }
-  }
-  if (warp == 0) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
-}
-
-extern "C" __global__ void __launch_bounds__(MT)
-    hc_pre_norm(float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb, const float* __restrict__ h,
-                const float* __restrict__ part, int S, int n, float normEps, const float* __restrict__ base,
-                const float* __restrict__ scale, int hc, int D, float eps, int iters, const float* __restrict__ w,
-                float rmsEps) { PDL_WAIT();
-  if (hc == 4)
-    hc_pre_norm_body<4>(x, post, comb, h, part, S, n, normEps, base, scale, hc, D, eps, iters, w, rmsEps);
-  else
-    hc_pre_norm_body<0>(x, post, comb, h, part, S, n, normEps, base, scale, hc, D, eps, iters, w, rmsEps);
-}
-
-// hc_mix_pre_norm is hc_mix_partial and hc_pre_norm in one launch: every
-// block (t, s) writes its segment's partial sums, and the last of token
-// t's blocks to finish (done[t] counts them; that block sets it back to 0
-// for the next launch) computes hc_pre_norm for the token from them. The
-// same operations on the same values as the two launches. Grid (T,
-// ceil(n/seg)); the token's partials must fit HC_STAGE.
-extern "C" __global__ void __launch_bounds__(MT)
-    hc_mix_pre_norm(float* __restrict__ part, unsigned* done, const float* __restrict__ fn, int nMix, int seg,
-                    float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
-                    const float* __restrict__ h, int n, float normEps, const float* __restrict__ base,
-                    const float* __restrict__ scale, int hc, int D, float eps, int iters, const float* __restrict__ w,
-                    float rmsEps) { PDL_WAIT();
-  __shared__ bool last;
-  hc_mix_partial_body(part, h, fn, nMix, n, seg);
-  __threadfence();  // this block's partials, before it is counted
-  __syncthreads();
-  const int t = blockIdx.x;
-  if (threadIdx.x == 0) last = atomicAdd(done + t, 1u) == gridDim.y - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();  // and every other block's, before they are read
-  if (threadIdx.x == 0) done[t] = 0;
-  if (hc == 4)
-    hc_pre_norm_body<4>(x, post, comb, h, part, gridDim.y, n, normEps, base, scale, hc, D, eps, iters, w, rmsEps);
-  else
-    hc_pre_norm_body<0>(x, post, comb, h, part, gridDim.y, n, normEps, base, scale, hc, D, eps, iters, w, rmsEps);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
