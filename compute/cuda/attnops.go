@@ -120,7 +120,7 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 // each chunk's keys once for 16 heads instead of 4 (the same bits).
 const (
 	attnChunk = 32
-	// attnLogitChunk is the logits' chunk of a tiny launch (run 12's ncu:
+	// attnLogitChunk is the logits' chunk of a tiny launch (run 11's ncu:
 	// 64 blocks of 32 keys a window-only layer at batch 1 took 16.9 us, a
 	// block's chain of loads and products at 8 warps an SM; 256 blocks of
 	// 8 keys take 10.9).
@@ -129,7 +129,7 @@ const (
 	attnGroup = 8
 	// attnTinyBlocks: launches of at most this many blocks (tokens × head
 	// groups) take the logits' short chunks and attn_values' half heads.
-	// Run 12: a batch-1 step (16 blocks) 1.3% faster with each, batches 8
+	// Run 11: a batch-1 step (16 blocks) 1.3% faster with each, batches 8
 	// and 16 (128, 256) 1.1-2.2% slower.
 	attnTinyBlocks = 32
 	attnHeads      = 4
