@@ -159,8 +159,9 @@ extern "C" __global__ void __launch_bounds__(MT)
 #define HC_MIX_MAX ((2 + HC_MAX) * HC_MAX)
 #define HC_MIX_ROWS 24  // the Flash width's nMix: every row's loads in flight at once
 
-__device__ __forceinline__ void hc_mix_partial_body(float* __restrict__ part, const float* __restrict__ h,
-                                                    const float* __restrict__ fn, int nMix, int n, int seg) {
+extern "C" __global__ void __launch_bounds__(MT)
+    hc_mix_partial(float* __restrict__ part, const float* __restrict__ h, const float* __restrict__ fn, int nMix, int n,
+                   int seg) { PDL_WAIT();
   __shared__ float red[MT / 32][HC_MIX_MAX + 1];
   const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int k0 = s * seg, k1 = min(n, k0 + seg);
@@ -193,12 +194,6 @@ __device__ __forceinline__ void hc_mix_partial_body(float* __restrict__ part, co
     for (int w = 1; w < MT / 32; ++w) v = __fadd_rn(v, red[w][r]);
     part[((long long)t * S + s) * (nMix + 1) + r] = v;
   }
-}
-
-extern "C" __global__ void __launch_bounds__(MT)
-    hc_mix_partial(float* __restrict__ part, const float* __restrict__ h, const float* __restrict__ fn, int nMix, int n,
-                   int seg) { PDL_WAIT();
-  hc_mix_partial_body(part, h, fn, nMix, n, seg);
 }
 
 // hc_seg_sum returns Σ_s p[s·stride] for s = 0..S-1 in order, 8 loads in
