@@ -67,7 +67,9 @@
 // Attention, the hyper-connection mix and the grouped products are split
 // over blocks by shape alone (attention: chunks of 32 keys, a token's
 // chunk sums added in chunk order whether one block or many computed
-// them), so that in Strict mode every kernel is batch-invariant.
+// them; the shorter logit chunks and half-head value blocks of launches of
+// a few blocks change no value), so that in Strict mode every kernel is
+// batch-invariant.
 //
 // Backend also implements compute.Branches: a step's independent chains
 // (DeepSeek-V4's kv and compressor, and its indexer, beside the queries)
