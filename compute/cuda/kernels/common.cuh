@@ -140,3 +140,20 @@ __device__ __forceinline__ float elem(const u8* __restrict__ w, const u8* __rest
 #define PDL_OPEN_EARLY() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
 #define PDL_WAIT_LATE() asm volatile("griddepcontrol.wait;" ::: "memory")
 #endif
+
+// rope_cs returns RoPE's turn of one pair at position p: the cosine and
+// sine of the float32 angle p·invFreq, in float64 rounded to float32 (the
+// sine negated when inverse), as the CPU computes them.
+__device__ __forceinline__ void rope_cs(int p, float invFreq, bool inverse, float* c, float* s) {
+  const float ang = __fmul_rn((float)p, invFreq);
+  double sd, cd;
+  sincos((double)ang, &sd, &cd);
+  *c = (float)cd;
+  *s = inverse ? -(float)sd : (float)sd;
+}
+
+// rope_turn turns the pair (a, b) by (c, s) into *o0, *o1.
+__device__ __forceinline__ void rope_turn(float a, float b, float c, float s, float* o0, float* o1) {
+  *o0 = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+  *o1 = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+}

@@ -62,15 +62,10 @@ extern "C" __global__ void __launch_bounds__(MT)
   const int i = blockIdx.y * blockDim.x + threadIdx.x;
   if (i >= nf) return;
   const int r = blockIdx.x;
-  const float ang = __fmul_rn((float)pos[r / heads], invFreq[i]);
-  double sd, cd;
-  sincos((double)ang, &sd, &cd);
-  const float c = (float)cd;
-  const float s = inverse ? -(float)sd : (float)sd;
+  float c, s;
+  rope_cs(pos[r / heads], invFreq[i], inverse, &c, &s);
   float* p = x + (long long)r * n + (n - 2 * nf) + 2 * i;
-  const float a = p[0], b = p[1];
-  p[0] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-  p[1] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+  rope_turn(p[0], p[1], c, s, &p[0], &p[1]);
 }
 
 // ---- hyper-connections ----
@@ -522,14 +517,10 @@ extern "C" __global__ void __launch_bounds__(MT)
   }
   __syncthreads();
   for (int i = threadIdx.x; i < nf; i += blockDim.x) {
-    const float ang = __fmul_rn((float)(w * rate), invFreq[i]);
-    double sd, cd;
-    sincos((double)ang, &sd, &cd);
-    const float c = (float)cd, s = (float)sd;
+    float c, s;
+    rope_cs(w * rate, invFreq[i], false, &c, &s);
     float* q = out + (width - 2 * nf) + 2 * i;
-    const float a = q[0], b = q[1];
-    q[0] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-    q[1] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+    rope_turn(q[0], q[1], c, s, &q[0], &q[1]);
   }
   __syncthreads();
   encode_row(slot_ptr(ents, sp.index, w), out, ents.fmt, width, ents.rope, buf);

@@ -510,6 +510,49 @@ MOE_GROUPED_ENTRIES(fp4, FMT_FP4)
 
 // ---- grouped expert products, activations in shared memory ----
 //
+// moe_sx_chunk adds one 16-byte chunk of each of a lane's NMR rows (q,
+// with their scale bytes sr) to acc for the tile's qn pairs: per pair the
+// chunk's products in column order, times the chunk's scale. xc is the
+// chunk's first staged activation of pair 0 (pairs xstride floats
+// apart). moe_sx_body and moep_body share it, so their sums are the same.
+template <int FMT, int PT, int NMR, int DEC>
+__device__ __forceinline__ void moe_sx_chunk(float (&acc)[NMR][PT], const uint4 (&q)[NMR], const u32 (&sr)[NMR],
+                                             const float* xc, int xstride, int qn) {
+  typedef gemv_fmt<FMT> F;
+  float p[NMR][PT];
+#pragma unroll
+  for (int m = 0; m < NMR; ++m)
+#pragma unroll
+    for (int pi = 0; pi < PT; ++pi) p[m][pi] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < F::SUBS; ++s) {
+    float wv[NMR][F::SUB];
+#pragma unroll
+    for (int m = 0; m < NMR; ++m) decode_sub_dec<FMT, DEC>(q[m], s, wv[m]);
+#pragma unroll
+    for (int pi = 0; pi < PT; ++pi) {
+      if (pi < qn) {
+        float xv[F::SUB];
+#pragma unroll
+        for (int j = 0; j < F::SUB / 4; ++j) {
+          const float4 f = *(const float4*)(xc + pi * xstride + s * F::SUB + 4 * j);
+          xv[4 * j] = f.x; xv[4 * j + 1] = f.y; xv[4 * j + 2] = f.z; xv[4 * j + 3] = f.w;
+        }
+#pragma unroll
+        for (int m = 0; m < NMR; ++m)
+#pragma unroll
+          for (int k = 0; k < F::SUB; ++k) p[m][pi] = __fmaf_rn(wv[m][k], xv[k], p[m][pi]);
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < NMR; ++m) {
+    const float scl = chunk_scale_from<FMT>(q[m], sr[m]);
+#pragma unroll
+    for (int pi = 0; pi < PT; ++pi) acc[m][pi] = __fmaf_rn(p[m][pi], scl, acc[m][pi]);
+  }
+}
+
 // moe_sx_body computes what moe_grouped_body computes, with the same order
 // of operations for every output (so the same bits), organized for tiles
 // of 2 to 8 pairs (run 4 to 8: the grouped kernels read their weights at
@@ -677,39 +720,7 @@ __device__ __forceinline__ void moe_sx_body(float* y, const float* x, int xDiv, 
     for (int u = 0; u < U; ++u) {
       const int c = lane + 32 * (j0 + u);
       if (c < nch) {
-        float p[NMR][PT];
-#pragma unroll
-        for (int m = 0; m < NMR; ++m)
-#pragma unroll
-          for (int pi = 0; pi < PT; ++pi) p[m][pi] = 0.0f;
-#pragma unroll
-        for (int s = 0; s < F::SUBS; ++s) {
-          float wv[NMR][F::SUB];
-#pragma unroll
-          for (int m = 0; m < NMR; ++m) decode_sub_dec<FMT, DEC>(qc[u][m], s, wv[m]);
-          const float* xc = xsh + c * XP + s * F::SUB;
-#pragma unroll
-          for (int pi = 0; pi < PT; ++pi) {
-            if (pi < qn) {
-              float xv[F::SUB];
-#pragma unroll
-              for (int j = 0; j < F::SUB / 4; ++j) {
-                const float4 f = *(const float4*)(xc + pi * xstride + 4 * j);
-                xv[4 * j] = f.x; xv[4 * j + 1] = f.y; xv[4 * j + 2] = f.z; xv[4 * j + 3] = f.w;
-              }
-#pragma unroll
-              for (int m = 0; m < NMR; ++m)
-#pragma unroll
-                for (int k = 0; k < F::SUB; ++k) p[m][pi] = __fmaf_rn(wv[m][k], xv[k], p[m][pi]);
-            }
-          }
-        }
-#pragma unroll
-        for (int m = 0; m < NMR; ++m) {
-          const float scl = chunk_scale_from<FMT>(qc[u][m], sc[u][m]);
-#pragma unroll
-          for (int pi = 0; pi < PT; ++pi) acc[m][pi] = __fmaf_rn(p[m][pi], scl, acc[m][pi]);
-        }
+        moe_sx_chunk<FMT, PT, NMR, DEC>(acc, qc[u], sc[u], xsh + c * XP, xstride, qn);
       }
     }
     if (t - g * spg == spg - 1)  // the row group's last step: its outputs
@@ -856,39 +867,7 @@ __device__ __forceinline__ void moep_body(float* y, const float* x, int xDiv, co
       uint4 q[NMR];
 #pragma unroll
       for (int m = 0; m < NMR; ++m) q[m] = *slot(st, m);
-      float p[NMR][PT];
-#pragma unroll
-      for (int m = 0; m < NMR; ++m)
-#pragma unroll
-        for (int pi = 0; pi < PT; ++pi) p[m][pi] = 0.0f;
-#pragma unroll
-      for (int s = 0; s < F::SUBS; ++s) {
-        float wv[NMR][F::SUB];
-#pragma unroll
-        for (int m = 0; m < NMR; ++m) decode_sub_dec<FMT, DEC>(q[m], s, wv[m]);
-        const float* xc = xsh + c * XP + s * F::SUB;
-#pragma unroll
-        for (int pi = 0; pi < PT; ++pi) {
-          if (pi < qn) {
-            float xv[F::SUB];
-#pragma unroll
-            for (int jj = 0; jj < F::SUB / 4; ++jj) {
-              const float4 f = *(const float4*)(xc + pi * xstride + 4 * jj);
-              xv[4 * jj] = f.x; xv[4 * jj + 1] = f.y; xv[4 * jj + 2] = f.z; xv[4 * jj + 3] = f.w;
-            }
-#pragma unroll
-            for (int m = 0; m < NMR; ++m)
-#pragma unroll
-              for (int k = 0; k < F::SUB; ++k) p[m][pi] = __fmaf_rn(wv[m][k], xv[k], p[m][pi]);
-          }
-        }
-      }
-#pragma unroll
-      for (int m = 0; m < NMR; ++m) {
-        const float scl = chunk_scale_from<FMT>(q[m], sraw[m]);
-#pragma unroll
-        for (int pi = 0; pi < PT; ++pi) acc[m][pi] = __fmaf_rn(p[m][pi], scl, acc[m][pi]);
-      }
+      moe_sx_chunk<FMT, PT, NMR, DEC>(acc, q, sraw, xsh + c * XP, xstride, qn);
     }
     if (j == nj - 1) {  // the row group's last step: its outputs, as moe_sx_body
       moe_sx_store<PT, NM, R>(acc, y, sq, qn, rows, r0, L);

@@ -46,6 +46,31 @@ __device__ __forceinline__ float block_nanmax(float v, float* buf) {
 // sums in the same order as the loop below).
 #define RMS_REGS 16
 
+// rms_load loads the row x[base, base + n) and w (1 where null) into v and
+// wv, thread tid's elements tid + m·blockDim (a row of at most
+// RMS_REGS·blockDim values).
+__device__ __forceinline__ void rms_load(float (&v)[RMS_REGS], float (&wv)[RMS_REGS], const float* x,
+                                         const float* __restrict__ w, long long base, int n) {
+#pragma unroll
+  for (int m = 0; m < RMS_REGS; ++m) {
+    const int i = threadIdx.x + m * blockDim.x;
+    v[m] = i < n ? x[base + i] : 0.0f;
+    wv[m] = (w && i < n) ? w[i] : 1.0f;
+  }
+}
+
+// rms_factor returns r = float32(1/sqrt(float64(ss/n + eps))) of the row
+// rms_load left in v, ss its float32 sum of squares (each thread's in
+// order, then block_sum); every thread of the block calls it.
+__device__ __forceinline__ float rms_factor(const float (&v)[RMS_REGS], int n, float eps, float* buf) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int m = 0; m < RMS_REGS; ++m)
+    if (threadIdx.x + m * blockDim.x < n) ss = __fmaf_rn(v[m], v[m], ss);
+  ss = block_sum(ss, buf);
+  return (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(ss, (float)n), eps)));
+}
+
 // rmsnorm: y[t] = w ⊙ (x[t] · r), r = float32(1/sqrt(float64(ss/n + eps))),
 // ss the float32 sum of squares; w may be null; y may be x.
 extern "C" __global__ void __launch_bounds__(ROW_THREADS)
@@ -55,19 +80,8 @@ extern "C" __global__ void __launch_bounds__(ROW_THREADS)
   const int nt = blockDim.x;
   if (n <= RMS_REGS * nt) {
     float v[RMS_REGS], wv[RMS_REGS];
-#pragma unroll
-    for (int m = 0; m < RMS_REGS; ++m) {
-      const int i = threadIdx.x + m * nt;
-      v[m] = i < n ? x[base + i] : 0.0f;
-      wv[m] = (w && i < n) ? w[i] : 1.0f;
-    }
-    float ss = 0.0f;
-#pragma unroll
-    for (int m = 0; m < RMS_REGS; ++m)
-      if (threadIdx.x + m * nt < n) ss = __fmaf_rn(v[m], v[m], ss);
-    ss = block_sum(ss, buf);
-    const float mean = __fdiv_rn(ss, (float)n);
-    const float r = (float)(1.0 / sqrt((double)__fadd_rn(mean, eps)));
+    rms_load(v, wv, x, w, base, n);
+    const float r = rms_factor(v, n, eps, buf);
 #pragma unroll
     for (int m = 0; m < RMS_REGS; ++m) {
       const int i = threadIdx.x + m * nt;
@@ -106,27 +120,10 @@ extern "C" __global__ void __launch_bounds__(ROW_THREADS)
   const long long base = (long long)blockIdx.x * n;
   const int nt = blockDim.x, tid = threadIdx.x, n0 = n - 2 * nf;
   float v[RMS_REGS], wv[RMS_REGS];
-#pragma unroll
-  for (int m = 0; m < RMS_REGS; ++m) {
-    const int i = tid + m * nt;
-    v[m] = i < n ? x[base + i] : 0.0f;
-    wv[m] = (w && i < n) ? w[i] : 1.0f;
-  }
+  rms_load(v, wv, x, w, base, n);
   float c = 0.0f, sn = 0.0f;  // pair tid's turn (rope_heads': one pair a thread)
-  if (tid < nf) {
-    const float ang = __fmul_rn((float)pos[blockIdx.x / heads], invFreq[tid]);
-    double sd, cd;
-    sincos((double)ang, &sd, &cd);
-    c = (float)cd;
-    sn = (float)sd;
-  }
-  float ss = 0.0f;
-#pragma unroll
-  for (int m = 0; m < RMS_REGS; ++m)
-    if (tid + m * nt < n) ss = __fmaf_rn(v[m], v[m], ss);
-  ss = block_sum(ss, buf);
-  const float mean = __fdiv_rn(ss, (float)n);
-  const float r = (float)(1.0 / sqrt((double)__fadd_rn(mean, eps)));
+  if (tid < nf) rope_cs(pos[blockIdx.x / heads], invFreq[tid], false, &c, &sn);
+  const float r = rms_factor(v, n, eps, buf);
 #pragma unroll
   for (int m = 0; m < RMS_REGS; ++m) {
     const int i = tid + m * nt;
@@ -140,11 +137,7 @@ extern "C" __global__ void __launch_bounds__(ROW_THREADS)
     }
   }
   __syncthreads();
-  if (tid < nf) {
-    const float a = tail[2 * tid], b = tail[2 * tid + 1];
-    y[base + n0 + 2 * tid] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sn));
-    y[base + n0 + 2 * tid + 1] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn));
-  }
+  if (tid < nf) rope_turn(tail[2 * tid], tail[2 * tid + 1], c, sn, &y[base + n0 + 2 * tid], &y[base + n0 + 2 * tid + 1]);
 }
 
 // rope rotates the interleaved pairs of the last 2*nf channels of each of
@@ -155,16 +148,10 @@ extern "C" __global__ void __launch_bounds__(ROW_THREADS)
     rope(float* x, int n, const int* __restrict__ pos, const float* __restrict__ invFreq, int nf, int inverse) { PDL_WAIT();
   const int i = blockIdx.y * blockDim.x + threadIdx.x;
   if (i >= nf) return;
-  const int t = blockIdx.x;
-  const float ang = __fmul_rn((float)pos[t], invFreq[i]);
-  double sd, cd;
-  sincos((double)ang, &sd, &cd);
-  const float c = (float)cd;
-  const float s = inverse ? -(float)sd : (float)sd;
-  float* p = x + (long long)t * n + (n - 2 * nf) + 2 * i;
-  const float a = p[0], b = p[1];
-  p[0] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-  p[1] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+  float c, s;
+  rope_cs(pos[blockIdx.x], invFreq[i], inverse, &c, &s);
+  float* p = x + (long long)blockIdx.x * n + (n - 2 * nf) + 2 * i;
+  rope_turn(p[0], p[1], c, s, &p[0], &p[1]);
 }
 
 // softmax replaces each row of width n by exp(x - max) / sum, the
