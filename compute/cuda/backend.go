@@ -138,7 +138,11 @@ type Backend struct {
 	// gemvxMoeU4: gemvx_moe_fp4's _u4 entry (4 steps in flight a lane
 	// instead of 2; the same bits).
 	gemvxMoeU4 bool
-	closed     bool
+	// gvxrV indexes gvxrStages: gemvx_moe_fp4's products through
+	// gemvx_moe_fp4_ring (persistent, loads in a ring; the same bits), or
+	// 0 for gemvx_moe_fp4.
+	gvxrV  int
+	closed bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile
@@ -205,7 +209,7 @@ func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) 
 // NewBackendOn returns a Backend on an open device, which Close leaves
 // open (several Backends may share a device, one goroutine each).
 func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
-	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true,
+	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, gvxrV: gvxrVDefault,
 		gc: graphCache{limit: 16}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)
@@ -217,7 +221,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "indexer_scores", "compress_emit", "round_trip", "moe_sort"}
+		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "indexer_scores", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3"}
 		names = append(names, moeSXKernels...)
 		for _, name := range names {
 			if f := b.k.fns[name]; f != 0 {

@@ -304,6 +304,21 @@ func BenchmarkFlash(b *testing.B) {
 	// gemvx_moe_fp4 for tiles of one pair too (batches up to E/K tokens).
 	abAt("gemvx-moe-all", []int{1, 8, 16, 32}, func(on bool) { be.gemvxMoeMinPT = map[bool]int{true: 1, false: 2}[on] })
 	abAt("gemvx-moe-u4", []int{32, 64, 256}, func(on bool) { be.gemvxMoeU4 = on })
+	// gemvx_moe_fp4 itself, and the ring of 3 stages, against the ring of
+	// 4 (the same bits), at the batches that take them, and with tiles of
+	// one pair too (gx-all-*: gemvxMoeMinPT 1 on both sides).
+	for v := range gvxrStages {
+		if v == gvxrVDefault {
+			continue
+		}
+		name := map[bool]string{true: "gvxr-off", false: fmt.Sprintf("gvxr-st%d", gvxrStages[v])}[v == 0]
+		abAt(name, []int{32, 64, 256}, func(on bool) { be.gvxrV = map[bool]int{true: v, false: gvxrVDefault}[on] })
+		abAt("gx-all-"+name, []int{1, 8, 16}, func(on bool) {
+			be.gemvxMoeMinPT = 1
+			be.gvxrV = map[bool]int{true: v, false: gvxrVDefault}[on]
+		})
+		be.gemvxMoeMinPT = 2
+	}
 	// gemvx's own entries for every FP8 product of 2 to 8 tokens, and
 	// gemvxp (gemvx's FP8 products with their loads in a ring; the same
 	// bits) for every width instead of up to 1024 columns.
@@ -357,11 +372,29 @@ func BenchmarkFlash(b *testing.B) {
 	be.k.t8R4 = true
 
 	// Kernel breakdowns: batch 1 as "FLASH kernel" lines, other batches of
-	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines.
+	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines; the batches of
+	// STRATA_FLASH_PROFILE_GX again with gemvx_moe_fp4_ring for tiles of
+	// one pair too ("FLASH kernel gx B=n").
+	type profiled struct {
+		B  int
+		gx bool
+	}
+	var profiles []profiled
 	for _, B := range intList(os.Getenv("STRATA_FLASH_PROFILE"), []int{1}) {
+		profiles = append(profiles, profiled{B, false})
+	}
+	for _, B := range intList(os.Getenv("STRATA_FLASH_PROFILE_GX"), nil) {
+		profiles = append(profiles, profiled{B, true})
+	}
+	for _, pr := range profiles {
+		B := pr.B
 		tag := "FLASH kernel"
 		if B != 1 {
 			tag = fmt.Sprintf("FLASH kernel B=%d", B)
+		}
+		if pr.gx {
+			tag = fmt.Sprintf("FLASH kernel gx B=%d", B)
+			be.gemvxMoeMinPT = 1
 		}
 		_, p := decode(B, contexts[0], 1, true)
 		type row struct {
@@ -386,6 +419,7 @@ func BenchmarkFlash(b *testing.B) {
 		for i, l := range p.Order {
 			fmt.Printf("FLASH launch B=%d | %d | %s | %dx%dx%d | %.1f us |\n", B, i, l.Name, l.Grid.X, l.Grid.Y, l.Grid.Z, 1e3*l.Ms)
 		}
+		be.gemvxMoeMinPT = 2
 	}
 
 	if L := envInt("STRATA_FLASH_PREFILL", 8192); L > 0 {

@@ -241,9 +241,11 @@ func klDiv(p, q []float32) float64 {
 }
 
 // TestBackendMoEGEMVX checks the Fast FP4 experts in tiles of 2 to 8
-// pairs (gemvx_moe_fp4) against the CPU backend's MoE, and that a token's
-// output is the same bits in a batch of 16 as in a batch of 10 (its pairs
-// in other tiles, at other columns).
+// pairs (gemvx_moe_fp4_ring, the default) against the CPU backend's MoE,
+// that gemvx_moe_fp4 and its other entries give the ring's bits, and that
+// a token's output is the same bits in a batch of 16 as in a batch of 10
+// (its pairs in other tiles, at other columns) and alone in tiles of one
+// pair.
 func TestBackendMoEGEMVX(t *testing.T) {
 	skipNoGEMVX(t)
 	dev := device(t)
@@ -309,11 +311,41 @@ func TestBackendMoEGEMVX(t *testing.T) {
 	if part := run(be, x, 10); !slices.Equal(bitsOf(part), bitsOf(got[:10*D])) {
 		t.Errorf("the first 10 tokens alone differ from the same tokens in a batch of %d", T)
 	}
-	be.gemvxMoeU4 = true // 4 steps in flight a lane: the same bits
-	u4 := run(be, x, T)
-	be.gemvxMoeU4 = false
-	if !slices.Equal(bitsOf(u4), bitsOf(got)) {
-		t.Errorf("the _u4 entry differs from the default")
+	if be.gvxrV == 0 {
+		t.Fatal("gemvx_moe_fp4_ring is not the default")
+	}
+	for v := range gvxrStages {
+		if v == gvxrVDefault {
+			continue
+		}
+		be.gvxrV = v // gemvx_moe_fp4 (0) and the ring of 3 stages: the same bits
+		other := run(be, x, T)
+		if !slices.Equal(bitsOf(other), bitsOf(got)) {
+			t.Errorf("gvxrV %d (ring of %d stages) differs from the default", v, gvxrStages[v])
+		}
+		be.gemvxMoeU4 = true // 4 steps in flight a lane: the same bits
+		if v == 0 && !slices.Equal(bitsOf(run(be, x, T)), bitsOf(got)) {
+			t.Errorf("the _u4 entry differs from the default")
+		}
+		be.gemvxMoeU4 = false
+	}
+	be.gvxrV = gvxrVDefault
+	// Tiles of one pair (gemvxMoeMinPT 1; tokens 0 and 1 alone: 6 pairs
+	// on up to 6 experts): the ring against gemvx_moe_fp4 and the CPU. (Not
+	// against the batch of 16: the shared expert takes other kernels below
+	// 9 tokens.)
+	be.gemvxMoeMinPT = 1
+	two := run(be, x, 2)
+	be.gvxrV = 0
+	twoRef := run(be, x, 2)
+	be.gvxrV, be.gemvxMoeMinPT = gvxrVDefault, 2
+	if !slices.Equal(bitsOf(two), bitsOf(twoRef)) {
+		t.Errorf("tiles of one pair: the ring differs from gemvx_moe_fp4")
+	}
+	for i, w := range run(ref, x, 2) {
+		if d := math.Abs(float64(two[i] - w)); !(d <= 2e-3*(math.Abs(float64(w))+rms)) {
+			t.Fatalf("2 tokens: y[%d] = %v, CPU %v (rms %.3g)", i, two[i], w, rms)
+		}
 	}
 	// And the float32 kernels (gemvxMoeOff) agree with the CPU as closely.
 	be.gemvxMoeOff = true

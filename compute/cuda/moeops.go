@@ -191,6 +191,17 @@ func (b *Backend) gemvxMoeFits(mt *moeTables) bool {
 // tab3, y[pair] = SwiGLU(W1·x, W3·x) (W1 from tab1, W3 from tab3, limit);
 // else y[pair] = W·x (tab1), x row pair / xDiv.
 func (b *Backend) gemvxMoe(m *Matrix, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
+	if st := gvxrStages[b.gvxrV]; st > 0 && b.k.fns[gvxrEntry(st)] != 0 {
+		rowsPerItem := 16 // gate and up: 16 rows of W1 and of W3; down: 32 of W2
+		if tab3 == 0 {
+			rowsPerItem = 32
+		}
+		grid := max(1, min(tiles*blocks(m.Rows, rowsPerItem), gvxrBlocksPerSM*max(b.k.sms, 1)))
+		b.launch(gvxrEntry(st), Dim3{X: grid}, Dim3{X: 256}, gvxrShared(st),
+			b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Int(tiles).Ptr(tab1).Ptr(tab3).
+				Int(m.Rows).Int(m.Cols).F32(limit))
+		return
+	}
 	name := "gemvx_moe_fp4"
 	if b.gemvxMoeU4 {
 		name += "_u4"
@@ -198,6 +209,29 @@ func (b *Backend) gemvxMoe(m *Matrix, y, x Ptr, xDiv int, order, idx, chunks Ptr
 	b.launch(name, Dim3{X: blocks(m.Rows, 16), Y: tiles}, Dim3{X: 256}, 0,
 		b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).Int(m.Rows).Int(m.Cols).F32(limit))
 }
+
+// gvxrStages are the ring depths of gemvx_moe_fp4_ring's entries
+// (Backend.gvxrV indexes them; 0: gemvx_moe_fp4 itself, the same bits).
+var gvxrStages = []int{0, 4, 3}
+
+// gvxrVDefault is the default gvxrV: the ring of 4 stages.
+const gvxrVDefault = 1
+
+// gvxrBlocksPerSM is gemvx_moe_fp4_ring's persistent grid an SM (its
+// launch bounds).
+const gvxrBlocksPerSM = 2
+
+func gvxrEntry(stages int) string {
+	if stages == 4 {
+		return "gemvx_moe_fp4_ring"
+	}
+	return fmt.Sprintf("gemvx_moe_fp4_ring%d", stages)
+}
+
+// gvxrShared is gemvx_moe_fp4_ring's dynamic shared memory: a ring of
+// stages of 256 threads' four 16-byte chunks and one 16-byte word of scale
+// bytes.
+func gvxrShared(stages int) int { return stages * 5 * 256 * 16 }
 
 // moeGEMM records y[q] = W_e·x[q / xDiv] for every tile's pairs on the
 // tensor cores (gemm.cu's moe_gemm), x split into hi + lo (both bf16, the
@@ -319,7 +353,7 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	}
 	order := b.Scratch(compute.I32, 1, P)
 	tiles := min(P, P/pt+E)
-	chunks := b.Scratch(compute.I32, tiles, 2)
+	chunks := b.Scratch(compute.I32, 1, 2*tiles+1) // moe_sort's list, then its count
 	b.launch("moe_sort", Dim3{X: 1}, Dim3{X: 1024}, 8*E,
 		b.args().Ptr(b.ptr(order)).Ptr(b.ptr(chunks)).Ptr(b.ptr(idx)).Int(P).Int(E).Int(tiles).Int(pt))
 

@@ -374,6 +374,58 @@ __device__ __forceinline__ u32 gvx_fp4_pair(u32 w, int b, u32 m2, u32 s2, bool t
 #endif
 }
 
+// gvx_moe_step adds one 128-column step of NA row tiles of 16 rows to
+// acc: q[n][h] are the lane's 16 bytes of tile n's row g + 8h at columns
+// [k, k + 32) (k = 128s + 32c), eb[n][h] that row's scale byte of them,
+// xt the lane's token's activations. gemvx_moe_body's step, shared with
+// gvxr_body (below), so that both give the same bits.
+template <int NA>
+__device__ __forceinline__ void gvx_moe_step(float (&acc)[NA][4], const uint4 (&q)[NA][2], const u32 (&eb)[NA][2],
+                                             const float* __restrict__ xt, int k) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    // x in the decoder's pairs: (x[i], x[i+4]) for i = 0..3, 8..11.
+    u32 xh[8], xl[8];
+    const float4* xp = (const float4*)(xt + k + 16 * half);
+    float xv[16];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float4 f = __ldg(xp + j);
+      xv[4 * j] = f.x; xv[4 * j + 1] = f.y; xv[4 * j + 2] = f.z; xv[4 * j + 3] = f.w;
+    }
+#pragma unroll
+    for (int v = 0; v < 8; ++v) {
+      const int i = v < 4 ? v : v + 4;
+      gvx_split(xv[i], xv[i + 4], xh[v], xl[v]);
+    }
+#pragma unroll
+    for (int n = 0; n < NA; ++n) {
+      u32 A[2][8];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float sf = ue8m0(eb[n][h]);
+        const u32 sb = __float_as_uint(sf) >> 16, s2 = sb | (sb << 16);
+        const bool two = eb[n][h] > 128u;  // 2^126·scale is no bfloat16 (or the scale is NaN)
+        const u32 mb = two ? 0x7E80u : (eb[n][h] + 126u) << 7, m2 = mb | (mb << 16);
+        const uint4 v = q[n][h];
+        const u32 w0 = half ? v.z : v.x, w1 = half ? v.w : v.y;
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+          A[h][b] = gvx_fp4_pair(w0, b, m2, s2, two, sf);
+          A[h][4 + b] = gvx_fp4_pair(w1, b, m2, s2, two, sf);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const u32 a[4] = {A[0][2 * j], A[1][2 * j], A[0][2 * j + 1], A[1][2 * j + 1]};
+        const u32 bh[2] = {xh[2 * j], xh[2 * j + 1]}, bl[2] = {xl[2 * j], xl[2 * j + 1]};
+        mma_bf16(acc[n], a, bh);
+        mma_bf16(acc[n], a, bl);
+      }
+    }
+  }
+}
+
 template <int NM, int U>
 __device__ __forceinline__ void gemvx_moe_body(float* __restrict__ y, const float* __restrict__ x, int xDiv,
                                                const int* __restrict__ order, const int* __restrict__ idx,
@@ -423,49 +475,12 @@ __device__ __forceinline__ void gemvx_moe_body(float* __restrict__ y, const floa
       const int s = s0 + u * GVX_WARPS;
       if (s >= steps) break;
       const int k = 128 * s + 32 * c;
+      u32 eb[NM][2];
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        // x in the decoder's pairs: (x[i], x[i+4]) for i = 0..3, 8..11.
-        u32 xh[8], xl[8];
-        const float4* xp = (const float4*)(xt + k + 16 * half);
-        float xv[16];
+      for (int n = 0; n < NM; ++n)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float4 f = __ldg(xp + j);
-          xv[4 * j] = f.x; xv[4 * j + 1] = f.y; xv[4 * j + 2] = f.z; xv[4 * j + 3] = f.w;
-        }
-#pragma unroll
-        for (int v = 0; v < 8; ++v) {
-          const int i = v < 4 ? v : v + 4;
-          gvx_split(xv[i], xv[i + 4], xh[v], xl[v]);
-        }
-#pragma unroll
-        for (int n = 0; n < NM; ++n) {
-          u32 A[2][8];
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const u32 eb = __ldg(sm[n] + (long long)rr[h] * scaleCols + (k >> 5));
-            const float sf = ue8m0(eb);
-            const u32 sb = __float_as_uint(sf) >> 16, s2 = sb | (sb << 16);
-            const bool two = eb > 128u;  // 2^126·scale is no bfloat16 (or the scale is NaN)
-            const u32 mb = two ? 0x7E80u : (eb + 126u) << 7, m2 = mb | (mb << 16);
-            const uint4 v = q[u][n][h];
-            const u32 w0 = half ? v.z : v.x, w1 = half ? v.w : v.y;
-#pragma unroll
-            for (int b = 0; b < 4; ++b) {
-              A[h][b] = gvx_fp4_pair(w0, b, m2, s2, two, sf);
-              A[h][4 + b] = gvx_fp4_pair(w1, b, m2, s2, two, sf);
-            }
-          }
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const u32 a[4] = {A[0][2 * j], A[1][2 * j], A[0][2 * j + 1], A[1][2 * j + 1]};
-            const u32 bh[2] = {xh[2 * j], xh[2 * j + 1]}, bl[2] = {xl[2 * j], xl[2 * j + 1]};
-            mma_bf16(acc[n], a, bh);
-            mma_bf16(acc[n], a, bl);
-          }
-        }
-      }
+        for (int h = 0; h < 2; ++h) eb[n][h] = __ldg(sm[n] + (long long)rr[h] * scaleCols + (k >> 5));
+      gvx_moe_step<NM>(acc, q[u], eb, xt, k);
     }
   }
 
@@ -507,3 +522,201 @@ __device__ __forceinline__ void gemvx_moe_body(float* __restrict__ y, const floa
   }
 GEMVX_MOE_ENTRY(gemvx_moe_fp4, 2)
 GEMVX_MOE_ENTRY(gemvx_moe_fp4_u4, 4)
+
+// ---- gvxr: gemvx_moe_fp4 with its loads in a ring, persistent ----
+//
+// Why: gemvx_moe_fp4's blocks live for two rounds of "load two steps,
+// wait, compute them" (16 rows of K = 4096: 4 steps a warp), so its
+// loads are in flight only part of the time: run 10 read the experts at
+// 1.2-1.3 TB/s with it, as the float32 _sx kernels do at batch 1 and 8,
+// which are bound by their instructions instead (about 6.7 a weight).
+//
+// gemvx_moe_fp4_ring computes gemvx_moe_fp4's outputs with its step
+// (gvx_moe_step) in its order, so with its bits:
+//   - persistent blocks (2 an SM); the launch's items are (tile, block of
+//     16·MT rows), tile-major, ntiles·rb of them (ntiles: the non-empty
+//     tiles, which moe_sort writes after its list); block b takes the
+//     contiguous items [b·N/G, (b+1)·N/G), so it changes tile (expert,
+//     activations) rarely;
+//   - a thread's tasks are (item, j): step s = warp + 8j of the item's
+//     rows (J = ceil(steps/8) a warp, the same for every warp; a step past
+//     K is an empty task), and the thread copies each task's 16-byte
+//     chunks of its rows, with the 4-byte words of their scale bytes, into
+//     its own slots of a ring of S stages (cp.async, as gemvp), S - 1
+//     tasks ahead, across items;
+//   - an item's 8 warps' sums are added in warp order, as gemvx_moe_fp4
+//     adds them, by warps 0-3 (one sum of each of the 4 fragment values a
+//     warp), through red[item parity]: one barrier an item.
+// NA = NM·MT row tiles of 16 an item: gate/up (NM = 2, MT = 1: W1's and
+// W3's rows r..r+15, SwiGLU fused) or down (NM = 1, MT = 2: W2's rows
+// r..r+31). Dynamic shared memory: S·(2·NA + 1)·256·16 bytes
+// (gvxrShared in moeops.go).
+
+#define GVXR_NT 256
+
+// gvxr_tile is a tile of moe_sort's list as a thread uses it: its pairs
+// (first sorted position, count) and its expert's matrices and scales.
+template <int NM>
+struct gvxr_tile {
+  int y, q0, qn;
+  const u8* wm[NM];
+  const u8* sm[NM];
+};
+
+template <int NM>
+__device__ __forceinline__ void gvxr_load(gvxr_tile<NM>& t, int y, const int* __restrict__ order,
+                                          const int* __restrict__ idx, const int* __restrict__ chunks,
+                                          const u64* __restrict__ tab1, const u64* __restrict__ tab3) {
+  t.y = y;
+  t.q0 = chunks[2 * y];
+  t.qn = chunks[2 * y + 1];
+  const int e = idx[order[t.q0]];
+#pragma unroll
+  for (int n = 0; n < NM; ++n) {
+    const u64* tab = n == 0 ? tab1 : tab3;
+    t.wm[n] = (const u8*)tab[2 * e];
+    t.sm[n] = (const u8*)tab[2 * e + 1];
+  }
+}
+
+template <int NM, int MT, int S>
+__device__ __forceinline__ void gvxr_body(float* __restrict__ y, const float* __restrict__ x, int xDiv,
+                                          const int* __restrict__ order, const int* __restrict__ idx,
+                                          const int* __restrict__ chunks, int maxChunks, const u64* __restrict__ tab1,
+                                          const u64* __restrict__ tab3, int rows, int K, float L) {
+  enum { NA = NM * MT };
+  DYN_SHARED(uint4, ring);                    // [S][NA][2][NT] chunks, then [S][NT] scale words
+  uint4* sring = ring + S * NA * 2 * GVXR_NT;  // a thread's 2·NA words (NA = 2) in one uint4
+  __shared__ float red[2][GVX_WARPS][4 * NA][32];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const int steps = K >> 7, rowBytes = K >> 1, scaleCols = K >> 5;
+  const int J = (steps + GVX_WARPS - 1) / GVX_WARPS;  // tasks an item
+  const int rb = (rows + 16 * MT - 1) / (16 * MT);     // items a tile
+  const int ntiles = chunks[2 * maxChunks];
+  const long long N = (long long)ntiles * rb;
+  const int first = (int)(N * blockIdx.x / gridDim.x), last = (int)(N * (blockIdx.x + 1) / gridDim.x);
+  const int tasks = (last - first) * J;
+  auto slot = [&](int st, int a, int h) -> uint4* { return ring + ((st * NA + a) * 2 + h) * GVXR_NT + tid; };
+
+  // The copying cursor: task `in` (item first + in / J, j = in % J).
+  gvxr_tile<NM> ti;
+  ti.y = -1;
+  int inItem = first, inJ = 0, inR0 = 0;
+  auto issue = [&](int n, int st) {
+    if (n < tasks) {
+      if (inJ == 0) {
+        const int ty = inItem / rb;
+        if (ty != ti.y) gvxr_load<NM>(ti, ty, order, idx, chunks, tab1, tab3);
+        inR0 = (inItem - ty * rb) * 16 * MT;
+      }
+      const int s = warp + GVX_WARPS * inJ;
+      if (s < steps) {
+        u32* sw = (u32*)(sring + st * GVXR_NT + tid);
+#pragma unroll
+        for (int a = 0; a < NA; ++a)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const long long r = min(inR0 + 16 * (a % MT) + g + 8 * h, rows - 1);
+            ring_copy16(slot(st, a, h), ti.wm[a / MT] + r * rowBytes + 64 * s + 16 * c);
+            ring_copy4(sw + 2 * a + h, ti.sm[a / MT] + r * scaleCols + 4 * s);
+          }
+      }
+      if (++inJ == J) inJ = 0, ++inItem;
+    }
+    ring_commit();
+  };
+#pragma unroll
+  for (int st = 0; st < S - 1; ++st) issue(st, st);
+
+  // The computing cursor.
+  gvxr_tile<NM> ta;
+  ta.y = -1;
+  const float* xt = x;
+  int sq0 = 0, sq1 = 0, r0 = 0, par = 0;
+  float acc[NA][4];
+#pragma unroll
+  for (int a = 0; a < NA; ++a)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[a][i] = 0.0f;
+  for (int n = 0, st = 0, item = first, j = 0; n < tasks; ++n) {
+    ring_wait<S - 2>();
+    issue(n + S - 1, st == 0 ? S - 1 : st - 1);
+    if (j == 0) {
+      const int ty = item / rb;
+      if (ty != ta.y) {
+        gvxr_load<NM>(ta, ty, order, idx, chunks, tab1, tab3);
+        xt = x + (long long)(order[ta.q0 + min(g, ta.qn - 1)] / xDiv) * K;
+        sq0 = order[ta.q0 + min(2 * c, ta.qn - 1)];
+        sq1 = order[ta.q0 + min(2 * c + 1, ta.qn - 1)];
+      }
+      r0 = (item - ty * rb) * 16 * MT;
+    }
+    const int s = warp + GVX_WARPS * j;
+    if (s < steps) {
+      uint4 q[NA][2];
+      u32 eb[NA][2];
+      const uint4 sw = *(sring + st * GVXR_NT + tid);
+#pragma unroll
+      for (int a = 0; a < NA; ++a)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          q[a][h] = *slot(st, a, h);
+          eb[a][h] = (word_of(sw, 2 * a + h) >> (8 * c)) & 0xFFu;
+        }
+      gvx_moe_step<NA>(acc, q, eb, xt, 128 * s + 32 * c);
+    }
+    if (++j == J) {
+      // The item's end: gemvx_moe_fp4's sums in warp order.
+#pragma unroll
+      for (int a = 0; a < NA; ++a)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[par][warp][4 * a + i][lane] = acc[a][i], acc[a][i] = 0.0f;
+      __syncthreads();
+      if (warp < 4) {
+        const int i = warp;
+        float v[NA];
+#pragma unroll
+        for (int a = 0; a < NA; ++a) {
+          float sum = red[par][0][4 * a + i][lane];
+          for (int w = 1; w < GVX_WARPS; ++w) sum = __fadd_rn(sum, red[par][w][4 * a + i][lane]);
+          v[a] = sum;
+        }
+        const int t = 2 * c + (i & 1), q = (i & 1) ? sq1 : sq0;
+        if (t < ta.qn) {
+          if (NM == 2) {
+            const int r = r0 + g + (i >> 1) * 8;
+            if (r < rows) y[(long long)q * rows + r] = swiglu_f(v[0], v[NA - 1], L);
+          } else {
+#pragma unroll
+            for (int a = 0; a < NA; ++a) {
+              const int r = r0 + 16 * a + g + (i >> 1) * 8;
+              if (r < rows) y[(long long)q * rows + r] = v[a];
+            }
+          }
+        }
+      }
+      par ^= 1;
+      j = 0;
+      ++item;
+    }
+    st = st == S - 1 ? 0 : st + 1;
+  }
+}
+
+// gemvx_moe_fp4_ring: gemvx_moe_fp4's products and arguments (gate/up
+// when tab3 is set, else down), persistent (grid: at most 2 blocks an
+// SM), maxChunks the length of moe_sort's list (its count of non-empty
+// tiles after it).
+#define GVXR_ENTRY(NAME, S)                                                                                         \
+  extern "C" __global__ void __launch_bounds__(GVXR_NT, 2)                                                         \
+      NAME(float* __restrict__ y, const float* __restrict__ x, int xDiv, const int* __restrict__ order,              \
+           const int* __restrict__ idx, const int* __restrict__ chunks, int maxChunks, const u64* __restrict__ tab1, \
+           const u64* __restrict__ tab3, int rows, int K, float L) {                                                 \
+    PDL_WAIT();                                                                                                     \
+    if (tab3)                                                                                                       \
+      gvxr_body<2, 1, S>(y, x, xDiv, order, idx, chunks, maxChunks, tab1, tab3, rows, K, L);                       \
+    else                                                                                                            \
+      gvxr_body<1, 2, S>(y, x, xDiv, order, idx, chunks, maxChunks, tab1, tab3, rows, K, L);                       \
+  }
+GVXR_ENTRY(gemvx_moe_fp4_ring, 4)
+GVXR_ENTRY(gemvx_moe_fp4_ring3, 3)

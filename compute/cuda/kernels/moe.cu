@@ -146,9 +146,11 @@ __device__ __forceinline__ void block_scan2(int a, int b, int* pa, int* pb, int*
 // counting sort; the order within an expert is unspecified and does not
 // change any result), and into chunks the tiles of the products: runs of
 // at most tile (<= MOE_TILE) pairs of one expert, experts in order, as
-// (first sorted position, count), count 0 ending the list. One block of
-// 1024 threads (E <= 1024: thread e owns expert e); dynamic shared memory:
-// 2·E ints.
+// (first sorted position, count), count 0 ending the list, and after the
+// list's maxChunks entries the count of its non-empty tiles (chunks holds
+// 2·maxChunks + 1 ints; gemvx_moe_fp4_ring reads it). One block of 1024
+// threads (E <= 1024: thread e owns expert e); dynamic shared memory: 2·E
+// ints.
 extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, int* chunks, const int* idx, int P, int E,
                                                               int maxChunks, int tile) { PDL_WAIT();
   DYN_SHARED(int, cnt);
@@ -169,6 +171,7 @@ extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, int* chu
     }
   }
   for (int n = ntiles + threadIdx.x; n < maxChunks; n += blockDim.x) chunks[2 * n] = 0, chunks[2 * n + 1] = 0;
+  if (threadIdx.x == 0) chunks[2 * maxChunks] = min(ntiles, maxChunks);
   __syncthreads();
   for (int q = threadIdx.x; q < P; q += blockDim.x) {
     const int at = (int)atomicAdd((unsigned int*)&cur[idx[q]], 1u);

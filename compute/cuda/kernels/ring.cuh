@@ -7,6 +7,7 @@
 
 #ifdef STRATA_EMU
 __device__ __forceinline__ void ring_copy16(uint4* dst, const void* src) { *dst = *(const uint4*)src; }
+__device__ __forceinline__ void ring_copy4(u32* dst, const void* src) { *dst = *(const u32*)src; }
 __device__ __forceinline__ void ring_commit() {}
 template <int N>
 __device__ __forceinline__ void ring_wait() {}
@@ -14,6 +15,11 @@ __device__ __forceinline__ void ring_wait() {}
 __device__ __forceinline__ void ring_copy16(uint4* dst, const void* src) {
   const u32 d = (u32)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+// ring_copy4 is ring_copy16 for 4 bytes (4-byte aligned at both ends).
+__device__ __forceinline__ void ring_copy4(u32* dst, const void* src) {
+  const u32 d = (u32)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
 }
 // ring_commit closes this thread's copies since the last one into a group.
 __device__ __forceinline__ void ring_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
