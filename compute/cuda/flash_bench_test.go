@@ -500,7 +500,7 @@ func printKernelAttrs(dev *Device) {
 	k := dev.Kernels()
 	var names []string
 	for _, n := range k.names {
-		for _, p := range []string{"gemmx", "moe_gateup_fp4", "moe_down_fp4", "attn_", "gemv2_fp8_t1_s1", "gemv2_bf16_t1_s1", "gemv5_fp8_t8_s1", "gemvp_fp8_u2s", "hc_pre_split", "hc_mix_partial", "rmsnorm", "moe_route"} {
+		for _, p := range []string{"gemmx", "moe_gateup_fp4", "moe_down_fp4", "attn_", "gemv2_fp8_t1_s1", "gemv2_bf16_t1_s1", "gemv5_fp8_t8_s1", "gemvp_fp8_u2s", "hc_pre_split", "hc_mix_partial", "rmsnorm", "moe_route", "gemvx_moe_fp4"} {
 			if strings.HasPrefix(n, p) {
 				names = append(names, n)
 				break
