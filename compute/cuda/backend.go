@@ -229,9 +229,6 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 				if strings.HasSuffix(name, "_h16") {
 					n -= 4 << 10 // attn_values_h16's static arrays take 2.2 KB
 				}
-				if strings.HasPrefix(name, "gemvx_moe_fp4_ring") {
-					n -= 16 << 10 // gvxr_body's red: 16 KB
-				}
 				if err := t.SetMaxDynamicShared(f, n); err != nil {
 					return fmt.Errorf("cuda: %s: %w", name, err)
 				}

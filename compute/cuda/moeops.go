@@ -230,8 +230,8 @@ func gvxrEntry(stages int) string {
 
 // gvxrShared is gemvx_moe_fp4_ring's dynamic shared memory: a ring of
 // stages of 256 threads' four 16-byte chunks and one 16-byte word of scale
-// bytes.
-func gvxrShared(stages int) int { return stages * 5 * 256 * 16 }
+// bytes, then the sums of the 8 warps' fragments for two items (16 KB).
+func gvxrShared(stages int) int { return stages*5*256*16 + 2*8*8*32*4 }
 
 // moeGEMM records y[q] = W_e·x[q / xDiv] for every tile's pairs on the
 // tensor cores (gemm.cu's moe_gemm), x split into hi + lo (both bf16, the

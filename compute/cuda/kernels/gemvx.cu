@@ -549,8 +549,8 @@ GEMVX_MOE_ENTRY(gemvx_moe_fp4_u4, 4)
 //     warp), through red[item parity]: one barrier an item.
 // NA = NM·MT row tiles of 16 an item: gate/up (NM = 2, MT = 1: W1's and
 // W3's rows r..r+15, SwiGLU fused) or down (NM = 1, MT = 2: W2's rows
-// r..r+31). Dynamic shared memory: S·(2·NA + 1)·256·16 bytes
-// (gvxrShared in moeops.go).
+// r..r+31). Dynamic shared memory: S·(2·NA + 1)·256·16 bytes of rings,
+// then 16 KB of red (gvxrShared in moeops.go).
 
 #define GVXR_NT 256
 
@@ -587,7 +587,9 @@ __device__ __forceinline__ void gvxr_body(float* __restrict__ y, const float* __
   enum { NA = NM * MT };
   DYN_SHARED(uint4, ring);                    // [S][NA][2][NT] chunks, then [S][NT] scale words
   uint4* sring = ring + S * NA * 2 * GVXR_NT;  // a thread's 2·NA words (NA = 2) in one uint4
-  __shared__ float red[2][GVX_WARPS][4 * NA][32];
+  // red[2][GVX_WARPS][4·NA][32] after the rings (dynamic: the kernel holds
+  // both forms of this body, which would take two static buffers).
+  float(*red)[GVX_WARPS][4 * NA][32] = (float(*)[GVX_WARPS][4 * NA][32])(sring + S * GVXR_NT);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   const int steps = K >> 7, rowBytes = K >> 1, scaleCols = K >> 5;
   const int J = (steps + GVX_WARPS - 1) / GVX_WARPS;  // tasks an item
