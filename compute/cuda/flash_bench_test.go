@@ -115,6 +115,12 @@ func BenchmarkFlash(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer be.Close()
+	// STRATA_FLASH_MOE_MINPT: gemvxMoeMinPT for the whole benchmark (1:
+	// gemvx_moe_fp4_ring for tiles of one pair too; for ncu runs).
+	if v := envInt("STRATA_FLASH_MOE_MINPT", 0); v > 0 {
+		be.gemvxMoeMinPT = v
+	}
+	minPT := be.gemvxMoeMinPT
 	printKernelAttrs(dev)
 	fp8, err := cache.ParseDType("fp8")
 	if err != nil {
@@ -302,7 +308,7 @@ func BenchmarkFlash(b *testing.B) {
 	// Run 9's float32 expert kernels for tiles of 2 pairs or more.
 	abAt("gemvx-moe-off", []int{32, 64, 256}, func(on bool) { be.gemvxMoeOff = on })
 	// gemvx_moe_fp4 for tiles of one pair too (batches up to E/K tokens).
-	abAt("gemvx-moe-all", []int{1, 8, 16, 32}, func(on bool) { be.gemvxMoeMinPT = map[bool]int{true: 1, false: 2}[on] })
+	abAt("gemvx-moe-all", []int{1, 8, 16, 32}, func(on bool) { be.gemvxMoeMinPT = map[bool]int{true: 1, false: minPT}[on] })
 	abAt("gemvx-moe-u4", []int{32, 64, 256}, func(on bool) { be.gemvxMoeU4 = on })
 	// gemvx_moe_fp4 itself, and the ring of 3 stages, against the ring of
 	// 4 (the same bits), at the batches that take them, and with tiles of
@@ -317,7 +323,7 @@ func BenchmarkFlash(b *testing.B) {
 			be.gemvxMoeMinPT = 1
 			be.gvxrV = map[bool]int{true: v, false: gvxrVDefault}[on]
 		})
-		be.gemvxMoeMinPT = 2
+		be.gemvxMoeMinPT = minPT
 	}
 	// gemvx's own entries for every FP8 product of 2 to 8 tokens, and
 	// gemvxp (gemvx's FP8 products with their loads in a ring; the same
@@ -419,7 +425,7 @@ func BenchmarkFlash(b *testing.B) {
 		for i, l := range p.Order {
 			fmt.Printf("FLASH launch B=%d | %d | %s | %dx%dx%d | %.1f us |\n", B, i, l.Name, l.Grid.X, l.Grid.Y, l.Grid.Z, 1e3*l.Ms)
 		}
-		be.gemvxMoeMinPT = 2
+		be.gemvxMoeMinPT = minPT
 	}
 
 	if L := envInt("STRATA_FLASH_PREFILL", 8192); L > 0 {

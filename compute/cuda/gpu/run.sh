@@ -44,7 +44,7 @@ fi
 SYN=$!
 
 stage tests
-timeout $(left 150) "$B/cuda.test" -test.v -test.timeout 200s \
+[ "${TESTS:-1}" = 1 ] && timeout $(left 150) "$B/cuda.test" -test.v -test.timeout 200s \
 	-test.run 'TestBackend|TestMatMul|TestRMSNorm|TestRoPE|TestSoftmax|TestTopK|TestGather|TestGEMV2Split|TestGEMVVariants|TestGEMV5|TestKernelsOpenWithPDLWait|TestHandOff|TestDeviceMemory|TestEventsAndGraph|TestBranches|TestGEMVX|TestGEMVP|TestGEMVXP' \
 	> "$OUT/tests.log" 2>&1
 echo "tests rc=$?" >> "$OUT/tests.log"
@@ -87,10 +87,16 @@ if [ "${NCU_FLASH:-0}" = 1 ]; then
 	# first NCU_C launches (12: 4 layers of 3).
 	stage ncu-flash
 	NCUB=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
-	STRATA_FLASH_DIR=$CK STRATA_FLASH_BATCHES=1 STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
+	# The warps' stall reasons (percent of active warp cycles), the issue
+	# rate and the tensor pipe.
+	ST=sm__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active
+	for r in long_scoreboard short_scoreboard wait barrier math_pipe_throttle mio_throttle lg_throttle not_selected selected dispatch_stall tex_throttle no_instruction branch_resolving; do
+		ST=$ST,smsp__warp_issue_stalled_${r}_per_warp_active.pct
+	done
+	STRATA_FLASH_DIR=$CK STRATA_FLASH_MOE_MINPT=${NCU_MINPT:-0} STRATA_FLASH_BATCHES=${NCU_B:-1} STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
 		timeout $(left 15) "$NCUB" --clock-control none -k "regex:^(${NCU_K:-attn_logits|attn_values|attn_combine})" -c ${NCU_C:-12} \
-		--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
-		"$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
+		--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis --section InstructionStats \
+		--metrics "$ST" "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
 		> "$OUT/ncu-flash.log" 2>&1
 	echo "ncu-flash rc=$?" >> "$OUT/ncu-flash.log"
 fi
@@ -131,7 +137,7 @@ grep -E "FORMATS|MULTI|FUSED|PDL|BRANCHES" "$OUT/tests.log" | grep -v "^    " | 
 grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -vE "FLASH (kernel|regs|launch)" | head -60
 grep "FLASH kernel" "$OUT/flash.log" | awk -F'|' '{ if (n[$1]++ < 16) print }' | head -120
 grep "FLASH regs" "$OUT/flash.log" | grep -E "gemmx|_sx|_h16|gemvp|gemvx_moe" | head -40
-[ -f "$OUT/ncu-flash.log" ] && grep -E "^  [a-z]|Duration|DRAM Throughput|L2 Cache Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Stall|rc=" "$OUT/ncu-flash.log" | head -80
+[ -f "$OUT/ncu-flash.log" ] && grep -E "^  [a-z]|Duration|DRAM Throughput|L2 Cache Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Stall|smsp__|sm__|Issue Slots Busy|Executed Ipc|rc=" "$OUT/ncu-flash.log" | head -120
 [ -f "$OUT/ncu.log" ] && grep -E "^  [a-z]|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|L1/TEX Hit|Stall|rc=" "$OUT/ncu.log" | head -60
 [ -f "$OUT/gemv.log" ] && grep -E "GEMVV|GEMVG|rc=|panic" "$OUT/gemv.log"
 [ -f "$OUT/prefetch.log" ] && grep -E "Prefetch|GEMVX|rc=|panic" "$OUT/prefetch.log"
