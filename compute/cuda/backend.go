@@ -141,7 +141,11 @@ type Backend struct {
 	// gvxrV indexes gvxrStages: gemvx_moe_fp4's products through
 	// gemvx_moe_fp4_ring (persistent, loads in a ring; the same bits), or
 	// 0 for gemvx_moe_fp4.
-	gvxrV  int
+	gvxrV int
+	// moeH: Fast FP4 experts on the float16 tensor cores (gemvx_moe_fp4_h,
+	// activations split into float16 hi + lo) wherever gemvx_moe_fp4
+	// would run (other bits).
+	moeH   bool
 	closed bool
 
 	// profile, when set, times every launch with events (no graphs).
@@ -221,7 +225,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "indexer_scores", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3"}
+		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "indexer_scores", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
 		names = append(names, moeSXKernels...)
 		for _, name := range names {
 			if f := b.k.fns[name]; f != 0 {

@@ -121,6 +121,10 @@ func BenchmarkFlash(b *testing.B) {
 		be.gemvxMoeMinPT = v
 	}
 	minPT := be.gemvxMoeMinPT
+	// STRATA_FLASH_MOEH=1: the FP4 experts on the float16 tensor cores
+	// (moeH) for the whole benchmark (for ncu runs).
+	moeH := envInt("STRATA_FLASH_MOEH", 0) == 1
+	be.moeH = moeH
 	printKernelAttrs(dev)
 	fp8, err := cache.ParseDType("fp8")
 	if err != nil {
@@ -325,6 +329,13 @@ func BenchmarkFlash(b *testing.B) {
 		})
 		be.gemvxMoeMinPT = minPT
 	}
+	// The FP4 experts on the float16 tensor cores (moeH) at every batch,
+	// against the defaults (the float32 _sx/_sxp kernels below half a pair
+	// an expert, gemvx_moe_fp4_ring above).
+	abAt("gvxh", []int{1, 8, 16, 32, 64, 256}, func(on bool) {
+		be.moeH = on || moeH
+		be.gemvxMoeMinPT = map[bool]int{true: 1, false: minPT}[on]
+	})
 	// gemvx's own entries for every FP8 product of 2 to 8 tokens, and
 	// gemvxp (gemvx's FP8 products with their loads in a ring; the same
 	// bits) for every width instead of up to 1024 columns.
@@ -380,17 +391,21 @@ func BenchmarkFlash(b *testing.B) {
 	// Kernel breakdowns: batch 1 as "FLASH kernel" lines, other batches of
 	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines; the batches of
 	// STRATA_FLASH_PROFILE_GX again with gemvx_moe_fp4_ring for tiles of
-	// one pair too ("FLASH kernel gx B=n").
+	// one pair too ("FLASH kernel gx B=n"), and of STRATA_FLASH_PROFILE_H
+	// with gemvx_moe_fp4_h for every tile ("FLASH kernel h B=n").
 	type profiled struct {
-		B  int
-		gx bool
+		B     int
+		gx, h bool // gemvxMoeMinPT 1; and moeH
 	}
 	var profiles []profiled
 	for _, B := range intList(os.Getenv("STRATA_FLASH_PROFILE"), []int{1}) {
-		profiles = append(profiles, profiled{B, false})
+		profiles = append(profiles, profiled{B, false, false})
 	}
 	for _, B := range intList(os.Getenv("STRATA_FLASH_PROFILE_GX"), nil) {
-		profiles = append(profiles, profiled{B, true})
+		profiles = append(profiles, profiled{B, true, false})
+	}
+	for _, B := range intList(os.Getenv("STRATA_FLASH_PROFILE_H"), nil) {
+		profiles = append(profiles, profiled{B, true, true})
 	}
 	for _, pr := range profiles {
 		B := pr.B
@@ -401,6 +416,10 @@ func BenchmarkFlash(b *testing.B) {
 		if pr.gx {
 			tag = fmt.Sprintf("FLASH kernel gx B=%d", B)
 			be.gemvxMoeMinPT = 1
+		}
+		if pr.h {
+			tag = fmt.Sprintf("FLASH kernel h B=%d", B)
+			be.moeH = true
 		}
 		_, p := decode(B, contexts[0], 1, true)
 		type row struct {
@@ -425,7 +444,7 @@ func BenchmarkFlash(b *testing.B) {
 		for i, l := range p.Order {
 			fmt.Printf("FLASH launch B=%d | %d | %s | %dx%dx%d | %.1f us |\n", B, i, l.Name, l.Grid.X, l.Grid.Y, l.Grid.Z, 1e3*l.Ms)
 		}
-		be.gemvxMoeMinPT = minPT
+		be.gemvxMoeMinPT, be.moeH = minPT, moeH
 	}
 
 	if L := envInt("STRATA_FLASH_PREFILL", 8192); L > 0 {

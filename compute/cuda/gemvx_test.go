@@ -156,9 +156,17 @@ func TestBackendFastSmallBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gpu := loadOn(t, dir, newBackend(t, Fast))
+	be := newBackend(t, Fast)
+	gpu := loadOn(t, dir, be)
 	ref := loadOn(t, dir, cpu.New(2))
-	for _, B := range []int{2, 4, 8} {
+	// Then again with the FP4 experts on the float16 tensor cores (moeH).
+	for _, job := range []struct {
+		B int
+		h bool
+	}{{2, false}, {4, false}, {8, false}, {2, true}, {8, true}} {
+		B := job.B
+		be.moeH = job.h
+		tag := map[bool]string{false: "FASTSMALL", true: "FASTSMALL moeH"}[job.h]
 		const steps = 24
 		var kl, maxAbs float64
 		agree, n := 0, 0
@@ -174,15 +182,16 @@ func TestBackendFastSmallBatches(t *testing.T) {
 				if wb == gb {
 					agree++
 				} else if margin := float64(w[wb] - w[gb]); margin > 1e-3 {
-					t.Errorf("batch %d step %d seq %d: top token %d, CPU %d by a margin of %.3g", B, p, i, gb, wb, margin)
+					t.Errorf("%s batch %d step %d seq %d: top token %d, CPU %d by a margin of %.3g", tag, B, p, i, gb, wb, margin)
 				}
 			}
 		}
 		if !(maxAbs <= 1e-3) {
-			t.Errorf("batch %d: largest logit difference %.3g", B, maxAbs)
+			t.Errorf("%s batch %d: largest logit difference %.3g", tag, B, maxAbs)
 		}
-		fmt.Printf("FASTSMALL batch %d: %d positions, mean KL %.3g, max abs %.3g, top-1 agreement %.2f%%\n", B, n, kl/float64(n), maxAbs, 100*float64(agree)/float64(n))
+		fmt.Printf("%s batch %d: %d positions, mean KL %.3g, max abs %.3g, top-1 agreement %.2f%%\n", tag, B, n, kl/float64(n), maxAbs, 100*float64(agree)/float64(n))
 	}
+	be.moeH = false
 }
 
 // decodeBatch decodes B sequences token by token in one batch for steps
@@ -360,4 +369,126 @@ func TestBackendMoEGEMVX(t *testing.T) {
 		dOff = max(dOff, math.Abs(float64(off[i]-want[i])))
 	}
 	fmt.Printf("MOEGEMVX: max abs from the CPU %.3g (float32 kernels %.3g, rms %.3g)\n", dOn, dOff, rms)
+}
+
+// TestBackendMoEH checks the Fast FP4 experts on the float16 tensor cores
+// (moeH: gvxh_split and gemvx_moe_fp4_h) against the CPU backend's MoE,
+// with tokens of very large and very small activations among them (the
+// rows' power-of-two scales), in tiles of 2 to 8 pairs and of one pair;
+// and that a token's output is the same bits in a batch of 16 as in a
+// batch of 10 (its pairs in other tiles, at other columns).
+func TestBackendMoEH(t *testing.T) {
+	skipNoGEMVX(t)
+	dev := device(t)
+	be, err := NewBackendOn(dev, Fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	ref := cpu.New(2)
+	const E, D, I, K = 8, 256, 384, 3
+	rng := rand.New(rand.NewPCG(9, 41))
+	mk := func(dt compute.DType, rows, cols int) *compute.Matrix {
+		m, _ := testMatrix(rng, dt, rows, cols, 128, 128)
+		if err := be.Upload(m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	args := compute.MoEArgs{Gate: mk(compute.F32, E, D), K: K, Scoring: compute.SqrtSoftplus, RoutedScale: 1.5, Limit: 7}
+	for range E {
+		args.Experts = append(args.Experts, compute.SwiGLU{W1: mk(compute.FP4, I, D), W2: mk(compute.FP4, D, I), W3: mk(compute.FP4, I, D)})
+	}
+	args.Shared = compute.SwiGLU{W1: mk(compute.FP8, I, D), W2: mk(compute.FP8, D, I), W3: mk(compute.FP8, I, D)}
+	bias := randFloats(rng, E)
+	run := func(m compute.Backend, x []float32, T int) []float32 {
+		a := args
+		var err error
+		if a.Bias, err = m.Vector(bias); err != nil {
+			t.Fatal(err)
+		}
+		xt, _ := m.Alloc(compute.F32, T, D)
+		yt, _ := m.Alloc(compute.F32, T, D)
+		tt, _ := m.Alloc(compute.I32, 1, T)
+		defer m.Free(xt)
+		defer m.Free(yt)
+		defer m.Free(tt)
+		m.Write(xt, x[:T*D])
+		m.Write(tt, make([]int32, T))
+		m.MoE(yt, xt, tt, &a)
+		y := make([]float32, T*D)
+		if err := m.Read(y, yt); err != nil {
+			t.Fatal(err)
+		}
+		return y
+	}
+	const T = 16 // 6 pairs an expert on average: tiles of up to 8
+	x := randFloats(rng, T*D)
+	for i := range D {
+		x[3*D+i] *= 1e5 // token 3: beyond float16's range unscaled
+		x[5*D+i] *= 1e-5
+	}
+	check := func(name string, got, want []float32) {
+		t.Helper()
+		for tok := range len(want) / D {
+			var rms float64
+			for _, v := range want[tok*D : (tok+1)*D] {
+				rms += float64(v) * float64(v)
+			}
+			rms = math.Sqrt(rms / float64(D))
+			// As TestBackendMoEGEMVX (the shared expert's split products
+			// err most), with each token's own rms.
+			for i := tok * D; i < (tok+1)*D; i++ {
+				if d := math.Abs(float64(got[i] - want[i])); !(d <= 2e-3*(math.Abs(float64(want[i]))+rms)) {
+					t.Fatalf("%s: y[%d] (token %d) = %v, CPU %v (rms %.3g)", name, i, tok, got[i], want[i], rms)
+				}
+			}
+		}
+	}
+	want := run(ref, x, T)
+	off := run(be, x, T) // gemvx_moe_fp4_ring
+	be.moeH = true
+	defer func() { be.moeH = false }()
+	got := run(be, x, T)
+	check("tiles of up to 8", got, want)
+	if slices.Equal(bitsOf(off), bitsOf(got)) {
+		t.Fatal("moeH gave gemvx_moe_fp4_ring's bits: it did not run")
+	}
+	if part := run(be, x, 10); !slices.Equal(bitsOf(part), bitsOf(got[:10*D])) {
+		t.Errorf("the first 10 tokens alone differ from the same tokens in a batch of %d", T)
+	}
+	// Against the float32 expert kernels (gemvxMoeOff; the same shared
+	// expert, so the difference is the routed experts' alone): within
+	// 1e-4 of each token's rms, where the float16 split carries x to
+	// about 2^-22 (a wrong pairing of codes and columns errs by O(1)).
+	be.gemvxMoeOff = true
+	exact := run(be, x, T)
+	be.gemvxMoeOff = false
+	var worst float64
+	for tok := range T {
+		var rms float64
+		for _, v := range exact[tok*D : (tok+1)*D] {
+			rms += float64(v) * float64(v)
+		}
+		rms = math.Sqrt(rms / float64(D))
+		for i := tok * D; i < (tok+1)*D; i++ {
+			d := math.Abs(float64(got[i]-exact[i])) / (math.Abs(float64(exact[i])) + rms)
+			worst = max(worst, d)
+			if !(d <= 1e-4) {
+				t.Fatalf("y[%d] (token %d) = %v, float32 experts %v (rms %.3g)", i, tok, got[i], exact[i], rms)
+			}
+		}
+	}
+	fmt.Printf("MOEH: against the float32 experts, at most %.3g of |y| + the token's rms\n", worst)
+	// Tiles of one pair (2 tokens, 6 pairs; the shared expert on other
+	// kernels below 9 tokens, so against the CPU only).
+	be.gemvxMoeMinPT = 1
+	defer func() { be.gemvxMoeMinPT = 2 }()
+	check("tiles of one pair", run(be, x, 2), run(ref, x, 2))
+	var dOn, dOff float64
+	for i := range got {
+		dOn = max(dOn, math.Abs(float64(got[i]-want[i])))
+		dOff = max(dOff, math.Abs(float64(off[i]-want[i])))
+	}
+	fmt.Printf("MOEH: max abs from the CPU %.3g (gemvx_moe_fp4_ring %.3g)\n", dOn, dOff)
 }

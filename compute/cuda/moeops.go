@@ -210,6 +210,26 @@ func (b *Backend) gemvxMoe(m *Matrix, y, x Ptr, xDiv int, order, idx, chunks Ptr
 		b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).Int(m.Rows).Int(m.Cols).F32(limit))
 }
 
+// gvxhSplit records gvxh_split: x's rows as gemvx_moe_fp4_h reads them
+// (xs, one 4-byte word a value) and their factors (xsc).
+func (b *Backend) gvxhSplit(xs, xsc, x compute.Tensor) {
+	b.launch("gvxh_split", Dim3{X: x.Rows}, Dim3{X: 256}, 0,
+		b.args().Ptr(b.ptr(xs)).Ptr(b.ptr(xsc)).Ptr(b.ptr(x)).Int(x.Cols))
+}
+
+// gvxh records gemvx_moe_fp4_h for every tile: gemvxMoe's products from
+// gvxhSplit's rows (row pair / xDiv), on the float16 tensor cores.
+func (b *Backend) gvxh(m *Matrix, y Ptr, xs, xsc compute.Tensor, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
+	rowsPerItem := 16
+	if tab3 == 0 {
+		rowsPerItem = 32
+	}
+	grid := max(1, min(tiles*blocks(m.Rows, rowsPerItem), gvxrBlocksPerSM*max(b.k.sms, 1)))
+	b.launch("gemvx_moe_fp4_h", Dim3{X: grid}, Dim3{X: 256}, gvxrShared(4),
+		b.args().Ptr(y).Ptr(b.ptr(xs)).Ptr(b.ptr(xsc)).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Int(tiles).Ptr(tab1).Ptr(tab3).
+			Int(m.Rows).Int(m.Cols).F32(limit))
+}
+
 // gvxrStages are the ring depths of gemvx_moe_fp4_ring's entries
 // (Backend.gvxrV indexes them; 0: gemvx_moe_fp4 itself, the same bits).
 var gvxrStages = []int{0, 4, 3}
@@ -364,7 +384,16 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	tab := mt.tab
 	tab1, tab2, tab3 := tab, tab.Add(int64(16*E)), tab.Add(int64(32*E))
 	ye := b.Scratch(compute.F32, P, D)
-	if gx {
+	if gx && b.moeH && b.k.fns["gemvx_moe_fp4_h"] != 0 {
+		// Fast: the float16 tensor cores (gemvx.cu's gvxh), each input
+		// row split once.
+		xs, xsc := b.Scratch(compute.F32, T, D), b.Scratch(compute.F32, 1, T)
+		b.gvxhSplit(xs, xsc, x)
+		b.gvxh(mt.w1, b.ptr(g), xs, xsc, K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3, a.Limit)
+		gs, gsc := b.Scratch(compute.F32, P, I), b.Scratch(compute.F32, 1, P)
+		b.gvxhSplit(gs, gsc, g)
+		b.gvxh(mt.w2, b.ptr(ye), gs, gsc, 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0, a.Limit)
+	} else if gx {
 		b.gemvxMoe(mt.w1, b.ptr(g), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3, a.Limit)
 		b.gemvxMoe(mt.w2, b.ptr(ye), b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0, a.Limit)
 	} else if tcx {

@@ -59,7 +59,7 @@ fi
 stage wait-synth
 wait $SYN
 stage flash
-STRATA_FLASH_DIR=$CK STRATA_FLASH_PROFILE=${PROFILE:-1,8,64} STRATA_FLASH_PROFILE_GX=${PROFILE_GX:-} timeout $(left 60) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
+STRATA_FLASH_DIR=$CK STRATA_FLASH_PROFILE=${PROFILE:-1,8,64} STRATA_FLASH_PROFILE_GX=${PROFILE_GX:-} STRATA_FLASH_PROFILE_H=${PROFILE_H:-} timeout $(left 60) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
 	> "$OUT/flash.log" 2>&1
 echo "flash rc=$?" >> "$OUT/flash.log"
 
@@ -93,7 +93,7 @@ if [ "${NCU_FLASH:-0}" = 1 ]; then
 	for r in long_scoreboard short_scoreboard wait barrier math_pipe_throttle mio_throttle lg_throttle not_selected selected dispatch_stall tex_throttle no_instruction branch_resolving; do
 		ST=$ST,smsp__warp_issue_stalled_${r}_per_warp_active.pct
 	done
-	STRATA_FLASH_DIR=$CK STRATA_FLASH_MOE_MINPT=${NCU_MINPT:-0} STRATA_FLASH_BATCHES=${NCU_B:-1} STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
+	STRATA_FLASH_DIR=$CK STRATA_FLASH_MOE_MINPT=${NCU_MINPT:-0} STRATA_FLASH_MOEH=${NCU_MOEH:-0} STRATA_FLASH_BATCHES=${NCU_B:-1} STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
 		timeout $(left 15) "$NCUB" --clock-control none -k "regex:^(${NCU_K:-attn_logits|attn_values|attn_combine})" -c ${NCU_C:-12} \
 		--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis --section InstructionStats \
 		--metrics "$ST" "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
@@ -132,7 +132,7 @@ cat "$OUT/smi.txt"
 tail -2 "$OUT/synth.log"
 grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|tests rc|panic" "$OUT/tests.log" | grep -v "^    " | head -40
 grep -cE "^    --- PASS|^--- PASS" "$OUT/tests.log" | sed 's/^/tests passed (lines): /'
-grep -E "FORMATS|MULTI|FUSED|PDL|BRANCHES" "$OUT/tests.log" | grep -v "^    " | head -12
+grep -E "FORMATS|MULTI|FUSED|PDL|BRANCHES|FASTSMALL|MOEH|MOEGEMVX" "$OUT/tests.log" | grep -v "^    " | head -30
 [ -f "$OUT/tests-pdl.log" ] && { grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|FORMATS|rc=|panic" "$OUT/tests-pdl.log" | grep -v "^    " | head -30; grep -cE "^    --- PASS|^--- PASS" "$OUT/tests-pdl.log" | sed 's/^/pdl tests passed (lines): /'; }
 grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -vE "FLASH (kernel|regs|launch)" | head -60
 grep "FLASH kernel" "$OUT/flash.log" | awk -F'|' '{ if (n[$1]++ < 16) print }' | head -120

@@ -503,7 +503,7 @@ __device__ __forceinline__ void gemvx_moe_body(float* __restrict__ y, const floa
   for (int i = 0; i < 4; ++i) {
     const int r = r0 + g + (i >> 1) * 8, t = 2 * c + (i & 1);
     if (r >= rows || t >= qn) continue;
-    y[(long long)sq[t] * rows + r] = NM == 2 ? swiglu_f(v[0][i], v[1][i], L) : v[0][i];
+    y[(long long)sq[t] * rows + r] = NM == 2 ? swiglu_f(v[0][i], v[NM - 1][i], L) : v[0][i];
   }
 }
 
@@ -722,3 +722,304 @@ __device__ __forceinline__ void gvxr_body(float* __restrict__ y, const float* __
   }
 GVXR_ENTRY(gemvx_moe_fp4_ring, 4)
 GVXR_ENTRY(gemvx_moe_fp4_ring3, 3)
+
+// ---- gvxh: the FP4 experts on the float16 tensor cores ----
+//
+// Why: gemvx_moe_fp4 and its ring (above) spend about 5.7 instructions a
+// weight (ncu, batch 1: 18.0M warp instructions for 101M weights of gate
+// and up), most of them placing each pair of codes as a bfloat16 pair,
+// splitting the activations in every block again, and the scale's
+// multiply on every pair; the float32 _sx kernels about 6.7. Either is
+// bound by its instructions at 1.0-1.5 TB/s.
+//
+// Numerics (Fast mode): every weight is exact (e2m1 times 2^-6 as float16,
+// times its UE8M0 scale applied in float32 to each 32-column block's
+// sums); every activation row is scaled by a power of two 2^-ex (its
+// largest magnitude into [2^14, 2^15)) and split as x = hi + lo, both
+// float16 (round to nearest even): x is carried to about 2^-22 of its
+// magnitude. mma.sync m16n8k16 (f16 in, f32 accumulate) multiplies W by
+// hi and by lo; the products are exact, the sums float32.
+//
+// gvxh_split writes a row of activations as the kernel reads them: for
+// each 8 columns 8u..8u+7 (u = 4·block + c), the hi words of the pairs
+// (0, 2), (4, 6), (1, 3), (5, 7), then the lo words, and the row's
+// factor 2^(6+ex) (the weights' 2^-6 and the row's scale, undone at the
+// end). Grid: rows; 256 threads; K a multiple of 8.
+//
+// gemvx_moe_fp4_h is gemvx_moe_fp4_ring's schedule (persistent blocks,
+// items of (tile, 16·MT rows), tasks (item, step), cp.async ring, sums of
+// the warps in warp order) with another lane layout: lane (g, c) takes the
+// 4-byte word c (codes 8c..8c+7) of each of the step's 4 blocks of 32
+// columns of rows g and g+8, so that an mma's 16 columns are one block's
+// (its scale applied to the mma's float32 sums). The chunks are copied as
+// gvxr copies them (lane (g, c): block c of the step), at slots swizzled
+// by g so that the lanes' 4-byte reads of a block hit 32 different banks.
+// The codes of a word become e4m3 bytes (e2m1 times 2^-6: the sign at bit
+// 7, the exponent's low bits and the mantissa at bits 4..2), four at once,
+// and the hardware converts them to float16 pairs. The order of every sum
+// depends on K alone: batch-invariant.
+
+// f16_rn returns the float16 bits nearest f (ties to even; NaN stays NaN,
+// overflow goes to infinity), in software for the emulator.
+__device__ __forceinline__ u32 f16_rn_soft(float f) {
+  const u32 b = __float_as_uint(f), s = (b >> 16) & 0x8000u, a = b & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return s | 0x7E00u;
+  if (a >= 0x477FF000u) return s | 0x7C00u;
+  if (a < 0x38800000u) {  // below 2^-14: a subnormal (or zero) of 2^-24 steps
+    const float v = __fmul_rn(__uint_as_float(a), 0x1p24f);
+    u32 m = (u32)v;
+    const float r = __fsub_rn(v, (float)m);
+    if (r > 0.5f || (r == 0.5f && (m & 1u))) ++m;
+    return s | m;
+  }
+  u32 h = (((a >> 23) - 112u) << 10) | ((a >> 13) & 0x3FFu);
+  const u32 rem = a & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return s | h;
+}
+
+// f16x2_rn packs f16(a) (low) and f16(b) (high).
+__device__ __forceinline__ u32 f16x2_rn(float a, float b) {
+#ifdef STRATA_EMU
+  return f16_rn_soft(a) | (f16_rn_soft(b) << 16);
+#else
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+  return r;
+#endif
+}
+
+__device__ __forceinline__ float f16_lo(u32 w) { return f16_to_f32(w & 0xFFFFu); }
+__device__ __forceinline__ float f16_hi(u32 w) { return f16_to_f32(w >> 16); }
+
+extern "C" __global__ void __launch_bounds__(256)
+    gvxh_split(u32* __restrict__ xs, float* __restrict__ xsc, const float* __restrict__ x, int K) {
+  PDL_WAIT();
+  __shared__ u32 wmax[8];
+  const int r = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const float* xr = x + (long long)r * K;
+  // The largest magnitude, compared as bits (NaN above infinity above
+  // every number).
+  u32 m = 0;
+  for (int k = tid; k < K; k += 256) m = max(m, __float_as_uint(xr[k]) & 0x7FFFFFFFu);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = max(m, (u32)__shfl_xor_sync(0xFFFFFFFFu, (int)m, o));
+  if (lane == 0) wmax[warp] = m;
+  __syncthreads();
+  m = wmax[0];
+#pragma unroll
+  for (int w = 1; w < 8; ++w) m = max(m, wmax[w]);
+  // 2^fe with fe = 14 - e (e: m's binary exponent), within [-126, 126].
+  const int e = (int)(m >> 23) - 127;
+  const int fe = min(126, max(-126, 14 - e));
+  const float f = __uint_as_float((u32)(fe + 127) << 23);
+  if (tid == 0) xsc[r] = __uint_as_float((u32)(6 - fe + 127) << 23);
+  u32* xw = xs + (long long)r * K;
+  for (int u = tid; u < K / 8; u += 256) {
+    const float4 p = __ldg((const float4*)(xr + 8 * u)), q = __ldg((const float4*)(xr + 8 * u) + 1);
+    const float v[8] = {__fmul_rn(p.x, f), __fmul_rn(p.y, f), __fmul_rn(p.z, f), __fmul_rn(p.w, f),
+                        __fmul_rn(q.x, f), __fmul_rn(q.y, f), __fmul_rn(q.z, f), __fmul_rn(q.w, f)};
+    const int pr[4][2] = {{0, 2}, {4, 6}, {1, 3}, {5, 7}};
+    u32 hi[4], lo[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float a = v[pr[i][0]], b = v[pr[i][1]];
+      hi[i] = f16x2_rn(a, b);
+      lo[i] = f16x2_rn(__fsub_rn(a, f16_lo(hi[i])), __fsub_rn(b, f16_hi(hi[i])));
+    }
+    uint4* d = (uint4*)(xw + 8 * u);
+    d[0] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+    d[1] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+  }
+}
+
+// e2m1x8_f16 decodes the 8 codes of w (code i at bits 4i..4i+3) into
+// float16 pairs of e2m1 times 2^-6: f[0] = (code 0, code 2), f[1] = (4, 6),
+// f[2] = (1, 3), f[3] = (5, 7), the first of each pair low.
+__device__ __forceinline__ void e2m1x8_f16(u32 w, u32 (&f)[4]) {
+#ifdef STRATA_EMU
+  const int pr[4][2] = {{0, 2}, {4, 6}, {1, 3}, {5, 7}};
+  for (int i = 0; i < 4; ++i)
+    f[i] = f16_rn_soft(__fmul_rn(e2m1(w >> (4 * pr[i][0])), 0x1p-6f)) |
+           (f16_rn_soft(__fmul_rn(e2m1(w >> (4 * pr[i][1])), 0x1p-6f)) << 16);
+#else
+  const u32 ev = ((w << 2) & 0x1C1C1C1Cu) | ((w << 4) & 0x80808080u);  // codes 0, 2, 4, 6 as e4m3 bytes
+  const u32 od = ((w >> 2) & 0x1C1C1C1Cu) | (w & 0x80808080u);         // codes 1, 3, 5, 7
+  asm("{\n.reg .b16 a, b, c, d;\nmov.b32 {a, b}, %4;\nmov.b32 {c, d}, %5;\n"
+      "cvt.rn.f16x2.e4m3x2 %0, a;\ncvt.rn.f16x2.e4m3x2 %1, b;\ncvt.rn.f16x2.e4m3x2 %2, c;\ncvt.rn.f16x2.e4m3x2 %3, d;\n}"
+      : "=r"(f[0]), "=r"(f[1]), "=r"(f[2]), "=r"(f[3])
+      : "r"(ev), "r"(od));
+#endif
+}
+
+// gvxh_swz is the slot (of a warp's 32) where lane (g, j) keeps its
+// chunk: lanes of even and odd g apart, and the four g of each in
+// different 16-byte bank groups for every block j read.
+__device__ __forceinline__ int gvxh_swz(int g, int j) { return 4 * g + (j ^ ((g >> 1) & 3)); }
+
+template <int NM, int MT, int S>
+__device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __restrict__ xs,
+                                          const float* __restrict__ xsc, int xDiv, const int* __restrict__ order,
+                                          const int* __restrict__ idx, const int* __restrict__ chunks, int maxChunks,
+                                          const u64* __restrict__ tab1, const u64* __restrict__ tab3, int rows, int K,
+                                          float L) {
+  enum { NA = NM * MT };
+  DYN_SHARED(uint4, ring);                    // [S][NA][2][NT] chunks, then [S][NT] scale words
+  uint4* sring = ring + S * NA * 2 * GVXR_NT;  // a thread's 2·NA words (NA = 2) in one uint4
+  float(*red)[GVX_WARPS][4 * NA][32] = (float(*)[GVX_WARPS][4 * NA][32])(sring + S * GVXR_NT);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const int steps = K >> 7, rowBytes = K >> 1, scaleCols = K >> 5;
+  const int J = (steps + GVX_WARPS - 1) / GVX_WARPS;
+  const int rb = (rows + 16 * MT - 1) / (16 * MT);
+  const int ntiles = chunks[2 * maxChunks];
+  const long long N = (long long)ntiles * rb;
+  const int first = (int)(N * blockIdx.x / gridDim.x), last = (int)(N * (blockIdx.x + 1) / gridDim.x);
+  const int tasks = (last - first) * J;
+  const int mine = warp * 32 + gvxh_swz(g, c);  // this lane's slot (its copy)
+  auto slot = [&](int st, int a, int h, int at) -> uint4* { return ring + ((st * NA + a) * 2 + h) * GVXR_NT + at; };
+
+  gvxr_tile<NM> ti;
+  ti.y = -1;
+  int inItem = first, inJ = 0, inR0 = 0;
+  auto issue = [&](int n, int st) {
+    if (n < tasks) {
+      if (inJ == 0) {
+        const int ty = inItem / rb;
+        if (ty != ti.y) gvxr_load<NM>(ti, ty, order, idx, chunks, tab1, tab3);
+        inR0 = (inItem - ty * rb) * 16 * MT;
+      }
+      const int s = warp + GVX_WARPS * inJ;
+      if (s < steps) {
+        u32* sw = (u32*)(sring + st * GVXR_NT + tid);
+#pragma unroll
+        for (int a = 0; a < NA; ++a)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const long long r = min(inR0 + 16 * (a % MT) + g + 8 * h, rows - 1);
+            ring_copy16(slot(st, a, h, mine), ti.wm[a / MT] + r * rowBytes + 64 * s + 16 * c);
+            ring_copy4(sw + 2 * a + h, ti.sm[a / MT] + r * scaleCols + 4 * s);
+          }
+      }
+      if (++inJ == J) inJ = 0, ++inItem;
+    }
+    ring_commit();
+  };
+#pragma unroll
+  for (int st = 0; st < S - 1; ++st) issue(st, st);
+
+  gvxr_tile<NM> ta;
+  ta.y = -1;
+  const uint4* xw = (const uint4*)xs;
+  float cs0 = 0.0f, cs1 = 0.0f;
+  int sq0 = 0, sq1 = 0, r0 = 0, par = 0;
+  float acc[NA][4];
+#pragma unroll
+  for (int a = 0; a < NA; ++a)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[a][i] = 0.0f;
+  for (int n = 0, st = 0, item = first, j = 0; n < tasks; ++n) {
+    ring_wait<S - 2>();
+    issue(n + S - 1, st == 0 ? S - 1 : st - 1);
+    if (j == 0) {
+      const int ty = item / rb;
+      if (ty != ta.y) {
+        gvxr_load<NM>(ta, ty, order, idx, chunks, tab1, tab3);
+        xw = (const uint4*)(xs + (long long)(order[ta.q0 + min(g, ta.qn - 1)] / xDiv) * K);
+        sq0 = order[ta.q0 + min(2 * c, ta.qn - 1)];
+        sq1 = order[ta.q0 + min(2 * c + 1, ta.qn - 1)];
+        cs0 = xsc[sq0 / xDiv];
+        cs1 = xsc[sq1 / xDiv];
+      }
+      r0 = (item - ty * rb) * 16 * MT;
+    }
+    const int s = warp + GVX_WARPS * j;
+    if (s < steps) {
+      // The step's activations: block 4s + b's hi and lo words of this
+      // lane's 8 columns (token g's), then its rows' scale words.
+      uint4 xh[4], xl[4];
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        xh[b] = __ldg(xw + 2 * (4 * (4 * s + b) + c));
+        xl[b] = __ldg(xw + 2 * (4 * (4 * s + b) + c) + 1);
+      }
+      const uint4 sw = *(sring + st * GVXR_NT + tid);
+#pragma unroll
+      for (int a = 0; a < NA; ++a) {
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+          const int at = warp * 32 + gvxh_swz(g, b);
+          const u32 wg = word_of(*slot(st, a, 0, at), c), wg8 = word_of(*slot(st, a, 1, at), c);
+          u32 fg[4], fg8[4];
+          e2m1x8_f16(wg, fg);
+          e2m1x8_f16(wg8, fg8);
+          float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          const u32 a1[4] = {fg[0], fg8[0], fg[1], fg8[1]}, a2[4] = {fg[2], fg8[2], fg[3], fg8[3]};
+          const u32 h1[2] = {xh[b].x, xh[b].y}, l1[2] = {xl[b].x, xl[b].y};
+          const u32 h2[2] = {xh[b].z, xh[b].w}, l2[2] = {xl[b].z, xl[b].w};
+          mma_f16(d, a1, h1);
+          mma_f16(d, a1, l1);
+          mma_f16(d, a2, h2);
+          mma_f16(d, a2, l2);
+          const float rg = ue8m0((word_of(sw, 2 * a) >> (8 * b)) & 0xFFu);
+          const float rg8 = ue8m0((word_of(sw, 2 * a + 1) >> (8 * b)) & 0xFFu);
+          acc[a][0] = __fmaf_rn(d[0], rg, acc[a][0]);
+          acc[a][1] = __fmaf_rn(d[1], rg, acc[a][1]);
+          acc[a][2] = __fmaf_rn(d[2], rg8, acc[a][2]);
+          acc[a][3] = __fmaf_rn(d[3], rg8, acc[a][3]);
+        }
+      }
+    }
+    if (++j == J) {
+#pragma unroll
+      for (int a = 0; a < NA; ++a)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[par][warp][4 * a + i][lane] = acc[a][i], acc[a][i] = 0.0f;
+      __syncthreads();
+      if (warp < 4) {
+        const int i = warp;
+        const float cs = (i & 1) ? cs1 : cs0;
+        float v[NA];
+#pragma unroll
+        for (int a = 0; a < NA; ++a) {
+          float sum = red[par][0][4 * a + i][lane];
+          for (int w = 1; w < GVX_WARPS; ++w) sum = __fadd_rn(sum, red[par][w][4 * a + i][lane]);
+          v[a] = __fmul_rn(sum, cs);
+        }
+        const int t = 2 * c + (i & 1), q = (i & 1) ? sq1 : sq0;
+        if (t < ta.qn) {
+          if (NM == 2) {
+            const int r = r0 + g + (i >> 1) * 8;
+            if (r < rows) y[(long long)q * rows + r] = swiglu_f(v[0], v[NA - 1], L);
+          } else {
+#pragma unroll
+            for (int a = 0; a < NA; ++a) {
+              const int r = r0 + 16 * a + g + (i >> 1) * 8;
+              if (r < rows) y[(long long)q * rows + r] = v[a];
+            }
+          }
+        }
+      }
+      par ^= 1;
+      j = 0;
+      ++item;
+    }
+    st = st == S - 1 ? 0 : st + 1;
+  }
+}
+
+// gemvx_moe_fp4_h: y[pair] = SwiGLU(W1·x, W3·x) (tab3 set) or W·x, x
+// given as gvxh_split's words xs and factors xsc (row pair / xDiv);
+// persistent (at most 2 blocks an SM); dynamic shared memory as
+// gemvx_moe_fp4_ring's.
+#define GVXH_ENTRY(NAME, S)                                                                                        \
+  extern "C" __global__ void __launch_bounds__(GVXR_NT, 2)                                                        \
+      NAME(float* __restrict__ y, const u32* __restrict__ xs, const float* __restrict__ xsc, int xDiv,              \
+           const int* __restrict__ order, const int* __restrict__ idx, const int* __restrict__ chunks,              \
+           int maxChunks, const u64* __restrict__ tab1, const u64* __restrict__ tab3, int rows, int K, float L) {   \
+    PDL_WAIT();                                                                                                    \
+    if (tab3)                                                                                                      \
+      gvxh_body<2, 1, S>(y, xs, xsc, xDiv, order, idx, chunks, maxChunks, tab1, tab3, rows, K, L);                \
+    else                                                                                                           \
+      gvxh_body<1, 2, S>(y, xs, xsc, xDiv, order, idx, chunks, maxChunks, tab1, tab3, rows, K, L);                \
+  }
+GVXH_ENTRY(gemvx_moe_fp4_h, 4)

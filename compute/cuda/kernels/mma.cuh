@@ -85,3 +85,46 @@ __device__ __forceinline__ void store8(u16* dst, const u32* v) {
   p[1] = make_uint4(v[4], v[5], v[6], v[7]);
 }
 
+
+// mma_f16 is mma_bf16 for float16 operands (m16n8k16 row.col, f16 in, f32
+// accumulate; the emulator adds the exact products in k order).
+#ifdef STRATA_EMU
+__device__ __forceinline__ float emu_f16_at(u32 w, int half) { return emu_f16_to_f32((unsigned short)(half ? w >> 16 : w & 0xFFFFu)); }
+__device__ __forceinline__ void mma_f16(float* d, const u32* a, const u32* b) {
+  const int lane = threadIdx.x & 31;
+  float A[16][16], B[16][8];
+  for (int l = 0; l < 32; ++l) {
+    const int g = l >> 2, t = l & 3;
+    u32 ar[4], br[2];
+    for (int i = 0; i < 4; ++i) ar[i] = __shfl_sync(0xFFFFFFFFu, a[i], l);
+    for (int i = 0; i < 2; ++i) br[i] = __shfl_sync(0xFFFFFFFFu, b[i], l);
+    for (int h = 0; h < 2; ++h) {
+      A[g][2 * t + h] = emu_f16_at(ar[0], h);
+      A[g + 8][2 * t + h] = emu_f16_at(ar[1], h);
+      A[g][2 * t + 8 + h] = emu_f16_at(ar[2], h);
+      A[g + 8][2 * t + 8 + h] = emu_f16_at(ar[3], h);
+      B[2 * t + h][g] = emu_f16_at(br[0], h);
+      B[2 * t + 8 + h][g] = emu_f16_at(br[1], h);
+    }
+  }
+  const int g = lane >> 2, t = lane & 3;
+  for (int e = 0; e < 4; ++e) {
+    const int r = g + (e >> 1) * 8, c = 2 * t + (e & 1);
+    float acc = d[e];
+    for (int k = 0; k < 16; ++k) acc = __fadd_rn(acc, __fmul_rn(A[r][k], B[k][c]));
+    d[e] = acc;
+  }
+}
+#else
+__device__ __forceinline__ void mma_f16(float* d, const u32* a, const u32* b) {
+#ifdef GEMM_TC
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();
+#endif
+}
+#endif
