@@ -125,6 +125,17 @@ if [ "${HF:-0}" = 1 ]; then
 fi
 stage done
 
+if [ -n "${SASS:-}" ]; then
+	# The machine code of the kernels matching SASS (a regex) from the
+	# kernel cache the runs above filled, and its opcodes counted.
+	stage sass
+	CUOBJ=$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null | head -1)
+	for f in $(find "${XDG_CACHE_HOME:-$HOME/.cache}/strata/cuda" -type f 2>/dev/null); do
+		"$CUOBJ" -sass "$f" 2>/dev/null | awk -v re="$SASS" '/Function :/ { on = ($0 ~ re) } on' >> "$OUT/sass.txt"
+	done
+	awk '/Function :/ { fn = $3 } /^ +\/\*[0-9a-f]+\*\// { op = $2; if (op ~ /^@/) op = $3; sub(/\..*/, "", op); n[fn " " op]++ } END { for (k in n) print k, n[k] }' "$OUT/sass.txt" | sort -k1,1 -k3,3nr > "$OUT/sass-ops.txt"
+fi
+
 # The device returns few files: the summary, and every log in one archive.
 {
 echo "================ summary"
@@ -143,6 +154,7 @@ grep "FLASH regs" "$OUT/flash.log" | grep -E "gemmx|_sx|_h16|gemvp|gemvx_moe" | 
 [ -f "$OUT/prefetch.log" ] && grep -E "Prefetch|GEMVX|rc=|panic" "$OUT/prefetch.log"
 [ -f "$OUT/gemmx.log" ] && grep -E "GEMMX|rc=|panic" "$OUT/gemmx.log"
 [ -f "$OUT/ppl.log" ] && grep -E "cache|against|rc=" "$OUT/ppl.log"
+[ -f "$OUT/sass-ops.txt" ] && awk '{ if (c[$1]++ < 40) print "SASS", $0 }' "$OUT/sass-ops.txt"
 [ -f "$OUT/hf.log" ] && grep -E "^HF|rc=|Error" "$OUT/hf.log" | tail -6
 cat "$OUT/stages.log"
 } 2>&1 | tee "$OUT/summary.txt"

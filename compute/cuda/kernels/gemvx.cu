@@ -947,25 +947,27 @@ __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __re
       for (int a = 0; a < NA; ++a) {
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
+          // Word c of lane (g, b)'s chunks: one 4-byte shared load each.
           const int at = warp * 32 + gvxh_swz(g, b);
-          const u32 wg = word_of(*slot(st, a, 0, at), c), wg8 = word_of(*slot(st, a, 1, at), c);
+          const u32 wg = ((const u32*)slot(st, a, 0, at))[c], wg8 = ((const u32*)slot(st, a, 1, at))[c];
           u32 fg[4], fg8[4];
           e2m1x8_f16(wg, fg);
           e2m1x8_f16(wg8, fg8);
-          float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          // The hi and lo products in two chains (dh, dl) of two mmas.
+          float dh[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dl[4] = {0.0f, 0.0f, 0.0f, 0.0f};
           const u32 a1[4] = {fg[0], fg8[0], fg[1], fg8[1]}, a2[4] = {fg[2], fg8[2], fg[3], fg8[3]};
           const u32 h1[2] = {xh[b].x, xh[b].y}, l1[2] = {xl[b].x, xl[b].y};
           const u32 h2[2] = {xh[b].z, xh[b].w}, l2[2] = {xl[b].z, xl[b].w};
-          mma_f16(d, a1, h1);
-          mma_f16(d, a1, l1);
-          mma_f16(d, a2, h2);
-          mma_f16(d, a2, l2);
+          mma_f16(dh, a1, h1);
+          mma_f16(dl, a1, l1);
+          mma_f16(dh, a2, h2);
+          mma_f16(dl, a2, l2);
           const float rg = ue8m0((word_of(sw, 2 * a) >> (8 * b)) & 0xFFu);
           const float rg8 = ue8m0((word_of(sw, 2 * a + 1) >> (8 * b)) & 0xFFu);
-          acc[a][0] = __fmaf_rn(d[0], rg, acc[a][0]);
-          acc[a][1] = __fmaf_rn(d[1], rg, acc[a][1]);
-          acc[a][2] = __fmaf_rn(d[2], rg8, acc[a][2]);
-          acc[a][3] = __fmaf_rn(d[3], rg8, acc[a][3]);
+          acc[a][0] = __fmaf_rn(__fadd_rn(dh[0], dl[0]), rg, acc[a][0]);
+          acc[a][1] = __fmaf_rn(__fadd_rn(dh[1], dl[1]), rg, acc[a][1]);
+          acc[a][2] = __fmaf_rn(__fadd_rn(dh[2], dl[2]), rg8, acc[a][2]);
+          acc[a][3] = __fmaf_rn(__fadd_rn(dh[3], dl[3]), rg8, acc[a][3]);
         }
       }
     }
