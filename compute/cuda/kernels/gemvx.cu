@@ -880,24 +880,34 @@ __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __re
 
   gvxr_tile<NM> ti;
   ti.y = -1;
-  int inItem = first, inJ = 0, inR0 = 0;
+  int inItem = first, inJ = 0;
+  // The copying lane's rows of the item being copied: its chunks' and its
+  // scale words' addresses at step 0 (a step adds 64 and 4 bytes).
+  const u8* cpw[NA][2];
+  const u8* csw[NA][2];
   auto issue = [&](int n, int st) {
     if (n < tasks) {
       if (inJ == 0) {
         const int ty = inItem / rb;
         if (ty != ti.y) gvxr_load<NM>(ti, ty, order, idx, chunks, tab1, tab3);
-        inR0 = (inItem - ty * rb) * 16 * MT;
-      }
-      const int s = warp + GVX_WARPS * inJ;
-      if (s < steps) {
-        u32* sw = (u32*)(sring + st * GVXR_NT + tid);
+        const int inR0 = (inItem - ty * rb) * 16 * MT;
 #pragma unroll
         for (int a = 0; a < NA; ++a)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const long long r = min(inR0 + 16 * (a % MT) + g + 8 * h, rows - 1);
-            ring_copy16(slot(st, a, h, mine), ti.wm[a / MT] + r * rowBytes + 64 * s + 16 * c);
-            ring_copy4(sw + 2 * a + h, ti.sm[a / MT] + r * scaleCols + 4 * s);
+            cpw[a][h] = ti.wm[a / MT] + r * rowBytes + 16 * c + 64 * warp;
+            csw[a][h] = ti.sm[a / MT] + r * scaleCols + 4 * warp;
+          }
+      }
+      if (warp + GVX_WARPS * inJ < steps) {
+        u32* sw = (u32*)(sring + st * GVXR_NT + tid);
+#pragma unroll
+        for (int a = 0; a < NA; ++a)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            ring_copy16(slot(st, a, h, mine), cpw[a][h] + 64 * GVX_WARPS * inJ);
+            ring_copy4(sw + 2 * a + h, csw[a][h] + 4 * GVX_WARPS * inJ);
           }
       }
       if (++inJ == J) inJ = 0, ++inItem;
@@ -943,6 +953,15 @@ __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __re
         xl[b] = __ldg(xw + 2 * (4 * (4 * s + b) + c) + 1);
       }
       const uint4 sw = *(sring + st * GVXR_NT + tid);
+      // The scale bytes as float32 by placing them as exponents; a byte 0
+      // (2^-127, subnormal) or 255 (NaN) anywhere takes ue8m0 instead.
+      u32 special = 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const u32 v = word_of(sw, i), nv = ~v;
+        special |= ((v - 0x01010101u) & nv) | ((nv - 0x01010101u) & v);
+      }
+      const bool plain = (special & 0x80808080u) == 0;
 #pragma unroll
       for (int a = 0; a < NA; ++a) {
 #pragma unroll
@@ -962,8 +981,11 @@ __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __re
           mma_f16(dl, a1, l1);
           mma_f16(dh, a2, h2);
           mma_f16(dl, a2, l2);
-          const float rg = ue8m0((word_of(sw, 2 * a) >> (8 * b)) & 0xFFu);
-          const float rg8 = ue8m0((word_of(sw, 2 * a + 1) >> (8 * b)) & 0xFFu);
+          const u32 e0 = word_of(sw, 2 * a), e8 = word_of(sw, 2 * a + 1);
+          const float rg = plain ? __uint_as_float(b < 3 ? (e0 << (23 - 8 * b)) & 0x7F800000u : (e0 >> 1) & 0x7F800000u)
+                                 : ue8m0((e0 >> (8 * b)) & 0xFFu);
+          const float rg8 = plain ? __uint_as_float(b < 3 ? (e8 << (23 - 8 * b)) & 0x7F800000u : (e8 >> 1) & 0x7F800000u)
+                                  : ue8m0((e8 >> (8 * b)) & 0xFFu);
           acc[a][0] = __fmaf_rn(__fadd_rn(dh[0], dl[0]), rg, acc[a][0]);
           acc[a][1] = __fmaf_rn(__fadd_rn(dh[1], dl[1]), rg, acc[a][1]);
           acc[a][2] = __fmaf_rn(__fadd_rn(dh[2], dl[2]), rg8, acc[a][2]);
