@@ -142,9 +142,9 @@ type Backend struct {
 	// gemvx_moe_fp4_ring (persistent, loads in a ring; the same bits), or
 	// 0 for gemvx_moe_fp4.
 	gvxrV int
-	// moeH: Fast FP4 experts on the float16 tensor cores (gemvx_moe_fp4_h,
-	// activations split into float16 hi + lo) wherever gemvx_moe_fp4
-	// would run (other bits).
+	// moeH (the default): Fast FP4 experts on the float16 tensor cores
+	// (gemvx_moe_fp4_h, activations split into float16 hi + lo) wherever
+	// gemvx_moe_fp4 would run, and from moeHMinT tokens on (other bits).
 	moeH   bool
 	closed bool
 
@@ -213,7 +213,7 @@ func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) 
 // NewBackendOn returns a Backend on an open device, which Close leaves
 // open (several Backends may share a device, one goroutine each).
 func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
-	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, gvxrV: gvxrVDefault,
+	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, gvxrV: gvxrVDefault, moeH: true,
 		gc: graphCache{limit: 16}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)

@@ -55,11 +55,18 @@
 //     routed experts its experts' form when they average 32 pairs or more
 //     (prefill; tiles of up to 64 pairs of one expert, K in one part).
 //     FP4 experts averaging from half a pair to 32 pairs (decode batches
-//     from about 22 tokens at the Flash width) take gemvx's experts' form
-//     (gemvx_moe_fp4: tiles of up to 8 pairs as the mma's columns, the
-//     same operands, SwiGLU fused); fewer pairs take the float32 grouped
-//     kernels, which measured faster there. F32 and F16 weights keep the
-//     float32 kernel.
+//     from about 22 tokens at the Flash width), and in tiles of one pair
+//     from 16 tokens on, take the float16 tensor cores
+//     (gemvx_moe_fp4_h: tiles of up to 8 pairs as the mma's columns,
+//     SwiGLU fused): every weight exact as e2m1·2^-6 in float16, its
+//     UE8M0 scale applied in float32 to each 32-column block's mma sums;
+//     every activation row scaled by a power of two (its largest
+//     magnitude into [2^14, 2^15)) and split as x = hi + lo, both float16
+//     (error ~2^-22 of the row's values; gvxh_split), the sums float32.
+//     Fewer pairs take the float32 grouped kernels (as fast there, and
+//     float32). Backend.moeH off gives gemvx's experts' form instead
+//     (gemvx_moe_fp4 and its ring: exact bfloat16 weights, bfloat16
+//     hi + lo). F32 and F16 weights keep the float32 kernel.
 //     Run 8's fast path (split_bf16, the tensor-core kernel of gemm.cu on
 //     hi and on lo, the two products added; moe_gemm for experts averaging
 //     32 pairs) is still there, measured beside it (NOTES.md, run 9).

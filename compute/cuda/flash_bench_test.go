@@ -121,9 +121,12 @@ func BenchmarkFlash(b *testing.B) {
 		be.gemvxMoeMinPT = v
 	}
 	minPT := be.gemvxMoeMinPT
-	// STRATA_FLASH_MOEH=1: the FP4 experts on the float16 tensor cores
-	// (moeH) for the whole benchmark (for ncu runs).
-	moeH := envInt("STRATA_FLASH_MOEH", 0) == 1
+	// STRATA_FLASH_MOEH=0 or 1: the FP4 experts on the float16 tensor
+	// cores (moeH, the default) off or on for the whole benchmark.
+	moeH := be.moeH
+	if v := os.Getenv("STRATA_FLASH_MOEH"); v != "" {
+		moeH = v == "1"
+	}
 	be.moeH = moeH
 	printKernelAttrs(dev)
 	fp8, err := cache.ParseDType("fp8")
@@ -329,13 +332,12 @@ func BenchmarkFlash(b *testing.B) {
 		})
 		be.gemvxMoeMinPT = minPT
 	}
-	// The FP4 experts on the float16 tensor cores (moeH) at every batch,
-	// against the defaults (the float32 _sx/_sxp kernels below half a pair
-	// an expert, gemvx_moe_fp4_ring above).
-	abAt("gvxh", []int{1, 8, 16, 32, 64, 256}, func(on bool) {
-		be.moeH = on || moeH
-		be.gemvxMoeMinPT = map[bool]int{true: 1, false: minPT}[on]
-	})
+	// Without the FP4 experts on the float16 tensor cores (moeH): the
+	// float32 _sx/_sxp kernels below half a pair an expert,
+	// gemvx_moe_fp4_ring above; and with them at batches 1 and 8 too
+	// (gvxh-all: tiles of one pair below moeHMinT tokens).
+	abAt("gvxh-off", []int{16, 32, 64, 256}, func(on bool) { be.moeH = moeH && !on })
+	abAt("gvxh-all", []int{1, 8}, func(on bool) { be.gemvxMoeMinPT = map[bool]int{true: 1, false: minPT}[on] })
 	// gemvx's own entries for every FP8 product of 2 to 8 tokens, and
 	// gemvxp (gemvx's FP8 products with their loads in a ring; the same
 	// bits) for every width instead of up to 1024 columns.

@@ -159,7 +159,9 @@ func TestBackendFastSmallBatches(t *testing.T) {
 	be := newBackend(t, Fast)
 	gpu := loadOn(t, dir, be)
 	ref := loadOn(t, dir, cpu.New(2))
-	// Then again with the FP4 experts on the float16 tensor cores (moeH).
+	// gemvx_moe_fp4_ring's experts (moeH off; the shipped model's 8
+	// experts take them from batch 2), then the float16 tensor cores'
+	// (moeH, the default).
 	for _, job := range []struct {
 		B int
 		h bool
@@ -191,7 +193,7 @@ func TestBackendFastSmallBatches(t *testing.T) {
 		}
 		fmt.Printf("%s batch %d: %d positions, mean KL %.3g, max abs %.3g, top-1 agreement %.2f%%\n", tag, B, n, kl/float64(n), maxAbs, 100*float64(agree)/float64(n))
 	}
-	be.moeH = false
+	be.moeH = true
 }
 
 // decodeBatch decodes B sequences token by token in one batch for steps
@@ -263,6 +265,7 @@ func TestBackendMoEGEMVX(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer be.Close()
+	be.moeH = false // gemvx_moe_fp4 and its ring (moeH takes their place by default)
 	ref := cpu.New(2)
 	const E, D, I, K = 8, 256, 384, 3
 	rng := rand.New(rand.NewPCG(9, 41))
@@ -446,9 +449,9 @@ func TestBackendMoEH(t *testing.T) {
 		}
 	}
 	want := run(ref, x, T)
+	be.moeH = false
 	off := run(be, x, T) // gemvx_moe_fp4_ring
 	be.moeH = true
-	defer func() { be.moeH = false }()
 	got := run(be, x, T)
 	check("tiles of up to 8", got, want)
 	if slices.Equal(bitsOf(off), bitsOf(got)) {

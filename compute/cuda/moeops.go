@@ -210,6 +210,10 @@ func (b *Backend) gemvxMoe(m *Matrix, y, x Ptr, xDiv int, order, idx, chunks Ptr
 		b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).Int(m.Rows).Int(m.Cols).F32(limit))
 }
 
+// moeHMinT is the fewest tokens for which moeH takes the FP4 experts in
+// tiles of one pair (below it the float32 _sx kernels, as fast there).
+const moeHMinT = 16
+
 // gvxhSplit records gvxh_split: x's rows as gemvx_moe_fp4_h reads them
 // (xs, one 4-byte word a value) and their factors (xsc).
 func (b *Backend) gvxhSplit(xs, xsc, x compute.Tensor) {
@@ -356,11 +360,15 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 		pt = b.moePT
 	}
 	// Fast, FP4 experts from half a pair an expert on average (batch 22
-	// and up at the Flash width): gemvx's experts' form, tiles of up to 8
-	// pairs, the tensor cores' cost flat in them. Run 10 (A/B
-	// gemvx-moe-all, tiles of 1 pair): batch 32 8.6% faster with it, 16
-	// even (-0.9%), 8 and 1 3.3% and 1.3% slower.
-	gx := b.mode == Fast && !many && (pt >= b.gemvxMoeMinPT || 2*P >= E) && b.moePT == 0 && !b.gemvxMoeOff && b.gemvxMoeFits(mt)
+	// and up at the Flash width), and with moeH from moeHMinT tokens: the
+	// tensor cores, tiles of up to 8 pairs, their cost flat in them
+	// (gemvx_moe_fp4_h with moeH, the default; else gemvx's experts' form).
+	// Run 10 (A/B gemvx-moe-all, tiles of 1 pair): batch 32 8.6% faster
+	// with gemvx's form, 16 even (-0.9%), 8 and 1 3.3% and 1.3% slower;
+	// run 12 (A/B gvxh): gemvx_moe_fp4_h even at 1 and 8 (+0.2%, -0.2%),
+	// 3.0% faster at 16, 7.5-9.6% at 32, 64 and 256.
+	gx := b.mode == Fast && !many && (pt >= b.gemvxMoeMinPT || 2*P >= E || (b.moeH && T >= moeHMinT)) && b.moePT == 0 &&
+		!b.gemvxMoeOff && b.gemvxMoeFits(mt)
 	switch {
 	case gx:
 		pt = 8
