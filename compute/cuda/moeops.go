@@ -222,7 +222,8 @@ func (b *Backend) gvxhSplit(xs, xsc, x compute.Tensor) {
 }
 
 // gvxh records gemvx_moe_fp4_h for every tile: gemvxMoe's products from
-// gvxhSplit's rows (row pair / xDiv), on the float16 tensor cores.
+// gvxhSplit's rows (row pair / xDiv), on the float16 tensor cores; its
+// ring has gemvx_moe_fp4_ring's layout at 4 stages.
 func (b *Backend) gvxh(m *Matrix, y Ptr, xs, xsc compute.Tensor, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
 	rowsPerItem := 16
 	if tab3 == 0 {
@@ -365,8 +366,10 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	// (gemvx_moe_fp4_h with moeH, the default; else gemvx's experts' form).
 	// Run 10 (A/B gemvx-moe-all, tiles of 1 pair): batch 32 8.6% faster
 	// with gemvx's form, 16 even (-0.9%), 8 and 1 3.3% and 1.3% slower;
-	// run 12 (A/B gvxh): gemvx_moe_fp4_h even at 1 and 8 (+0.2%, -0.2%),
-	// 3.0% faster at 16, 7.5-9.6% at 32, 64 and 256.
+	// run 12 (call 6, A/B gvxh-off and gvxh-all): without gemvx_moe_fp4_h
+	// batch 16 is 2.8% slower, 32, 64 and 256 10.0-10.4%; with it at
+	// batches 1 and 8 too, +1.1% and -0.5% (so below moeHMinT the float32
+	// kernels keep tiles of one pair).
 	gx := b.mode == Fast && !many && (pt >= b.gemvxMoeMinPT || 2*P >= E || (b.moeH && T >= moeHMinT)) && b.moePT == 0 &&
 		!b.gemvxMoeOff && b.gemvxMoeFits(mt)
 	switch {
