@@ -929,7 +929,13 @@ __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __re
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[a][i] = 0.0f;
   for (int n = 0, st = 0, item = first, j = 0; n < tasks; ++n) {
-    ring_wait<S - 2>();
+    // A lane reads its warp's other lanes' chunks (ring.cuh's rings have
+    // each thread read its own), so the warp syncs twice a task: before
+    // the copies into stage st - 1 (read at the task before by other
+    // lanes), and after the wait for this task's copies (each lane's wait
+    // covers its own, the sync makes them the warp's). The task's
+    // activations are loaded before the wait, their latency under it.
+    __syncwarp();
     issue(n + S - 1, st == 0 ? S - 1 : st - 1);
     if (j == 0) {
       const int ty = item / rb;
@@ -944,15 +950,19 @@ __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __re
       r0 = (item - ty * rb) * 16 * MT;
     }
     const int s = warp + GVX_WARPS * j;
+    // The step's activations: block 4s + b's hi and lo words of this
+    // lane's 8 columns (token g's).
+    uint4 xh[4], xl[4];
     if (s < steps) {
-      // The step's activations: block 4s + b's hi and lo words of this
-      // lane's 8 columns (token g's), then its rows' scale words.
-      uint4 xh[4], xl[4];
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
         xh[b] = __ldg(xw + 2 * (4 * (4 * s + b) + c));
         xl[b] = __ldg(xw + 2 * (4 * (4 * s + b) + c) + 1);
       }
+    }
+    ring_wait<S - 1>();  // this task's group: S + n committed, n + 1 done
+    __syncwarp();
+    if (s < steps) {
       const uint4 sw = *(sring + st * GVXR_NT + tid);
       // The scale bytes as float32 by placing them as exponents; a byte 0
       // (2^-127, subnormal) or 255 (NaN) anywhere takes ue8m0 instead.
