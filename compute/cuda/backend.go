@@ -145,8 +145,12 @@ type Backend struct {
 	// moeH (the default): Fast FP4 experts on the float16 tensor cores
 	// (gemvx_moe_fp4_h, activations split into float16 hi + lo) wherever
 	// gemvx_moe_fp4 would run, and from moeHMinT tokens on (other bits).
-	moeH   bool
-	closed bool
+	moeH bool
+	// moeHOwn: gemvx_moe_fp4_h's _own entry (each lane copies the words it
+	// reads; no warp syncs; the same bits). Written after run 12's last
+	// call: BenchmarkFlash's gvxh-own A/B measures it.
+	moeHOwn bool
+	closed  bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile
@@ -225,7 +229,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "indexer_scores", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
+		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "indexer_scores", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h", "gemvx_moe_fp4_h_own"}
 		names = append(names, moeSXKernels...)
 		for _, name := range names {
 			if f := b.k.fns[name]; f != 0 {

@@ -338,6 +338,8 @@ func BenchmarkFlash(b *testing.B) {
 	// (gvxh-all: tiles of one pair below moeHMinT tokens).
 	abAt("gvxh-off", []int{16, 32, 64, 256}, func(on bool) { be.moeH = moeH && !on })
 	abAt("gvxh-all", []int{1, 8}, func(on bool) { be.gemvxMoeMinPT = map[bool]int{true: 1, false: minPT}[on] })
+	// gemvx_moe_fp4_h's _own entry (no warp syncs; the same bits).
+	abAt("gvxh-own", []int{16, 32, 64, 256}, func(on bool) { be.moeHOwn = on })
 	// gemvx's own entries for every FP8 product of 2 to 8 tokens, and
 	// gemvxp (gemvx's FP8 products with their loads in a ring; the same
 	// bits) for every width instead of up to 1024 columns.

@@ -378,8 +378,9 @@ func TestBackendMoEGEMVX(t *testing.T) {
 // (moeH: gvxh_split and gemvx_moe_fp4_h) against the CPU backend's MoE,
 // with tokens of very large and very small activations among them (the
 // rows' power-of-two scales), in tiles of 2 to 8 pairs and of one pair;
-// and that a token's output is the same bits in a batch of 16 as in a
-// batch of 10 (its pairs in other tiles, at other columns).
+// that a token's output is the same bits in a batch of 16 as in a batch
+// of 10 (its pairs in other tiles, at other columns); and that the _own
+// entry gives the same bits.
 func TestBackendMoEH(t *testing.T) {
 	skipNoGEMVX(t)
 	dev := device(t)
@@ -459,6 +460,12 @@ func TestBackendMoEH(t *testing.T) {
 	}
 	if part := run(be, x, 10); !slices.Equal(bitsOf(part), bitsOf(got[:10*D])) {
 		t.Errorf("the first 10 tokens alone differ from the same tokens in a batch of %d", T)
+	}
+	be.moeHOwn = true // the _own entry: the same operations, the same bits
+	own := run(be, x, T)
+	be.moeHOwn = false
+	if !slices.Equal(bitsOf(own), bitsOf(got)) {
+		t.Errorf("gemvx_moe_fp4_h_own differs from gemvx_moe_fp4_h")
 	}
 	// Against the float32 expert kernels (gemvxMoeOff; the same shared
 	// expert, so the difference is the routed experts' alone): within
