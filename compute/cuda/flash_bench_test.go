@@ -312,6 +312,9 @@ func BenchmarkFlash(b *testing.B) {
 	// for BF16 ones alone (the head; other bits).
 	abAt("gemvx-off", []int{1, 2, 4, 8}, func(on bool) { be.gemvxOff = on })
 	abAt("gemvx-bf16-off", []int{1, 8}, func(on bool) { be.gemvxNoBF16 = on })
+	// The lines up to gvxh-off measure gemvx_moe_fp4 and its ring (moeH
+	// off on both sides).
+	be.moeH = false
 	// Run 9's float32 expert kernels for tiles of 2 pairs or more.
 	abAt("gemvx-moe-off", []int{32, 64, 256}, func(on bool) { be.gemvxMoeOff = on })
 	// gemvx_moe_fp4 for tiles of one pair too (batches up to E/K tokens).
@@ -332,6 +335,7 @@ func BenchmarkFlash(b *testing.B) {
 		})
 		be.gemvxMoeMinPT = minPT
 	}
+	be.moeH = moeH
 	// Without the FP4 experts on the float16 tensor cores (moeH): the
 	// float32 _sx/_sxp kernels below half a pair an expert,
 	// gemvx_moe_fp4_ring above; and with them at batches 1 and 8 too
