@@ -252,11 +252,11 @@ func klDiv(p, q []float32) float64 {
 }
 
 // TestBackendMoEGEMVX checks the Fast FP4 experts in tiles of 2 to 8
-// pairs (gemvx_moe_fp4_ring, the default) against the CPU backend's MoE,
-// that gemvx_moe_fp4 and its other entries give the ring's bits, and that
-// a token's output is the same bits in a batch of 16 as in a batch of 10
-// (its pairs in other tiles, at other columns) and alone in tiles of one
-// pair.
+// pairs with moeH off (gemvx_moe_fp4_ring) against the CPU backend's MoE,
+// that gemvx_moe_fp4 and the ring's other entries give the ring's bits,
+// that a token's output is the same bits in a batch of 16 as in a batch
+// of 10 (its pairs in other tiles, at other columns), and that tiles of
+// one pair give gemvx_moe_fp4's bits and the CPU's values.
 func TestBackendMoEGEMVX(t *testing.T) {
 	skipNoGEMVX(t)
 	dev := device(t)
