@@ -259,50 +259,10 @@ func klDiv(p, q []float32) float64 {
 // one pair give gemvx_moe_fp4's bits and the CPU's values.
 func TestBackendMoEGEMVX(t *testing.T) {
 	skipNoGEMVX(t)
-	dev := device(t)
-	be, err := NewBackendOn(dev, Fast)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
+	be, rng, run := newFP4MoE(t)
 	be.moeH = false // gemvx_moe_fp4 and its ring (moeH takes their place by default)
 	ref := cpu.New(2)
-	const E, D, I, K = 8, 256, 384, 3
-	rng := rand.New(rand.NewPCG(9, 41))
-	mk := func(dt compute.DType, rows, cols int) *compute.Matrix {
-		m, _ := testMatrix(rng, dt, rows, cols, 128, 128)
-		if err := be.Upload(m); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	args := compute.MoEArgs{Gate: mk(compute.F32, E, D), K: K, Scoring: compute.SqrtSoftplus, RoutedScale: 1.5, Limit: 7}
-	for range E {
-		args.Experts = append(args.Experts, compute.SwiGLU{W1: mk(compute.FP4, I, D), W2: mk(compute.FP4, D, I), W3: mk(compute.FP4, I, D)})
-	}
-	args.Shared = compute.SwiGLU{W1: mk(compute.FP8, I, D), W2: mk(compute.FP8, D, I), W3: mk(compute.FP8, I, D)}
-	bias := randFloats(rng, E)
-	run := func(m compute.Backend, x []float32, T int) []float32 {
-		a := args
-		var err error
-		if a.Bias, err = m.Vector(bias); err != nil {
-			t.Fatal(err)
-		}
-		xt, _ := m.Alloc(compute.F32, T, D)
-		yt, _ := m.Alloc(compute.F32, T, D)
-		tt, _ := m.Alloc(compute.I32, 1, T)
-		defer m.Free(xt)
-		defer m.Free(yt)
-		defer m.Free(tt)
-		m.Write(xt, x[:T*D])
-		m.Write(tt, make([]int32, T))
-		m.MoE(yt, xt, tt, &a)
-		y := make([]float32, T*D)
-		if err := m.Read(y, yt); err != nil {
-			t.Fatal(err)
-		}
-		return y
-	}
+	const D = fp4MoED
 	const T = 16 // 6 pairs an expert on average: tiles of up to 8
 	x := randFloats(rng, T*D)
 	got, want := run(be, x, T), run(ref, x, T)
@@ -383,49 +343,9 @@ func TestBackendMoEGEMVX(t *testing.T) {
 // entry gives the same bits.
 func TestBackendMoEH(t *testing.T) {
 	skipNoGEMVX(t)
-	dev := device(t)
-	be, err := NewBackendOn(dev, Fast)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
+	be, rng, run := newFP4MoE(t)
 	ref := cpu.New(2)
-	const E, D, I, K = 8, 256, 384, 3
-	rng := rand.New(rand.NewPCG(9, 41))
-	mk := func(dt compute.DType, rows, cols int) *compute.Matrix {
-		m, _ := testMatrix(rng, dt, rows, cols, 128, 128)
-		if err := be.Upload(m); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	args := compute.MoEArgs{Gate: mk(compute.F32, E, D), K: K, Scoring: compute.SqrtSoftplus, RoutedScale: 1.5, Limit: 7}
-	for range E {
-		args.Experts = append(args.Experts, compute.SwiGLU{W1: mk(compute.FP4, I, D), W2: mk(compute.FP4, D, I), W3: mk(compute.FP4, I, D)})
-	}
-	args.Shared = compute.SwiGLU{W1: mk(compute.FP8, I, D), W2: mk(compute.FP8, D, I), W3: mk(compute.FP8, I, D)}
-	bias := randFloats(rng, E)
-	run := func(m compute.Backend, x []float32, T int) []float32 {
-		a := args
-		var err error
-		if a.Bias, err = m.Vector(bias); err != nil {
-			t.Fatal(err)
-		}
-		xt, _ := m.Alloc(compute.F32, T, D)
-		yt, _ := m.Alloc(compute.F32, T, D)
-		tt, _ := m.Alloc(compute.I32, 1, T)
-		defer m.Free(xt)
-		defer m.Free(yt)
-		defer m.Free(tt)
-		m.Write(xt, x[:T*D])
-		m.Write(tt, make([]int32, T))
-		m.MoE(yt, xt, tt, &a)
-		y := make([]float32, T*D)
-		if err := m.Read(y, yt); err != nil {
-			t.Fatal(err)
-		}
-		return y
-	}
+	const D = fp4MoED
 	const T = 16 // 6 pairs an expert on average: tiles of up to 8
 	x := randFloats(rng, T*D)
 	for i := range D {
@@ -501,4 +421,59 @@ func TestBackendMoEH(t *testing.T) {
 		dOff = max(dOff, math.Abs(float64(off[i]-want[i])))
 	}
 	fmt.Printf("MOEH: max abs from the CPU %.3g (gemvx_moe_fp4_ring %.3g)\n", dOn, dOff)
+}
+
+// fp4MoED is the width of newFP4MoE's layer.
+const fp4MoED = 256
+
+// newFP4MoE uploads the MoE layer of TestBackendMoEGEMVX and
+// TestBackendMoEH to a Fast backend: 8 FP4 experts of 384 over a width of
+// fp4MoED, top 3 by sqrt-softplus, an FP8 shared expert. run computes the
+// layer on m (be or a CPU backend) for the first T rows of x; rng goes on
+// from the weights' draws.
+func newFP4MoE(t *testing.T) (be *Backend, rng *rand.Rand, run func(m compute.Backend, x []float32, T int) []float32) {
+	t.Helper()
+	dev := device(t)
+	be, err := NewBackendOn(dev, Fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	const E, D, I, K = 8, fp4MoED, 384, 3
+	rng = rand.New(rand.NewPCG(9, 41))
+	mk := func(dt compute.DType, rows, cols int) *compute.Matrix {
+		m, _ := testMatrix(rng, dt, rows, cols, 128, 128)
+		if err := be.Upload(m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	args := compute.MoEArgs{Gate: mk(compute.F32, E, D), K: K, Scoring: compute.SqrtSoftplus, RoutedScale: 1.5, Limit: 7}
+	for range E {
+		args.Experts = append(args.Experts, compute.SwiGLU{W1: mk(compute.FP4, I, D), W2: mk(compute.FP4, D, I), W3: mk(compute.FP4, I, D)})
+	}
+	args.Shared = compute.SwiGLU{W1: mk(compute.FP8, I, D), W2: mk(compute.FP8, D, I), W3: mk(compute.FP8, I, D)}
+	bias := randFloats(rng, E)
+	run = func(m compute.Backend, x []float32, T int) []float32 {
+		a := args
+		var err error
+		if a.Bias, err = m.Vector(bias); err != nil {
+			t.Fatal(err)
+		}
+		xt, _ := m.Alloc(compute.F32, T, D)
+		yt, _ := m.Alloc(compute.F32, T, D)
+		tt, _ := m.Alloc(compute.I32, 1, T)
+		defer m.Free(xt)
+		defer m.Free(yt)
+		defer m.Free(tt)
+		m.Write(xt, x[:T*D])
+		m.Write(tt, make([]int32, T))
+		m.MoE(yt, xt, tt, &a)
+		y := make([]float32, T*D)
+		if err := m.Read(y, yt); err != nil {
+			t.Fatal(err)
+		}
+		return y
+	}
+	return be, rng, run
 }

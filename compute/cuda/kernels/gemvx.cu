@@ -579,6 +579,47 @@ __device__ __forceinline__ void gvxr_load(gvxr_tile<NM>& t, int y, const int* __
   }
 }
 
+// gvxr_item_end ends an item of gvxr_body and gvxh_body: the 8 warps'
+// fragments through red (one barrier), then warp i < 4 adds fragment i
+// of every lane in warp order (gemvx_moe_fp4's order), times the pair's
+// factor cs0 or cs1 when SCALED (gvxh_body's rows), and stores rows r0 +
+// g + 8(i/2) (+ 16a) of pair 2c + i%2 < qn (sq0, sq1: their pair ids),
+// SwiGLU'd when NM is 2; acc restarts at zero.
+template <int NM, int MT, bool SCALED>
+__device__ __forceinline__ void gvxr_item_end(float (*red)[4 * NM * MT][32], float (&acc)[NM * MT][4],
+                                              float* __restrict__ y, int rows, int r0, int qn, int sq0, int sq1,
+                                              float cs0, float cs1, float L) {
+  enum { NA = NM * MT };
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int a = 0; a < NA; ++a)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) red[warp][4 * a + i][lane] = acc[a][i], acc[a][i] = 0.0f;
+  __syncthreads();
+  if (warp >= 4) return;
+  const int i = warp;
+  const float cs = (i & 1) ? cs1 : cs0;
+  float v[NA];
+#pragma unroll
+  for (int a = 0; a < NA; ++a) {
+    float sum = red[0][4 * a + i][lane];
+    for (int w = 1; w < GVX_WARPS; ++w) sum = __fadd_rn(sum, red[w][4 * a + i][lane]);
+    v[a] = SCALED ? __fmul_rn(sum, cs) : sum;
+  }
+  const int t = 2 * c + (i & 1), q = (i & 1) ? sq1 : sq0;
+  if (t >= qn) return;
+  if (NM == 2) {
+    const int r = r0 + g + (i >> 1) * 8;
+    if (r < rows) y[(long long)q * rows + r] = swiglu_f(v[0], v[NA - 1], L);
+  } else {
+#pragma unroll
+    for (int a = 0; a < NA; ++a) {
+      const int r = r0 + 16 * a + g + (i >> 1) * 8;
+      if (r < rows) y[(long long)q * rows + r] = v[a];
+    }
+  }
+}
+
 template <int NM, int MT, int S>
 __device__ __forceinline__ void gvxr_body(float* __restrict__ y, const float* __restrict__ x, int xDiv,
                                           const int* __restrict__ order, const int* __restrict__ idx,
@@ -668,35 +709,7 @@ __device__ __forceinline__ void gvxr_body(float* __restrict__ y, const float* __
       gvx_moe_step<NA>(acc, q, eb, xt, 128 * s + 32 * c);
     }
     if (++j == J) {
-      // The item's end: gemvx_moe_fp4's sums in warp order.
-#pragma unroll
-      for (int a = 0; a < NA; ++a)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) red[par][warp][4 * a + i][lane] = acc[a][i], acc[a][i] = 0.0f;
-      __syncthreads();
-      if (warp < 4) {
-        const int i = warp;
-        float v[NA];
-#pragma unroll
-        for (int a = 0; a < NA; ++a) {
-          float sum = red[par][0][4 * a + i][lane];
-          for (int w = 1; w < GVX_WARPS; ++w) sum = __fadd_rn(sum, red[par][w][4 * a + i][lane]);
-          v[a] = sum;
-        }
-        const int t = 2 * c + (i & 1), q = (i & 1) ? sq1 : sq0;
-        if (t < ta.qn) {
-          if (NM == 2) {
-            const int r = r0 + g + (i >> 1) * 8;
-            if (r < rows) y[(long long)q * rows + r] = swiglu_f(v[0], v[NA - 1], L);
-          } else {
-#pragma unroll
-            for (int a = 0; a < NA; ++a) {
-              const int r = r0 + 16 * a + g + (i >> 1) * 8;
-              if (r < rows) y[(long long)q * rows + r] = v[a];
-            }
-          }
-        }
-      }
+      gvxr_item_end<NM, MT, false>(red[par], acc, y, rows, r0, ta.qn, sq0, sq1, 1.0f, 1.0f, L);
       par ^= 1;
       j = 0;
       ++item;
@@ -1023,35 +1036,7 @@ __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __re
       }
     }
     if (++j == J) {
-#pragma unroll
-      for (int a = 0; a < NA; ++a)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) red[par][warp][4 * a + i][lane] = acc[a][i], acc[a][i] = 0.0f;
-      __syncthreads();
-      if (warp < 4) {
-        const int i = warp;
-        const float cs = (i & 1) ? cs1 : cs0;
-        float v[NA];
-#pragma unroll
-        for (int a = 0; a < NA; ++a) {
-          float sum = red[par][0][4 * a + i][lane];
-          for (int w = 1; w < GVX_WARPS; ++w) sum = __fadd_rn(sum, red[par][w][4 * a + i][lane]);
-          v[a] = __fmul_rn(sum, cs);
-        }
-        const int t = 2 * c + (i & 1), q = (i & 1) ? sq1 : sq0;
-        if (t < ta.qn) {
-          if (NM == 2) {
-            const int r = r0 + g + (i >> 1) * 8;
-            if (r < rows) y[(long long)q * rows + r] = swiglu_f(v[0], v[NA - 1], L);
-          } else {
-#pragma unroll
-            for (int a = 0; a < NA; ++a) {
-              const int r = r0 + 16 * a + g + (i >> 1) * 8;
-              if (r < rows) y[(long long)q * rows + r] = v[a];
-            }
-          }
-        }
-      }
+      gvxr_item_end<NM, MT, true>(red[par], acc, y, rows, r0, ta.qn, sq0, sq1, cs0, cs1, L);
       par ^= 1;
       j = 0;
       ++item;

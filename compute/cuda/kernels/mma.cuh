@@ -10,13 +10,16 @@
 #endif
 
 #ifdef STRATA_EMU
-// The emulator's m16n8k16 (row.col, bf16 in, f32 accumulate): every lane
+// The emulator's m16n8k16 (row.col, AT decoding a 16-bit half of bf16 or f16
+// operands, f32 accumulate): every lane
 // gathers the fragments of A and B through shuffles (the PTX fragment
 // layouts: lane l holds A rows l/4 and l/4+8, columns 2(l%4)+{0,1,8,9};
 // B columns l/4, rows 2(l%4)+{0,1,8,9}; C rows l/4, l/4+8, columns
 // 2(l%4)+{0,1}) and adds the exact products in k order.
 __device__ __forceinline__ float emu_bf16_at(u32 w, int half) { return __uint_as_float((half ? w >> 16 : w & 0xFFFFu) << 16); }
-__device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) {
+__device__ __forceinline__ float emu_f16_at(u32 w, int half) { return emu_f16_to_f32((unsigned short)(half ? w >> 16 : w & 0xFFFFu)); }
+template <float (*AT)(u32, int)>
+__device__ __forceinline__ void emu_mma16816(float* d, const u32* a, const u32* b) {
   const int lane = threadIdx.x & 31;
   float A[16][16], B[16][8];
   for (int l = 0; l < 32; ++l) {
@@ -25,12 +28,12 @@ __device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) {
     for (int i = 0; i < 4; ++i) ar[i] = __shfl_sync(0xFFFFFFFFu, a[i], l);
     for (int i = 0; i < 2; ++i) br[i] = __shfl_sync(0xFFFFFFFFu, b[i], l);
     for (int h = 0; h < 2; ++h) {
-      A[g][2 * t + h] = emu_bf16_at(ar[0], h);
-      A[g + 8][2 * t + h] = emu_bf16_at(ar[1], h);
-      A[g][2 * t + 8 + h] = emu_bf16_at(ar[2], h);
-      A[g + 8][2 * t + 8 + h] = emu_bf16_at(ar[3], h);
-      B[2 * t + h][g] = emu_bf16_at(br[0], h);
-      B[2 * t + 8 + h][g] = emu_bf16_at(br[1], h);
+      A[g][2 * t + h] = AT(ar[0], h);
+      A[g + 8][2 * t + h] = AT(ar[1], h);
+      A[g][2 * t + 8 + h] = AT(ar[2], h);
+      A[g + 8][2 * t + 8 + h] = AT(ar[3], h);
+      B[2 * t + h][g] = AT(br[0], h);
+      B[2 * t + 8 + h][g] = AT(br[1], h);
     }
   }
   const int g = lane >> 2, t = lane & 3;
@@ -41,6 +44,7 @@ __device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) {
     d[e] = acc;
   }
 }
+__device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) { emu_mma16816<emu_bf16_at>(d, a, b); }
 
 // The emulator's ldmatrix .x4: matrix j's row i comes from the address of
 // lane 8j + i; lane l receives word l%4 of row l/4 of each matrix.
@@ -87,34 +91,9 @@ __device__ __forceinline__ void store8(u16* dst, const u32* v) {
 
 
 // mma_f16 is mma_bf16 for float16 operands (m16n8k16 row.col, f16 in, f32
-// accumulate; the emulator adds the exact products in k order).
+// accumulate; the emulator's emu_mma16816 with float16 operands).
 #ifdef STRATA_EMU
-__device__ __forceinline__ float emu_f16_at(u32 w, int half) { return emu_f16_to_f32((unsigned short)(half ? w >> 16 : w & 0xFFFFu)); }
-__device__ __forceinline__ void mma_f16(float* d, const u32* a, const u32* b) {
-  const int lane = threadIdx.x & 31;
-  float A[16][16], B[16][8];
-  for (int l = 0; l < 32; ++l) {
-    const int g = l >> 2, t = l & 3;
-    u32 ar[4], br[2];
-    for (int i = 0; i < 4; ++i) ar[i] = __shfl_sync(0xFFFFFFFFu, a[i], l);
-    for (int i = 0; i < 2; ++i) br[i] = __shfl_sync(0xFFFFFFFFu, b[i], l);
-    for (int h = 0; h < 2; ++h) {
-      A[g][2 * t + h] = emu_f16_at(ar[0], h);
-      A[g + 8][2 * t + h] = emu_f16_at(ar[1], h);
-      A[g][2 * t + 8 + h] = emu_f16_at(ar[2], h);
-      A[g + 8][2 * t + 8 + h] = emu_f16_at(ar[3], h);
-      B[2 * t + h][g] = emu_f16_at(br[0], h);
-      B[2 * t + 8 + h][g] = emu_f16_at(br[1], h);
-    }
-  }
-  const int g = lane >> 2, t = lane & 3;
-  for (int e = 0; e < 4; ++e) {
-    const int r = g + (e >> 1) * 8, c = 2 * t + (e & 1);
-    float acc = d[e];
-    for (int k = 0; k < 16; ++k) acc = __fadd_rn(acc, __fmul_rn(A[r][k], B[k][c]));
-    d[e] = acc;
-  }
-}
+__device__ __forceinline__ void mma_f16(float* d, const u32* a, const u32* b) { emu_mma16816<emu_f16_at>(d, a, b); }
 #else
 __device__ __forceinline__ void mma_f16(float* d, const u32* a, const u32* b) {
 #ifdef GEMM_TC
