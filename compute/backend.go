@@ -321,7 +321,7 @@ type Branches interface {
 }
 
 // MaxBranches is the most side branches a Branches backend offers.
-const MaxBranches = 3
+const MaxBranches = 4
 
 // Prefetcher is optionally implemented by a backend with a cache between
 // its memory and its compute (a GPU's L2): Prefetch starts loading ws, in

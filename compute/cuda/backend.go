@@ -150,7 +150,15 @@ type Backend struct {
 	// reads; no warp syncs; the same bits). Written after run 12's last
 	// call: BenchmarkFlash's gvxh-own A/B measures it.
 	moeHOwn bool
-	closed  bool
+	// sharedOnMain: MoE's shared expert on the main stream after the
+	// routed experts (run 12's schedule; BenchmarkFlash's moe-shared-main
+	// A/B), not on laneShared beside them. The same values.
+	sharedOnMain bool
+	// combInline: hc_pre_split computes mHC pre's comb after its columns
+	// (run 12's schedule; A/B hc-comb-inline), not hc_comb on laneComb.
+	// The same values.
+	combInline bool
+	closed     bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile
@@ -325,7 +333,7 @@ func (b *Backend) flushOn(t *Thread) error {
 	err := b.flushRecorded(t)
 	b.rec.launches, b.br.scanned = b.rec.launches[:0], 0
 	if lane := int(b.rt.lane); lane > 0 {
-		b.Branch(lane) // the current lane goes on after what was flushed
+		b.fork(lane) // the current lane goes on after what was flushed
 	}
 	return err
 }
@@ -607,7 +615,7 @@ func (b *Backend) ResetScratch(mark int64) {
 		// What the lanes read is handed out again below: join them first.
 		lane := int(b.rt.lane)
 		b.Join(0)
-		b.Branch(lane)
+		b.fork(lane)
 	}
 	if len(b.overflow) > 0 || (b.arena != nil && b.peak > b.arena.n) {
 		want := b.peak + b.peak/4 + (1 << 20)

@@ -20,19 +20,31 @@ import (
 // stream may still be reading its temporaries while the next op, on
 // another, would take them.
 type branches struct {
-	forked [compute.MaxBranches + 1]bool   // lanes forked since the last join
-	side   [compute.MaxBranches + 1]Stream // created at the first flush that forks them
-	joinEv [compute.MaxBranches + 1]Event
+	forked [lanes]bool   // lanes forked since the last join
+	side   [lanes]Stream // created at the first flush that forks them
+	joinEv [lanes]Event
 	forkEv Event
 	// busy: lanes with launches other than l2_prefetch since their last
 	// join (prefetch-only lanes read no scratch), from the recording's
 	// records up to scanned.
-	busy    [compute.MaxBranches + 1]bool
+	busy    [lanes]bool
 	scanned int
 	// serial: Branch and Join do nothing, every op runs on the main stream
 	// (BenchmarkFlash's branches-off A/B; the same values).
 	serial bool
 }
+
+// The backend's own lanes, after the model's: an op whose launches do
+// not all depend on each other runs some of them on one (opBranch).
+const (
+	// laneShared: the MoE's shared expert, beside its routing and routed
+	// experts (moe_combine joins it).
+	laneShared = compute.MaxBranches + 1 + iota
+	// laneComb: mHC pre's comb (hc_comb, its Sinkhorn chain) beside the
+	// sub-block it mixes (HCPost joins it).
+	laneComb
+	lanes // the lanes, the main stream's 0 included
+)
 
 // Branch implements compute.Branches.
 func (b *Backend) Branch(i int) {
@@ -42,12 +54,49 @@ func (b *Backend) Branch(i int) {
 	if b.br.serial {
 		return
 	}
+	b.fork(i)
+}
+
+// fork makes the launches recorded next run on lane i, after a fork record
+// for i > 0.
+func (b *Backend) fork(i int) {
 	b.rt.lane = uint8(i) // the lane the recorder's launches run on
 	if i > 0 {
 		b.rec.launches = append(b.rec.launches, launchRec{op: opFork, lane: uint8(i)})
 		b.br.forked[i] = true
 		b.stats.Forks++
 	}
+}
+
+// opBranch forks the backend's own lane i (laneShared...) for an op's
+// launches that follow, when the op runs on the main branch with the
+// branches on, and reports whether it did (else they stay where they
+// are). The op returns with opMain and joins i before a launch that reads
+// what the lane wrote.
+func (b *Backend) opBranch(i int) bool {
+	if b.br.serial || b.rt.lane != 0 {
+		return false
+	}
+	b.fork(i)
+	return true
+}
+
+// opMain returns an op's launches to the main stream after opBranch.
+func (b *Backend) opMain() { b.rt.lane = 0 }
+
+// opJoin makes the launches recorded next wait for lane i's, after
+// opBranch (nothing if i is not forked): the main stream joins i, and a
+// side lane the op runs on forks again after that.
+func (b *Backend) opJoin(i int) {
+	if !b.br.forked[i] {
+		return
+	}
+	cur := int(b.rt.lane)
+	b.joinLane(i)
+	if cur == i {
+		cur = 0
+	}
+	b.fork(cur)
 }
 
 // Join implements compute.Branches.

@@ -119,10 +119,17 @@ func TestBackendBranches(t *testing.T) {
 		var on *Backend
 		br := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { on = be; be.noPrefetch = false })
 		one := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.SetBranches(false); be.noPrefetch = true })
+		var sm *Backend
+		shm := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { sm = be; be.noPrefetch = false; be.sharedOnMain = true })
 		if on.Stats().Forks == 0 {
 			t.Fatal("the forward queued nothing on a branch")
 		}
+		// The MoE's shared expert forks laneShared once a layer a step.
+		if on.Stats().Forks <= sm.Stats().Forks {
+			t.Fatalf("%d forks with the shared expert on its lane, %d without", on.Stats().Forks, sm.Stats().Forks)
+		}
 		samePaths(t, br, one, "on one stream")
+		samePaths(t, br, shm, "with the shared expert on the main stream")
 		fmt.Printf("BRANCHES %s %s: full and decode logits identical on branches and on one stream (%d forks; max abs from the golden f32 logits %.3g)\n",
 			filepath.Base(dir), modeName(mode), on.Stats().Forks, golden.MaxAbsDiff(br[0], c.LogitsFull))
 	})

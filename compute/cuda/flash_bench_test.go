@@ -308,6 +308,12 @@ func BenchmarkFlash(b *testing.B) {
 	// the L2 prefetches (off by default) on their branch.
 	abAt("one-stream", []int{1, 8, 64}, func(on bool) { be.SetBranches(!on); be.noPrefetch = on })
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
+	// The MoE's shared expert after the routed ones on the main stream (run
+	// 12's schedule), not on its lane beside the routing and them.
+	abAt("moe-shared-main", []int{1, 8, 64, 256}, func(on bool) { be.sharedOnMain = on })
+	// mHC pre's comb in hc_pre_split, after its columns (run 12's), not
+	// hc_comb on its lane.
+	abAt("hc-comb-inline", []int{1, 8, 64}, func(on bool) { be.combInline = on })
 	// Run 9's float32 GEMV for FP8 and BF16 products of up to 8 tokens, and
 	// for BF16 ones alone (the head; other bits).
 	abAt("gemvx-off", []int{1, 2, 4, 8}, func(on bool) { be.gemvxOff = on })

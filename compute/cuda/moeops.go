@@ -334,6 +334,17 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
 	P := T * K
+	// The shared expert first, on its own lane where the op may fork one:
+	// it needs x only, and runs beside the routing (launches of a block or
+	// a few at batch 1) and the routed experts.
+	var shared Ptr
+	if s := a.Shared; s.W1 != nil {
+		lane := !b.sharedOnMain && b.opBranch(laneShared)
+		shared = b.moeShared(x, &s, a.Limit)
+		if lane {
+			b.opMain()
+		}
+	}
 	scores := b.Scratch(compute.F32, T, E)
 	b.matMul(scores, x, a.Gate, Strict)
 	idx := b.Scratch(compute.I32, T, K)
@@ -438,26 +449,30 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 		b.moeGemv(mt.w2, b.ptr(ye), 0, b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0)
 	}
 
-	var shared Ptr
-	if s := a.Shared; s.W1 != nil {
-		Is := s.W1.Rows
-		sh := b.Scratch(compute.F32, T, D)
-		gu := b.Scratch(compute.F32, 2*T, Is)
-		gs, us := gu.Slice(0, T), gu.Slice(T, 2*T)
-		if tab, w0, ok := b.groupTable([]*compute.Matrix{s.W1, s.W3}); ok && b.useGEMVX(w0, T, b.mode) {
-			b.fail(b.k.gemvx(b.rt, 0, b.ptr(gu), Is, T*Is, b.ptr(x), D, 0, T, w0, 2, tab))
-		} else if tab, w0, ok := b.groupTable([]*compute.Matrix{s.W1, s.W3}); ok && !b.k.groupedR5 && (b.mode == Strict || T <= b.k.gemvMaxT || !bf16Exact(w0.DType) || !b.k.tensorCores) {
-			// W1 and W3 in one grouped launch on the same input (the
-			// split chosen for their 2·Is rows together).
-			b.fail(b.k.groupedGEMVStrided(b.rt, 0, b.ptr(gu), Is, T*Is, b.ptr(x), D, 0, T, w0, 2, tab))
-		} else {
-			b.MatMul(gs, x, s.W1)
-			b.MatMul(us, x, s.W3)
-		}
-		b.swiglu(b.ptr(gs), b.ptr(us), T*Is, a.Limit)
-		b.MatMul(sh, gs, s.W2)
-		shared = b.ptr(sh)
-	}
+	b.opJoin(laneShared)
 	b.launch("moe_combine", Dim3{X: T, Y: blocks(D, 256)}, Dim3{X: 256}, 0,
 		b.args().Ptr(b.ptr(y)).Ptr(b.ptr(ye)).Ptr(b.ptr(wt)).Ptr(b.ptr(idx)).Ptr(shared).Int(K).Int(D))
+}
+
+// moeShared queues the shared expert s on x [T, D] (SwiGLU with limit) and
+// returns its output [T, D], in scratch.
+func (b *Backend) moeShared(x compute.Tensor, s *compute.SwiGLU, limit float32) Ptr {
+	T, D := x.Rows, x.Cols
+	Is := s.W1.Rows
+	sh := b.Scratch(compute.F32, T, D)
+	gu := b.Scratch(compute.F32, 2*T, Is)
+	gs, us := gu.Slice(0, T), gu.Slice(T, 2*T)
+	if tab, w0, ok := b.groupTable([]*compute.Matrix{s.W1, s.W3}); ok && b.useGEMVX(w0, T, b.mode) {
+		b.fail(b.k.gemvx(b.rt, 0, b.ptr(gu), Is, T*Is, b.ptr(x), D, 0, T, w0, 2, tab))
+	} else if tab, w0, ok := b.groupTable([]*compute.Matrix{s.W1, s.W3}); ok && !b.k.groupedR5 && (b.mode == Strict || T <= b.k.gemvMaxT || !bf16Exact(w0.DType) || !b.k.tensorCores) {
+		// W1 and W3 in one grouped launch on the same input (the
+		// split chosen for their 2·Is rows together).
+		b.fail(b.k.groupedGEMVStrided(b.rt, 0, b.ptr(gu), Is, T*Is, b.ptr(x), D, 0, T, w0, 2, tab))
+	} else {
+		b.MatMul(gs, x, s.W1)
+		b.MatMul(us, x, s.W3)
+	}
+	b.swiglu(b.ptr(gs), b.ptr(us), T*Is, limit)
+	b.MatMul(sh, gs, s.W2)
+	return b.ptr(sh)
 }

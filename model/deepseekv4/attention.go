@@ -18,29 +18,35 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 	inv := m.rope.forLayer(kind.Attn)
 	pos := st.spans.Pos
 
-	// The products of x: wq_a, wkv, and the compressors' and the indexer's
-	// (one launch for several where the backend can).
+	// The products of x: wq_a, wkv, and the compressors' and the indexer's.
+	// Without branches they go in one launch where the backend can; with
+	// them each lane computes those it reads, so that the main branch
+	// waits for wq_a alone.
 	qr := be.Scratch(compute.F32, T, q)
 	kv := be.Scratch(compute.F32, T, d)
-	mm := &m.args.mm
-	mm.add(qr, A.wqA)
-	mm.add(kv, A.wkv)
 	var ca, cz, ia, iz, wt compute.Tensor
 	if A.comp != nil {
-		ca, cz = m.compressProducts(A.comp, d, kind.Attn == CSA, st)
+		ca, cz = m.compressOut(d, kind.Attn == CSA, st)
 	}
 	if A.indexer != nil {
-		ia, iz = m.compressProducts(&A.indexer.comp, cfg.IndexHeadDim, true, st)
+		ia, iz = m.compressOut(cfg.IndexHeadDim, true, st)
 		wt = be.Scratch(compute.F32, T, cfg.IndexHeads)
-		mm.add(wt, A.indexer.weightsProj)
 	}
-	m.matMuls(x)
-	// qr = RMSNorm(wq_a·x), which the queries and the indexer read.
-	be.RMSNorm(qr, qr, A.qNorm, eps)
+	split := m.br != nil
+	if !split {
+		m.args.mm.add(qr, A.wqA)
+		m.kvProducts(A, kv, ca, cz)
+		m.indexerProducts(A, ia, iz, wt)
+		m.matMuls(x)
+	}
 
 	// laneKV: kv = RoPE(RMSNorm(wkv·x)), the single key and value vector of
 	// each token, and the compressor's entries.
 	m.branch(laneKV)
+	if split {
+		m.kvProducts(A, kv, ca, cz)
+		m.matMuls(x)
+	}
 	m.normRoPE(kv, A.kvNorm, eps, pos, 1, inv)
 	if A.comp != nil {
 		m.compress(ca, cz, A.comp, d, kind.Attn == CSA, kind.Rate, st.kind(refs.compressed), st.kind(refs.compressor), st)
@@ -52,35 +58,58 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 		kvAttn = be.Scratch(compute.F32, T, d)
 		be.RoundTrip(kvAttn, kv, f.format, f.rope)
 	}
+	// laneIndexer: the indexer's keys (its compressor), which need x's
+	// products only.
+	if A.indexer != nil {
+		m.branch(laneIndexer)
+		if split {
+			m.indexerProducts(A, ia, iz, wt)
+			m.matMuls(x)
+		}
+		m.compress(ia, iz, &A.indexer.comp, cfg.IndexHeadDim, true, kind.Rate, st.kind(refs.indexer), st.kind(refs.idxComp), st)
+	}
+
+	// qr = RMSNorm(wq_a·x), which the queries and the indexer read.
+	m.branch(0)
+	if split {
+		be.MatMul(qr, x, A.wqA)
+	}
+	be.RMSNorm(qr, qr, A.qNorm, eps)
 	args := &m.args.attn
 	*args = compute.AttentionArgs{
 		KV: kvAttn, Window: st.kind(refs.window), WindowSize: cfg.Window,
 		Compressed: st.kind(refs.compressed), Rate: kind.Rate,
 		Sink: A.sink, Heads: H, Dim: d, Scale: float32(1 / math.Sqrt(float64(d))),
 	}
-	// laneIndexer: the indexer's keys and its choice of compressed entries.
+	// The queries, q = wq_b·qr, per-head unweighted rms, RoPE: on laneQ
+	// beside the indexer's queries and top-k where the layer has an
+	// indexer (the longest chain), else on the main branch.
+	m.ahead(L, aheadOut) // returns to the main branch
 	if A.indexer != nil {
-		m.branch(laneIndexer)
-		m.compress(ia, iz, &A.indexer.comp, cfg.IndexHeadDim, true, kind.Rate, st.kind(refs.indexer), st.kind(refs.idxComp), st)
-		args.Sel, args.N = m.indexerSelect(A.indexer, kind.Rate, st.kind(refs.indexer), wt, qr, st)
+		m.branch(laneQ)
 	}
-
-	// The main branch: q = wq_b·qr, per-head unweighted rms, RoPE.
-	m.branch(0)
 	Q := be.Scratch(compute.F32, T, H*d)
 	be.MatMul(Q, qr, A.wqB)
-	m.ahead(L, aheadOut)
 	Qh := Q.Reshape(T*H, d)
 	m.normRoPE(Qh, compute.Tensor{}, eps, pos, H, inv)
+	// The indexer's choice of compressed entries, once its keys are in.
+	if A.indexer != nil {
+		m.branch(0)
+		args.Sel, args.N = m.indexerSelect(A.indexer, kind.Rate, st.kind(refs.indexer), wt, qr, st)
+	}
+	m.join(laneQ)
 	m.join(laneKV)
-	m.join(laneIndexer)
 
 	// Attention per token over the window and the compressed entries; then
 	// the window ring keeps each span's last `window` kv vectors.
 	args.Q = Q
 	args.Out = be.Scratch(compute.F32, T, H*d)
 	be.SparseAttention(args, st.spans)
+	// Nothing in the layer reads the window ring after the attention: its
+	// store runs beside the output projections (the layer's end joins it).
+	m.branch(laneKV)
 	be.StoreRing(st.kind(refs.window), cfg.Window, kv, st.spans)
+	m.branch(0)
 
 	// Undo the values' rotation at the query position, then the grouped
 	// output projection: group g's heads through wo_a[g], all groups through wo_b.
@@ -116,6 +145,7 @@ func (m *Model) indexerSelect(Ix *rIndexer, rate int, keys compute.Paged, wt, qr
 	qI := be.Scratch(compute.F32, T, nI*dI)
 	be.MatMul(qI, qr, Ix.wqB)
 	be.RoPE(qI.Reshape(T*nI, dI), st.spans.Pos, nI, m.rope.compress, false)
+	m.join(laneIndexer) // the keys
 	sel = be.Scratch(compute.I32, T, cfg.IndexTopK)
 	n = be.Scratch(compute.I32, T, 1)
 	args := &m.args.idx
@@ -124,19 +154,35 @@ func (m *Model) indexerSelect(Ix *rIndexer, rate int, keys compute.Paged, wt, qr
 	return sel, n
 }
 
-// compressProducts queues, in the pass's products of x, a compressor's
-// values a = wkv·x and scores z = wgate·x, and returns a and z. An
-// overlapping compressor (CSA) is 2·width wide.
-func (m *Model) compressProducts(c *rCompressor, width int, overlap bool, st *step) (a, z compute.Tensor) {
+// compressOut returns the scratch of a compressor's values a = wkv·x and
+// scores z = wgate·x: an overlapping compressor (CSA) is 2·width wide.
+func (m *Model) compressOut(width int, overlap bool, st *step) (a, z compute.Tensor) {
 	cw := width
 	if overlap {
 		cw = 2 * width
 	}
-	a = m.be.Scratch(compute.F32, st.T, cw)
-	z = m.be.Scratch(compute.F32, st.T, cw)
-	m.args.mm.add(a, c.wkv)
-	m.args.mm.add(z, c.wgate)
-	return a, z
+	return m.be.Scratch(compute.F32, st.T, cw), m.be.Scratch(compute.F32, st.T, cw)
+}
+
+// kvProducts queues, in the pass's products of x, kv = wkv·x and the
+// compressor's values and scores (ca, cz) when the layer has one.
+func (m *Model) kvProducts(A *rAttention, kv, ca, cz compute.Tensor) {
+	m.args.mm.add(kv, A.wkv)
+	if A.comp != nil {
+		m.args.mm.add(ca, A.comp.wkv)
+		m.args.mm.add(cz, A.comp.wgate)
+	}
+}
+
+// indexerProducts queues the indexer's products of x, when the layer has
+// one: its compressor's values and scores (ia, iz) and the head weights
+// wt = weights_proj·x.
+func (m *Model) indexerProducts(A *rAttention, ia, iz, wt compute.Tensor) {
+	if Ix := A.indexer; Ix != nil {
+		m.args.mm.add(ia, Ix.comp.wkv)
+		m.args.mm.add(iz, Ix.comp.wgate)
+		m.args.mm.add(wt, Ix.weightsProj)
+	}
 }
 
 // compress runs one compressor (spec §3, "Compressor") over every span,

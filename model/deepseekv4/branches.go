@@ -6,21 +6,28 @@ import "github.com/strata-inference/strata/compute"
 // its attention that do not depend on each other side by side until the
 // attention reads them all:
 //
-//   - the main branch: the queries, q = wq_b·qr, per-head norm, RoPE;
-//   - laneKV: the kv vector's norm and RoPE, the compressor;
-//   - laneIndexer: the indexer's compressor, queries and top-k.
+//   - the main branch: wq_a·x and qr's norm, then the queries, q =
+//     wq_b·qr, per-head norm, RoPE, or, in a layer with an indexer, the
+//     indexer's queries and top-k (its longest chain), the queries going
+//     on laneQ;
+//   - laneKV: wkv·x and the compressor's products, the kv vector's norm
+//     and RoPE, the compressor, and after the attention the window ring's
+//     store;
+//   - laneIndexer: the indexer's products of x and its compressor (its
+//     keys).
 //
 // And on a backend with a cache it can fill ahead (compute.Prefetcher),
 // lanePrefetch loads each stretch's weights while the small ops before the
 // stretch leave the memory idle: the attention's input products at the
 // layer's start (under mHC pre and the norm), the output projections
-// after wq_b (under the attention), the shared expert after wo_b (under
+// after qr's norm (under the queries and the attention), the shared expert after wo_b (under
 // mHC and the routing). Neither changes a value: the ops and their inputs
 // are the same, only the schedule is.
 const (
 	laneKV = 1 + iota
 	laneIndexer
 	lanePrefetch
+	laneQ
 )
 
 // The stretches of a layer whose weights are prefetched.

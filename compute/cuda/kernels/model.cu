@@ -364,14 +364,14 @@ __device__ __forceinline__ bool hc_stage(float* stage, const float* __restrict__
 // hc_pre_split is hc_pre_finish from hc_mix_partial's sums. Every block
 // (t, y) computes token t's mix and pre on warp 0 (hc_pre_weights) and
 // writes x[t][i] = Σ_j pre_j·h[t][j][i] for the columns i of its slice
-// [y·cw, (y+1)·cw); block y = 0 writes post and then, on warp 0, comb
-// (hc_pre_comb: the Sinkhorn steps wait for no one else's columns). The
-// grid's y only splits the work: every value is the same whatever it is.
-// Grid (T, ceil(D/cw)).
+// [y·cw, (y+1)·cw); block y = 0 writes post and then, when withComb, on
+// warp 0 comb (hc_pre_comb: the Sinkhorn steps wait for no one else's
+// columns; else hc_comb computes it). The grid's y only splits the work:
+// every value is the same whatever it is. Grid (T, ceil(D/cw)).
 extern "C" __global__ void __launch_bounds__(MT)
     hc_pre_split(float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb, const float* __restrict__ h,
                  const float* __restrict__ part, int S, int n, float normEps, const float* __restrict__ base,
-                 const float* __restrict__ scale, int hc, int D, float eps, int iters, int cw) { PDL_WAIT();
+                 const float* __restrict__ scale, int hc, int D, float eps, int iters, int cw, int withComb) { PDL_WAIT();
   __shared__ float mix[HC_MIX_MAX];
   __shared__ float pre[HC_MAX];
   __shared__ float c[HC_MAX * HC_MAX];
@@ -399,7 +399,22 @@ extern "C" __global__ void __launch_bounds__(MT)
       if (j < hc) acc = __fadd_rn(acc, __fmul_rn(pre[j], hv[j]));
     x[(long long)t * D + i] = acc;
   }
-  if (writer && threadIdx.x < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+  if (withComb && writer && threadIdx.x < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+}
+
+// hc_comb is hc_pre_split's comb alone, for a launch beside it (its
+// Sinkhorn chain then delays neither x nor the ops after it): token t's
+// mix from hc_mix_partial's sums (hc_mix_sum: the segments in order, as
+// the staged sums of hc_pre_weights, the same bits), then hc_pre_comb.
+// Grid T, one warp.
+extern "C" __global__ void __launch_bounds__(32)
+    hc_comb(float* __restrict__ comb, const float* __restrict__ part, int S, int n, float normEps,
+            const float* __restrict__ base, const float* __restrict__ scale, int hc, float eps, int iters) { PDL_WAIT();
+  __shared__ float mix[HC_MIX_MAX];
+  __shared__ float c[HC_MAX * HC_MAX];
+  const int t = blockIdx.x;
+  hc_mix_sum(mix, part, t, S, (2 + hc) * hc, n, normEps);
+  hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
