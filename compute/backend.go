@@ -229,7 +229,7 @@ type CompressArgs struct {
 // IndexerArgs are a lightning indexer's inputs.
 type IndexerArgs struct {
 	Q                      Tensor // F32 [T, Heads·Dim], rotated
-	W                      Tensor // F32 [T, Heads]: the head weights (scaled by 1/sqrt(Heads) in place)
+	W                      Tensor // F32 [T, Heads]: the head weights, scaled by 1/sqrt(Heads) (a backend may do it in place: W's values after the call are unspecified)
 	Keys                   Paged  // one key per Rate tokens
 	Heads, Dim, Rate, TopK int
 	Sel                    Tensor // I32 [T, TopK]

@@ -89,9 +89,9 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 	if T == 0 {
 		return
 	}
+	// indexer_scores scales the head weights as it reads them (the bits of
+	// the CPU's scaling in place; run 12 launched scale_f32 for it).
 	wscale := float32(1 / math.Sqrt(float64(nI)))
-	b.launch("scale_f32", Dim3{X: blocks(T*nI, opThreads)}, Dim3{X: opThreads}, 0,
-		b.args().Ptr(b.ptr(a.W)).Int(T*nI).F32(wscale))
 	pos := b.ptr(sp.Pos)
 	if maxE := capacity(a.Keys); maxE > K {
 		if K > MaxTopK {
@@ -106,7 +106,7 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 		scores := b.Scratch(compute.F32, T, maxE)
 		ar := b.args().Ptr(b.ptr(scores)).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.W))
 		b.spanArgs(ar, sp).Ptr(pos).Struct(b.paged(a.Keys)...).Int(nI).Int(dI).Int(a.Rate).Int(maxE).Int(K).
-			F32(float32(1 / math.Sqrt(float64(dI)))).Int(indexerPerWarp(T))
+			F32(float32(1 / math.Sqrt(float64(dI)))).Int(indexerPerWarp(T)).F32(wscale)
 		b.launch("indexer_scores", Dim3{X: T, Y: blocks(maxE, indexerWarps*indexerPerWarp(T))}, Dim3{X: opThreads}, shared, ar)
 		b.fail(b.k.TopK(b.rt, 0, b.ptr(a.Sel), b.ptr(scores), T, maxE, K))
 	}

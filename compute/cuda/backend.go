@@ -146,10 +146,6 @@ type Backend struct {
 	// (gemvx_moe_fp4_h, activations split into float16 hi + lo) wherever
 	// gemvx_moe_fp4 would run, and from moeHMinT tokens on (other bits).
 	moeH bool
-	// moeHOwn: gemvx_moe_fp4_h's _own entry (each lane copies the words it
-	// reads; no warp syncs; the same bits). Written after run 12's last
-	// call: BenchmarkFlash's gvxh-own A/B measures it.
-	moeHOwn bool
 	// sharedOnMain: MoE's shared expert on the main stream after the
 	// routed experts (run 12's schedule; BenchmarkFlash's moe-shared-main
 	// A/B), not on laneShared beside them. The same values.
@@ -237,7 +233,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "indexer_scores", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h", "gemvx_moe_fp4_h_own"}
+		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "indexer_scores", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
 		names = append(names, moeSXKernels...)
 		for _, name := range names {
 			if f := b.k.fns[name]; f != 0 {

@@ -64,6 +64,10 @@ type Device struct {
 	once    sync.Once
 	kern    *Kernels
 	log     *slog.Logger
+	// spin holds the spin budgets in nanoseconds: [0] the device
+	// goroutine's after a call, [1] a caller's (deviceSpin and callerSpin
+	// at Open; BenchmarkFlash's spin-long A/B changes them).
+	spin [2]atomic.Int64
 }
 
 // call is one Do: the device goroutine runs fn, stores err, then sets done
@@ -103,6 +107,7 @@ func Open(ctx context.Context, opts Options) (*Device, error) {
 		return nil, err
 	}
 	d := &Device{wake: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{}), log: log}
+	d.setSpin(deviceSpin, callerSpin)
 	ready := make(chan error, 1)
 	go d.loop(func() (*Thread, error) { return newThread(drv, opts.Ordinal, &d.props) }, ready)
 	if err := <-ready; err != nil {
@@ -196,7 +201,7 @@ func (d *Device) Do(ctx context.Context, fn func(*Thread) error) error {
 	start := time.Now()
 	for i := 0; !c.done.Load(); i++ {
 		if i%64 == 63 {
-			if time.Since(start) > callerSpin {
+			if time.Since(start) > time.Duration(d.spin[1].Load()) {
 				c.waiting.Store(true)
 				if !c.done.Load() {
 					<-c.ch
@@ -232,6 +237,12 @@ func (d *Device) Close() error {
 	return err
 }
 
+// setSpin sets the spin budgets of the device goroutine and of callers.
+func (d *Device) setSpin(device, caller time.Duration) {
+	d.spin[0].Store(int64(device))
+	d.spin[1].Store(int64(caller))
+}
+
 // loop is the device's goroutine: it locks its OS thread for good (the
 // thread ends with it), makes the primary context current, reports
 // through ready, then runs calls until quit, polling for the next one for
@@ -263,7 +274,7 @@ func (d *Device) loop(start func() (*Thread, error), ready chan<- error) {
 			return
 		default:
 		}
-		if time.Since(last) < deviceSpin {
+		if time.Since(last) < time.Duration(d.spin[0].Load()) {
 			runtime.Gosched()
 			continue
 		}

@@ -304,10 +304,21 @@ func BenchmarkFlash(b *testing.B) {
 				map[bool]string{true: "identical", false: "DIFFERENT"}[same])
 		}
 	}
-	// The layer's chains on one stream (the schedule before branches), and
-	// the L2 prefetches (off by default) on their branch.
-	abAt("one-stream", []int{1, 8, 64}, func(on bool) { be.SetBranches(!on); be.noPrefetch = on })
+	// The layer's chains on one stream (the schedule before branches; with
+	// the branches off the prefetches do nothing), and the L2 prefetches
+	// (off by default) on their branch.
+	abAt("one-stream", []int{1, 8, 64}, func(on bool) { be.SetBranches(!on) })
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
+	// Both sides of the hand-off to the device goroutine spinning for 5 ms
+	// before they sleep (a step's whole wait at these batches), not 100
+	// and 50 us: what the wake-ups cost a step.
+	abAt("spin-long", []int{1, 8, 64}, func(on bool) {
+		if on {
+			be.dev.setSpin(5*time.Millisecond, 5*time.Millisecond)
+		} else {
+			be.dev.setSpin(deviceSpin, callerSpin)
+		}
+	})
 	// The MoE's shared expert after the routed ones on the main stream (run
 	// 12's schedule), not on its lane beside the routing and them.
 	abAt("moe-shared-main", []int{1, 8, 64, 256}, func(on bool) { be.sharedOnMain = on })
@@ -348,8 +359,6 @@ func BenchmarkFlash(b *testing.B) {
 	// (gvxh-all: tiles of one pair below moeHMinT tokens).
 	abAt("gvxh-off", []int{16, 32, 64, 256}, func(on bool) { be.moeH = moeH && !on })
 	abAt("gvxh-all", []int{1, 8}, func(on bool) { be.gemvxMoeMinPT = map[bool]int{true: 1, false: minPT}[on] })
-	// gemvx_moe_fp4_h's _own entry (no warp syncs; the same bits).
-	abAt("gvxh-own", []int{16, 32, 64, 256}, func(on bool) { be.moeHOwn = on })
 	// gemvx's own entries for every FP8 product of 2 to 8 tokens, and
 	// gemvxp (gemvx's FP8 products with their loads in a ring; the same
 	// bits) for every width instead of up to 1024 columns.

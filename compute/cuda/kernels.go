@@ -107,7 +107,7 @@ var modelKernels = []string{
 	"moe_gemv_f32", "moe_gemv_bf16", "moe_gemv_f16", "moe_gemv_fp8", "moe_gemv_fp4",
 	"moe_gemv_f32_s", "moe_gemv_bf16_s", "moe_gemv_f16_s", "moe_gemv_fp8_s", "moe_gemv_fp4_s",
 	"l2_prefetch", "gemvx_fp8", "gemvx_bf16", "gemvx_fp8_m1", "gemvx_bf16_m1", "gemvx_moe_fp4", "gemvx_moe_fp4_u4",
-	"gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h", "gemvx_moe_fp4_h_own", "gvxh_split",
+	"gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h", "gvxh_split",
 	"gemvxp_fp8",
 }
 

@@ -230,11 +230,7 @@ func (b *Backend) gvxh(m *Matrix, y Ptr, xs, xsc compute.Tensor, xDiv int, order
 		rowsPerItem = 32
 	}
 	grid := max(1, min(tiles*blocks(m.Rows, rowsPerItem), gvxrBlocksPerSM*max(b.k.sms, 1)))
-	name := "gemvx_moe_fp4_h"
-	if b.moeHOwn {
-		name += "_own"
-	}
-	b.launch(name, Dim3{X: grid}, Dim3{X: 256}, gvxrShared(4),
+	b.launch("gemvx_moe_fp4_h", Dim3{X: grid}, Dim3{X: 256}, gvxrShared(4),
 		b.args().Ptr(y).Ptr(b.ptr(xs)).Ptr(b.ptr(xsc)).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Int(tiles).Ptr(tab1).Ptr(tab3).
 			Int(m.Rows).Int(m.Cols).F32(limit))
 }

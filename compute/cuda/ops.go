@@ -453,7 +453,7 @@ func (b *Backend) HCPre(x, post, comb, h compute.Tensor, w *compute.HC, p comput
 		// small at these T.
 		withComb := 1
 		if T <= hcCombLaneMaxT && !b.combInline && b.k.fns["hc_comb"] != 0 && b.opBranch(laneComb) {
-			b.launch("hc_comb", Dim3{X: T}, Dim3{X: 32}, 0,
+			b.launch("hc_comb", Dim3{X: T}, Dim3{X: opThreads}, 0,
 				b.args().Ptr(b.ptr(comb)).Ptr(part).Int(S).Int(hc*D).F32(p.NormEps).
 					Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).F32(p.Eps).Int(p.SinkhornIters))
 			b.opMain()

@@ -871,12 +871,7 @@ __device__ __forceinline__ void e2m1x8_f16(u32 w, u32 (&f)[4]) {
 // different 16-byte bank groups for every block j read.
 __device__ __forceinline__ int gvxh_swz(int g, int j) { return 4 * g + (j ^ ((g >> 1) & 3)); }
 
-// OWN: each lane copies the four 4-byte words it reads (word c of the
-// step's 4 blocks of each of its rows) into its own slot, as ring.cuh's
-// rings do, instead of one 16-byte chunk for its neighbours: 4 times the
-// copies, no swizzle, one 16-byte shared load a row, and no warp sync
-// (written after run 12's last call: not measured yet; the same values).
-template <int NM, int MT, int S, bool OWN>
+template <int NM, int MT, int S>
 __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __restrict__ xs,
                                           const float* __restrict__ xsc, int xDiv, const int* __restrict__ order,
                                           const int* __restrict__ idx, const int* __restrict__ chunks, int maxChunks,
@@ -915,7 +910,7 @@ __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __re
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const long long r = min(inR0 + 16 * (a % MT) + g + 8 * h, rows - 1);
-            cpw[a][h] = ti.wm[a / MT] + r * rowBytes + (OWN ? 4 : 16) * c + 64 * warp;
+            cpw[a][h] = ti.wm[a / MT] + r * rowBytes + 16 * c + 64 * warp;
             csw[a][h] = ti.sm[a / MT] + r * scaleCols + 4 * warp;
           }
       }
@@ -925,13 +920,7 @@ __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __re
         for (int a = 0; a < NA; ++a)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            if (OWN) {
-#pragma unroll
-              for (int b = 0; b < 4; ++b)
-                ring_copy4((u32*)slot(st, a, h, tid) + b, cpw[a][h] + 64 * GVX_WARPS * inJ + 16 * b);
-            } else {
-              ring_copy16(slot(st, a, h, mine), cpw[a][h] + 64 * GVX_WARPS * inJ);
-            }
+            ring_copy16(slot(st, a, h, mine), cpw[a][h] + 64 * GVX_WARPS * inJ);
             ring_copy4(sw + 2 * a + h, csw[a][h] + 4 * GVX_WARPS * inJ);
           }
       }
@@ -959,11 +948,9 @@ __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __re
     // lanes), and after the wait for this task's copies (each lane's wait
     // covers its own, the sync makes them the warp's). The task's
     // activations are loaded before the wait, their latency under it.
-    if (OWN) {
-      ring_wait<S - 2>();  // this task's group, as gvxr_body
-    } else {
-      __syncwarp();
-    }
+    // (Each lane copying the words it reads instead, with no syncs, was
+    // 8-12% slower at batches 16-256: run 13, A/B gvxh-own.)
+    __syncwarp();
     issue(n + S - 1, st == 0 ? S - 1 : st - 1);
     if (j == 0) {
       const int ty = item / rb;
@@ -988,10 +975,8 @@ __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __re
         xl[b] = __ldg(xw + 2 * (4 * (4 * s + b) + c) + 1);
       }
     }
-    if (!OWN) {
-      ring_wait<S - 1>();  // this task's group: S + n committed, n + 1 done
-      __syncwarp();
-    }
+    ring_wait<S - 1>();  // this task's group: S + n committed, n + 1 done
+    __syncwarp();
     if (s < steps) {
       const uint4 sw = *(sring + st * GVXR_NT + tid);
       // The scale bytes as float32 by placing them as exponents; a byte 0
@@ -1009,8 +994,8 @@ __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __re
         for (int b = 0; b < 4; ++b) {
           // Word c of lane (g, b)'s chunks: one 4-byte shared load each.
           const int at = warp * 32 + gvxh_swz(g, b);
-          const u32 wg = OWN ? word_of(*slot(st, a, 0, tid), b) : ((const u32*)slot(st, a, 0, at))[c];
-          const u32 wg8 = OWN ? word_of(*slot(st, a, 1, tid), b) : ((const u32*)slot(st, a, 1, at))[c];
+          const u32 wg = ((const u32*)slot(st, a, 0, at))[c];
+          const u32 wg8 = ((const u32*)slot(st, a, 1, at))[c];
           u32 fg[4], fg8[4];
           e2m1x8_f16(wg, fg);
           e2m1x8_f16(wg8, fg8);
@@ -1049,16 +1034,15 @@ __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __re
 // given as gvxh_split's words xs and factors xsc (row pair / xDiv);
 // persistent (at most 2 blocks an SM); dynamic shared memory as
 // gemvx_moe_fp4_ring's.
-#define GVXH_ENTRY(NAME, S, OWN)                                                                                   \
+#define GVXH_ENTRY(NAME, S)                                                                                   \
   extern "C" __global__ void __launch_bounds__(GVXR_NT, 2)                                                        \
       NAME(float* __restrict__ y, const u32* __restrict__ xs, const float* __restrict__ xsc, int xDiv,              \
            const int* __restrict__ order, const int* __restrict__ idx, const int* __restrict__ chunks,              \
            int maxChunks, const u64* __restrict__ tab1, const u64* __restrict__ tab3, int rows, int K, float L) {   \
     PDL_WAIT();                                                                                                    \
     if (tab3)                                                                                                      \
-      gvxh_body<2, 1, S, OWN>(y, xs, xsc, xDiv, order, idx, chunks, maxChunks, tab1, tab3, rows, K, L);           \
+      gvxh_body<2, 1, S>(y, xs, xsc, xDiv, order, idx, chunks, maxChunks, tab1, tab3, rows, K, L);           \
     else                                                                                                           \
-      gvxh_body<1, 2, S, OWN>(y, xs, xsc, xDiv, order, idx, chunks, maxChunks, tab1, tab3, rows, K, L);           \
+      gvxh_body<1, 2, S>(y, xs, xsc, xDiv, order, idx, chunks, maxChunks, tab1, tab3, rows, K, L);           \
   }
-GVXH_ENTRY(gemvx_moe_fp4_h, 4, false)
-GVXH_ENTRY(gemvx_moe_fp4_h_own, 4, true)
+GVXH_ENTRY(gemvx_moe_fp4_h, 4)

@@ -403,18 +403,22 @@ extern "C" __global__ void __launch_bounds__(MT)
 }
 
 // hc_comb is hc_pre_split's comb alone, for a launch beside it (its
-// Sinkhorn chain then delays neither x nor the ops after it): token t's
-// mix from hc_mix_partial's sums (hc_mix_sum: the segments in order, as
-// the staged sums of hc_pre_weights, the same bits), then hc_pre_comb.
-// Grid T, one warp.
-extern "C" __global__ void __launch_bounds__(32)
+// Sinkhorn chain then delays neither x nor the ops after it): the block
+// stages token t's partial sums as hc_pre_split does, warp 0 adds them
+// (hc_pre_weights: the same bits) and runs hc_pre_comb. Grid T.
+extern "C" __global__ void __launch_bounds__(MT)
     hc_comb(float* __restrict__ comb, const float* __restrict__ part, int S, int n, float normEps,
             const float* __restrict__ base, const float* __restrict__ scale, int hc, float eps, int iters) { PDL_WAIT();
   __shared__ float mix[HC_MIX_MAX];
+  __shared__ float pre[HC_MAX];
   __shared__ float c[HC_MAX * HC_MAX];
-  const int t = blockIdx.x;
-  hc_mix_sum(mix, part, t, S, (2 + hc) * hc, n, normEps);
-  hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+  __shared__ float stage[HC_STAGE];
+  const int t = blockIdx.x, nMix = (2 + hc) * hc;
+  const bool staged = hc_stage(stage, part, t, S * (nMix + 1));
+  if (threadIdx.x < 32) {
+    hc_pre_weights(mix, pre, nullptr, false, stage, staged, part, t, S, nMix, n, normEps, base, scale, hc, eps);
+    hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+  }
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
@@ -575,7 +579,8 @@ __device__ __forceinline__ float dot4(const float* a, const float* b, int n) {
   return __fadd_rn(__fadd_rn(s0, s1), __fadd_rn(s2, s3));
 }
 
-// indexer_scores writes scores[t][e] = Σ_h w_h·relu(q_h·k_e)·sscale for the
+// indexer_scores writes scores[t][e] = Σ_h w_h·relu(q_h·k_e)·sscale, w_h =
+// W[t][h]·wscale (rounded as the CPU scales W in place), for the
 // entries e < n = (pos+1)/rate of tokens with n > topk (the others take
 // all their entries: indexer_fix), -Inf for n <= e < maxE. Grid (T,
 // ceil(maxE/(IDX_WARPS·ipw))), ipw entries a warp (the host's choice by
@@ -583,7 +588,8 @@ __device__ __forceinline__ float dot4(const float* a, const float* b, int n) {
 // + IDX_WARPS·(dim + heads) floats.
 extern "C" __global__ void __launch_bounds__(MT)
     indexer_scores(float* scores, const float* Q, const float* W, const int* tab, int nspans, const int* pos,
-                   Paged keys, int heads, int dim, int rate, int maxE, int topk, float sscale, int ipw) { PDL_WAIT();
+                   Paged keys, int heads, int dim, int rate, int maxE, int topk, float sscale, int ipw,
+                   float wscale) { PDL_WAIT();
   DYN_SHARED(float, sm);
   const int t = blockIdx.x, n = (pos[t] + 1) / rate;
   if (n <= topk) return;
@@ -601,7 +607,7 @@ extern "C" __global__ void __launch_bounds__(MT)
   float* kb = wh + heads;
   float* ct = kb + IDX_WARPS * dim;
   for (int i = threadIdx.x; i < heads * dim; i += blockDim.x) q[(i / dim) * qs + i % dim] = Q[(long long)t * heads * dim + i];
-  for (int h = threadIdx.x; h < heads; h += blockDim.x) wh[h] = W[(long long)t * heads + h];
+  for (int h = threadIdx.x; h < heads; h += blockDim.x) wh[h] = __fmul_rn(W[(long long)t * heads + h], wscale);
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float* k = kb + warp * dim;
