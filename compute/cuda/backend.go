@@ -150,11 +150,7 @@ type Backend struct {
 	// routed experts (run 12's schedule; BenchmarkFlash's moe-shared-main
 	// A/B), not on laneShared beside them. The same values.
 	sharedOnMain bool
-	// combInline: hc_pre_split computes mHC pre's comb after its columns
-	// (run 12's schedule; A/B hc-comb-inline), not hc_comb on laneComb.
-	// The same values.
-	combInline bool
-	closed     bool
+	closed       bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile

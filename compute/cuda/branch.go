@@ -40,10 +40,7 @@ const (
 	// laneShared: the MoE's shared expert, beside its routing and routed
 	// experts (moe_combine joins it).
 	laneShared = compute.MaxBranches + 1 + iota
-	// laneComb: mHC pre's comb (hc_comb, its Sinkhorn chain) beside the
-	// sub-block it mixes (HCPost joins it).
-	laneComb
-	lanes // the lanes, the main stream's 0 included
+	lanes      // the lanes, the main stream's 0 included
 )
 
 // Branch implements compute.Branches.

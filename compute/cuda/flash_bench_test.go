@@ -309,12 +309,12 @@ func BenchmarkFlash(b *testing.B) {
 	// (off by default) on their branch.
 	abAt("one-stream", []int{1, 8, 64}, func(on bool) { be.SetBranches(!on) })
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
-	// Both sides of the hand-off to the device goroutine spinning for 5 ms
-	// before they sleep (a step's whole wait at these batches), not 100
-	// and 50 us: what the wake-ups cost a step.
-	abAt("spin-long", []int{1, 8, 64}, func(on bool) {
+	// The hand-off to the device goroutine spinning 100 and 50 us before
+	// it sleeps (run 12's budgets), not deviceSpin and callerSpin (a small
+	// batch's whole step): what the wake-ups cost a step.
+	abAt("spin-short", []int{1, 8, 64}, func(on bool) {
 		if on {
-			be.dev.setSpin(5*time.Millisecond, 5*time.Millisecond)
+			be.dev.setSpin(100*time.Microsecond, 50*time.Microsecond)
 		} else {
 			be.dev.setSpin(deviceSpin, callerSpin)
 		}
@@ -322,9 +322,6 @@ func BenchmarkFlash(b *testing.B) {
 	// The MoE's shared expert after the routed ones on the main stream (run
 	// 12's schedule), not on its lane beside the routing and them.
 	abAt("moe-shared-main", []int{1, 8, 64, 256}, func(on bool) { be.sharedOnMain = on })
-	// mHC pre's comb in hc_pre_split, after its columns (run 12's), not
-	// hc_comb on its lane.
-	abAt("hc-comb-inline", []int{1, 8, 64}, func(on bool) { be.combInline = on })
 	// Run 9's float32 GEMV for FP8 and BF16 products of up to 8 tokens, and
 	// for BF16 ones alone (the head; other bits).
 	abAt("gemvx-off", []int{1, 2, 4, 8}, func(on bool) { be.gemvxOff = on })

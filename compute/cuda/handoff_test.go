@@ -14,6 +14,7 @@ import (
 // driver, to test the hand-off without a GPU.
 func newFakeDevice(t *testing.T) *Device {
 	d := &Device{wake: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{})}
+	d.setSpin(deviceSpin, callerSpin) // as Open
 	ready := make(chan error, 1)
 	go d.loop(func() (*Thread, error) { return &Thread{}, nil }, ready)
 	if err := <-ready; err != nil {
@@ -86,6 +87,7 @@ func TestHandOff(t *testing.T) {
 // the GPU machine BenchmarkLaunch/do-hop measures the same on the device.
 func BenchmarkHandOff(b *testing.B) {
 	d := &Device{wake: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{})}
+	d.setSpin(deviceSpin, callerSpin) // as Open
 	ready := make(chan error, 1)
 	go d.loop(func() (*Thread, error) { return &Thread{}, nil }, ready)
 	<-ready

@@ -441,24 +441,9 @@ func (b *Backend) HCPre(x, post, comb, h compute.Tensor, w *compute.HC, p comput
 	if T == 0 {
 		return
 	}
-	// A comb still being computed for an earlier HCPre: its partial sums
-	// were this op's scratch too.
-	b.opJoin(laneComb)
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
 	if part, S, ok := b.hcMix(h, w.Fn, nMix, hc*D); ok {
-		// comb on laneComb at decode sizes (hc_comb), joined by HCPost:
-		// nothing reads it before, and the scratch an open lane keeps from
-		// reuse (its partial sums and the sub-block's temporaries) stays
-		// small at these T.
-		withComb := 1
-		if T <= hcCombLaneMaxT && !b.combInline && b.k.fns["hc_comb"] != 0 && b.opBranch(laneComb) {
-			b.launch("hc_comb", Dim3{X: T}, Dim3{X: opThreads}, 0,
-				b.args().Ptr(b.ptr(comb)).Ptr(part).Int(S).Int(hc*D).F32(p.NormEps).
-					Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).F32(p.Eps).Int(p.SinkhornIters))
-			b.opMain()
-			withComb = 0
-		}
 		// Column slices of at least opThreads: enough blocks at small T
 		// (each recomputes the token's small algebra; no value depends on
 		// the split).
@@ -466,7 +451,7 @@ func (b *Backend) HCPre(x, post, comb, h compute.Tensor, w *compute.HC, p comput
 		cw := blocks(D, Y)
 		b.launch("hc_pre_split", Dim3{X: T, Y: blocks(D, cw)}, Dim3{X: opThreads}, 0,
 			b.args().Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).Ptr(b.ptr(h)).Ptr(part).Int(S).Int(hc*D).F32(p.NormEps).
-				Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters).Int(cw).Int(withComb))
+				Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters).Int(cw))
 		return
 	}
 	flat := b.Scratch(compute.F32, T, hc*D)
@@ -481,9 +466,6 @@ func (b *Backend) HCPre(x, post, comb, h compute.Tensor, w *compute.HC, p comput
 // hcMixSeg is the segment of the streams one block of hc_mix_partial sums
 // (run 3 had 1024: 16 blocks at T = 1 on the Flash width, 19 us a launch).
 const hcMixSeg = 256
-
-// hcCombLaneMaxT is the most tokens whose comb HCPre computes on laneComb.
-const hcCombLaneMaxT = 64
 
 // hcPreBlocks is the fewest blocks hc_pre_split is given (while the
 // column slices stay at least opThreads wide).
@@ -517,7 +499,6 @@ func (b *Backend) HCPost(h, y, post, comb compute.Tensor, p compute.HCParams) {
 	if T == 0 {
 		return
 	}
-	b.opJoin(laneComb) // comb
 	b.launch("hc_post", Dim3{X: T, Y: blocks(D, opThreads)}, Dim3{X: opThreads}, 0,
 		b.args().Ptr(b.ptr(h)).Ptr(b.ptr(y)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).Int(hc).Int(D))
 }

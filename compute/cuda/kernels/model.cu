@@ -364,14 +364,14 @@ __device__ __forceinline__ bool hc_stage(float* stage, const float* __restrict__
 // hc_pre_split is hc_pre_finish from hc_mix_partial's sums. Every block
 // (t, y) computes token t's mix and pre on warp 0 (hc_pre_weights) and
 // writes x[t][i] = Σ_j pre_j·h[t][j][i] for the columns i of its slice
-// [y·cw, (y+1)·cw); block y = 0 writes post and then, when withComb, on
-// warp 0 comb (hc_pre_comb: the Sinkhorn steps wait for no one else's
-// columns; else hc_comb computes it). The grid's y only splits the work:
-// every value is the same whatever it is. Grid (T, ceil(D/cw)).
+// [y·cw, (y+1)·cw); block y = 0 writes post and then, on warp 0, comb
+// (hc_pre_comb: the Sinkhorn steps wait for no one else's columns). The
+// grid's y only splits the work: every value is the same whatever it is.
+// Grid (T, ceil(D/cw)).
 extern "C" __global__ void __launch_bounds__(MT)
     hc_pre_split(float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb, const float* __restrict__ h,
                  const float* __restrict__ part, int S, int n, float normEps, const float* __restrict__ base,
-                 const float* __restrict__ scale, int hc, int D, float eps, int iters, int cw, int withComb) { PDL_WAIT();
+                 const float* __restrict__ scale, int hc, int D, float eps, int iters, int cw) { PDL_WAIT();
   __shared__ float mix[HC_MIX_MAX];
   __shared__ float pre[HC_MAX];
   __shared__ float c[HC_MAX * HC_MAX];
@@ -399,26 +399,7 @@ extern "C" __global__ void __launch_bounds__(MT)
       if (j < hc) acc = __fadd_rn(acc, __fmul_rn(pre[j], hv[j]));
     x[(long long)t * D + i] = acc;
   }
-  if (withComb && writer && threadIdx.x < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
-}
-
-// hc_comb is hc_pre_split's comb alone, for a launch beside it (its
-// Sinkhorn chain then delays neither x nor the ops after it): the block
-// stages token t's partial sums as hc_pre_split does, warp 0 adds them
-// (hc_pre_weights: the same bits) and runs hc_pre_comb. Grid T.
-extern "C" __global__ void __launch_bounds__(MT)
-    hc_comb(float* __restrict__ comb, const float* __restrict__ part, int S, int n, float normEps,
-            const float* __restrict__ base, const float* __restrict__ scale, int hc, float eps, int iters) { PDL_WAIT();
-  __shared__ float mix[HC_MIX_MAX];
-  __shared__ float pre[HC_MAX];
-  __shared__ float c[HC_MAX * HC_MAX];
-  __shared__ float stage[HC_STAGE];
-  const int t = blockIdx.x, nMix = (2 + hc) * hc;
-  const bool staged = hc_stage(stage, part, t, S * (nMix + 1));
-  if (threadIdx.x < 32) {
-    hc_pre_weights(mix, pre, nullptr, false, stage, staged, part, t, S, nMix, n, normEps, base, scale, hc, eps);
-    hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
-  }
+  if (writer && threadIdx.x < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
