@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/strata-inference/strata/compute"
 )
@@ -183,6 +184,12 @@ type Stats struct {
 	Flushes, Launches       int64 // recordings flushed, kernels launched directly
 	GraphLaunches, Captures int64 // recordings replayed from a graph, graphs captured
 	Forks                   int64 // branch forks recorded (Branch)
+	// Record is the host time from each recording's first launch to its
+	// flush (the ops' own work: the GPU waits for it unless it still runs
+	// earlier work); Flush the device thread's time in the flushes before
+	// it waits for the GPU (the recording's key, the graph lookup, the
+	// launches).
+	Record, Flush time.Duration
 }
 
 // buffer is device memory.
@@ -322,7 +329,13 @@ func (b *Backend) flushOn(t *Thread) error {
 		return nil
 	}
 	b.joinLanes() // a flush ends with every lane joined
+	t0 := time.Now()
+	if !b.rec.t0.IsZero() {
+		b.stats.Record += t0.Sub(b.rec.t0)
+		b.rec.t0 = time.Time{}
+	}
 	err := b.flushRecorded(t)
+	b.stats.Flush += time.Since(t0)
 	b.rec.launches, b.br.scanned = b.rec.launches[:0], 0
 	if lane := int(b.rt.lane); lane > 0 {
 		b.fork(lane) // the current lane goes on after what was flushed

@@ -3,6 +3,7 @@ package cuda
 import (
 	"encoding/binary"
 	"slices"
+	"time"
 )
 
 // launchRec is one recorded kernel launch: everything cuLaunchKernel needs
@@ -38,6 +39,7 @@ const (
 // direct launches or through a captured graph of the same launches.
 type recording struct {
 	launches []launchRec
+	t0       time.Time // when the first launch was recorded (Stats.Record)
 }
 
 // newRecorder returns a Thread whose Launch records into rec.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 	"unsafe"
 )
 
@@ -447,12 +448,28 @@ func (t *Thread) launch(f Func, grid, block Dim3, shared int, s Stream, a *Args,
 	}
 	g, b := grid.norm(), block.norm()
 	if t.rec != nil {
-		r := launchRec{f: f, grid: g, block: b, shared: shared, pdl: pdl, lane: t.lane}
-		if a != nil {
-			r.vals = append([]uint64(nil), a.vals[:a.used]...)
-			r.offs = append([]uint8(nil), a.offs[:a.n]...)
+		rl := t.rec.launches
+		n := len(rl)
+		if n == 0 {
+			t.rec.t0 = time.Now()
 		}
-		t.rec.launches = append(t.rec.launches, r)
+		// The record in the slot a flushed recording left, its parameter
+		// arrays reused (a flush leaves nothing that points into them: a
+		// captured graph holds copies).
+		if n < cap(rl) {
+			rl = rl[:n+1]
+		} else {
+			rl = append(rl, launchRec{})
+		}
+		r := &rl[n]
+		vals, offs := r.vals[:0], r.offs[:0]
+		*r = launchRec{f: f, grid: g, block: b, shared: shared, pdl: pdl, lane: t.lane}
+		if a != nil {
+			vals = append(vals, a.vals[:a.used]...)
+			offs = append(offs, a.offs[:a.n]...)
+		}
+		r.vals, r.offs = vals, offs
+		t.rec.launches = rl
 		return nil
 	}
 	var params uintptr
