@@ -320,6 +320,15 @@ type Branches interface {
 	Join(i int)
 }
 
+// Submitter is optionally implemented by a backend that queues ops and
+// runs them later (a GPU's recorded launches): Submit starts the ops
+// queued so far without waiting for them, so that they run while the
+// caller queues the next ones. A model calls it between stretches of a
+// step (after a layer, every branch joined); the values do not change.
+type Submitter interface {
+	Submit()
+}
+
 // MaxBranches is the most side branches a Branches backend offers.
 const MaxBranches = 4
 

@@ -151,7 +151,11 @@ type Backend struct {
 	// routed experts (run 12's schedule; BenchmarkFlash's moe-shared-main
 	// A/B), not on laneShared beside them. The same values.
 	sharedOnMain bool
-	closed       bool
+	// noSubmit: Submit does nothing, a decode step is one recording
+	// (run 13's first calls; BenchmarkFlash's submit-off A/B). The same
+	// values.
+	noSubmit bool
+	closed   bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile
@@ -225,7 +229,7 @@ func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) 
 // open (several Backends may share a device, one goroutine each).
 func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, gvxrV: gvxrVDefault, moeH: true,
-		gc: graphCache{limit: 16}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
+		gc: graphCache{limit: 64}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)
 	b.rt.pdl = pdlDefault()
@@ -382,6 +386,15 @@ func (b *Backend) flushRecorded(t *Thread) error {
 		}
 	}
 	return nil
+}
+
+// Submit implements compute.Submitter: it flushes the recorded launches
+// (one graph of them once seen twice) without waiting for them, unless
+// noSubmit.
+func (b *Backend) Submit() {
+	if !b.noSubmit && len(b.rec.launches) > 0 {
+		b.do(nil)
+	}
 }
 
 // StartProfile makes later flushes time every kernel (direct launches, one

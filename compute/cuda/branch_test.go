@@ -112,8 +112,10 @@ func TestBranches(t *testing.T) {
 }
 
 // TestBackendBranches: a DeepSeek-V4 forward on branches, with its weights
-// prefetched (off by default), gives the logits of one stream without prefetches bit for
-// bit, on the full and the decode paths, strict and fast.
+// prefetched (off by default), gives the logits of one stream without
+// prefetches bit for bit, on the full and the decode paths, strict and
+// fast; so do the MoE's shared expert on the main stream and a step
+// recorded whole (no Submit after each layer).
 func TestBackendBranches(t *testing.T) {
 	eachGoldenMode(t, []string{"testdata/golden/deepseek-v4/flash-ratios", "testdata/golden/deepseek-v4-extra/hc3-csa8"}, func(t *testing.T, dir string, c *golden.Case, mode Mode) {
 		var on *Backend
@@ -130,6 +132,13 @@ func TestBackendBranches(t *testing.T) {
 		}
 		samePaths(t, br, one, "on one stream")
 		samePaths(t, br, shm, "with the shared expert on the main stream")
+		// A recording a layer (Submit) or one a step: the same values.
+		var ns *Backend
+		one1 := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { ns = be; be.noPrefetch = false; be.noSubmit = true })
+		if on.Stats().Flushes <= ns.Stats().Flushes {
+			t.Fatalf("%d flushes with Submit, %d without", on.Stats().Flushes, ns.Stats().Flushes)
+		}
+		samePaths(t, br, one1, "with a recording a step")
 		fmt.Printf("BRANCHES %s %s: full and decode logits identical on branches and on one stream (%d forks; max abs from the golden f32 logits %.3g)\n",
 			filepath.Base(dir), modeName(mode), on.Stats().Forks, golden.MaxAbsDiff(br[0], c.LogitsFull))
 	})

@@ -328,6 +328,9 @@ func BenchmarkFlash(b *testing.B) {
 	// The hand-off to the device goroutine spinning 100 and 50 us before
 	// it sleeps (run 12's budgets), not deviceSpin and callerSpin (a small
 	// batch's whole step): what the wake-ups cost a step.
+	// A decode step as one recording, not one a layer (Submit): the host's
+	// recording then waits for the GPU and the GPU for it.
+	abAt("submit-off", []int{1, 8, 64, 256}, func(on bool) { be.noSubmit = on })
 	abAt("spin-short", []int{1, 8, 64}, func(on bool) {
 		if on {
 			be.dev.setSpin(100*time.Microsecond, 50*time.Microsecond)

@@ -46,6 +46,10 @@ func (m *Model) Forward(ctx context.Context, b *Batch) ([]float32, error) {
 		}
 		m.layer(&m.w.layers[l], cfg.Layers[l], m.layout, &m.layout.layers[l], st, h)
 		be.ResetScratch(base)
+		// The layer's ops start while the next layer's are queued.
+		if m.sub != nil {
+			m.sub.Submit()
+		}
 	}
 	if err := m.recordHidden(b, h); err != nil {
 		return nil, err

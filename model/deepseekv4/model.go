@@ -37,8 +37,9 @@ type Model struct {
 	// br and pf are be's optional branches and prefetch (branches.go).
 	br compute.Branches
 	pf compute.Prefetcher
-	// nr is be's optional RMSNormRoPE (normRoPE).
+	// nr is be's optional RMSNormRoPE (normRoPE), sub its Submit.
 	nr     compute.NormedRoPE
+	sub    compute.Submitter
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
 	hcp    compute.HCParams
@@ -308,4 +309,5 @@ func (m *Model) findOps() {
 	m.br, _ = m.be.(compute.Branches)
 	m.pf, _ = m.be.(compute.Prefetcher)
 	m.nr, _ = m.be.(compute.NormedRoPE)
+	m.sub, _ = m.be.(compute.Submitter)
 }
