@@ -79,12 +79,23 @@
 // batch-invariant.
 //
 // Backend also implements compute.Branches: a step's independent chains
-// (DeepSeek-V4's kv and compressor, and its indexer, beside the queries)
-// record on streams of their own, forked from and joined to the main
-// stream by events, and a captured graph holds them as parallel paths;
-// the values are those of one stream (TestBackendBranches). And
-// compute.Prefetcher (l2_prefetch, cp.async.bulk.prefetch.L2), off by
-// default: run 10 measured it no faster (NOTES.md).
+// (DeepSeek-V4's kv and compressor, its indexer's keys, its queries beside
+// the indexer's top-k, the window ring's store) record on streams of
+// their own, forked from and joined to the main stream by events, and a
+// captured graph holds them as parallel paths; the MoE op puts its shared
+// expert on a lane of the backend's own (laneShared) beside the routing
+// and the routed experts. The values are those of one stream
+// (TestBackendBranches); run 13 measured one stream 8.3% / 5.0% / 2.6%
+// slower at batches 1 / 8 / 64. And compute.Prefetcher (l2_prefetch,
+// cp.async.bulk.prefetch.L2), off by default: run 10 measured it no
+// faster (NOTES.md).
+//
+// And compute.Submitter: Submit flushes what is recorded (one graph per
+// recurring recording) without waiting, so DeepSeek-V4's forward has the
+// GPU run a layer while the host records the next (run 13: a batch-1
+// step 8.0% faster). The device goroutine and its callers spin up to 5 ms
+// before they sleep (a small batch's whole step; 100 and 50 us were 3.5%
+// slower at batch 1).
 //
 // Backend also implements compute.MultiMatMul: products of one input
 // with the same format, width and GEMV split go up to four a launch
