@@ -66,7 +66,7 @@ type Device struct {
 	log     *slog.Logger
 	// spin holds the spin budgets in nanoseconds: [0] the device
 	// goroutine's after a call, [1] a caller's (deviceSpin and callerSpin
-	// at Open; BenchmarkFlash's spin-long A/B changes them).
+	// at Open; BenchmarkFlash's spin-short A/B changes them).
 	spin [2]atomic.Int64
 }
 

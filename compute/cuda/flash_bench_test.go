@@ -325,12 +325,12 @@ func BenchmarkFlash(b *testing.B) {
 	// (off by default) on their branch.
 	abAt("one-stream", []int{1, 8, 64}, func(on bool) { be.SetBranches(!on) })
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
-	// The hand-off to the device goroutine spinning 100 and 50 us before
-	// it sleeps (run 12's budgets), not deviceSpin and callerSpin (a small
-	// batch's whole step): what the wake-ups cost a step.
 	// A decode step as one recording, not one a layer (Submit): the host's
 	// recording then waits for the GPU and the GPU for it.
 	abAt("submit-off", []int{1, 8, 64, 256}, func(on bool) { be.noSubmit = on })
+	// The hand-off to the device goroutine spinning 100 and 50 us before
+	// it sleeps (run 12's budgets), not deviceSpin and callerSpin (a small
+	// batch's whole step): what the wake-ups cost a step.
 	abAt("spin-short", []int{1, 8, 64}, func(on bool) {
 		if on {
 			be.dev.setSpin(100*time.Microsecond, 50*time.Microsecond)
