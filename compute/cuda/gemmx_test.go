@@ -277,11 +277,7 @@ func TestBackendMoEFast(t *testing.T) {
 			const T = 200 // 75 pairs an expert on average: tiles of 64 and the rest
 			x := randFloats(rng, T*D)
 			got, want := run(be, x, T), run(ref, x, T)
-			var rms float64
-			for _, v := range want {
-				rms += float64(v) * float64(v)
-			}
-			rms = math.Sqrt(rms / float64(len(want)))
+			rms := rmsOf(want)
 			// Each product errs by about 2^-16·Σ|w||x| (the split), and with
 			// these random weights Σ|w||x| is about sqrt(width) times the
 			// output's rms (measured on the H200: 1.1e-4 of the rms for FP8):

@@ -266,11 +266,7 @@ func TestBackendMoEGEMVX(t *testing.T) {
 	const T = 16 // 6 pairs an expert on average: tiles of up to 8
 	x := randFloats(rng, T*D)
 	got, want := run(be, x, T), run(ref, x, T)
-	var rms float64
-	for _, v := range want {
-		rms += float64(v) * float64(v)
-	}
-	rms = math.Sqrt(rms / float64(len(want)))
+	rms := rmsOf(want)
 	// As TestBackendMoEFast: each product errs by about 2^-16·Σ|w||x|, a
 	// pair sent to a wrong expert or row by the rms itself.
 	for i := range got {
@@ -354,11 +350,7 @@ func TestBackendMoEH(t *testing.T) {
 	check := func(name string, got, want []float32) {
 		t.Helper()
 		for tok := range len(want) / D {
-			var rms float64
-			for _, v := range want[tok*D : (tok+1)*D] {
-				rms += float64(v) * float64(v)
-			}
-			rms = math.Sqrt(rms / float64(D))
+			rms := rmsOf(want[tok*D : (tok+1)*D])
 			// As TestBackendMoEGEMVX (the shared expert's split products
 			// err most), with each token's own rms.
 			for i := tok * D; i < (tok+1)*D; i++ {
@@ -389,11 +381,7 @@ func TestBackendMoEH(t *testing.T) {
 	be.gemvxMoeOff = false
 	var worst float64
 	for tok := range T {
-		var rms float64
-		for _, v := range exact[tok*D : (tok+1)*D] {
-			rms += float64(v) * float64(v)
-		}
-		rms = math.Sqrt(rms / float64(D))
+		rms := rmsOf(exact[tok*D : (tok+1)*D])
 		for i := tok * D; i < (tok+1)*D; i++ {
 			d := math.Abs(float64(got[i]-exact[i])) / (math.Abs(float64(exact[i])) + rms)
 			worst = max(worst, d)
@@ -469,4 +457,13 @@ func newFP4MoE(t *testing.T) (be *Backend, rng *rand.Rand, run func(m compute.Ba
 		return y
 	}
 	return be, rng, run
+}
+
+// rmsOf is the root mean square of v, in float64.
+func rmsOf(v []float32) float64 {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	return math.Sqrt(s / float64(len(v)))
 }

@@ -1034,15 +1034,15 @@ __device__ __forceinline__ void gvxh_body(float* __restrict__ y, const u32* __re
 // given as gvxh_split's words xs and factors xsc (row pair / xDiv);
 // persistent (at most 2 blocks an SM); dynamic shared memory as
 // gemvx_moe_fp4_ring's.
-#define GVXH_ENTRY(NAME, S)                                                                                   \
+#define GVXH_ENTRY(NAME, S)                                                                                       \
   extern "C" __global__ void __launch_bounds__(GVXR_NT, 2)                                                        \
-      NAME(float* __restrict__ y, const u32* __restrict__ xs, const float* __restrict__ xsc, int xDiv,              \
-           const int* __restrict__ order, const int* __restrict__ idx, const int* __restrict__ chunks,              \
-           int maxChunks, const u64* __restrict__ tab1, const u64* __restrict__ tab3, int rows, int K, float L) {   \
-    PDL_WAIT();                                                                                                    \
-    if (tab3)                                                                                                      \
-      gvxh_body<2, 1, S>(y, xs, xsc, xDiv, order, idx, chunks, maxChunks, tab1, tab3, rows, K, L);           \
-    else                                                                                                           \
-      gvxh_body<1, 2, S>(y, xs, xsc, xDiv, order, idx, chunks, maxChunks, tab1, tab3, rows, K, L);           \
+      NAME(float* __restrict__ y, const u32* __restrict__ xs, const float* __restrict__ xsc, int xDiv,            \
+           const int* __restrict__ order, const int* __restrict__ idx, const int* __restrict__ chunks,            \
+           int maxChunks, const u64* __restrict__ tab1, const u64* __restrict__ tab3, int rows, int K, float L) { \
+    PDL_WAIT();                                                                                                   \
+    if (tab3)                                                                                                     \
+      gvxh_body<2, 1, S>(y, xs, xsc, xDiv, order, idx, chunks, maxChunks, tab1, tab3, rows, K, L);                \
+    else                                                                                                          \
+      gvxh_body<1, 2, S>(y, xs, xsc, xDiv, order, idx, chunks, maxChunks, tab1, tab3, rows, K, L);                \
   }
 GVXH_ENTRY(gemvx_moe_fp4_h, 4)
