@@ -143,6 +143,15 @@ type Backend struct {
 	// gemvx_moe_fp4_ring (persistent, loads in a ring; the same bits), or
 	// 0 for gemvx_moe_fp4.
 	gvxrV int
+	// moeQ (the default): Fast FP4 experts that moe.cu's grouped kernels
+	// take (below moeHMinT tokens) run on the integer dot products
+	// (moeq_body: int8 codes, the activations as three int8 digits of a
+	// 22-bit integer a 32-column block; other bits than the float32 _sx
+	// entries, BenchmarkFlash's moeq-off A/B).
+	moeQ bool
+	// moeQAll: tiles of one pair take moeq from moeHMinT tokens on too
+	// (batches up to E/(2K) tokens; moeq-all A/B), not gemvx_moe_fp4_h.
+	moeQAll bool
 	// moeH (the default): Fast FP4 experts on the float16 tensor cores
 	// (gemvx_moe_fp4_h, activations split into float16 hi + lo) wherever
 	// gemvx_moe_fp4 would run, and from moeHMinT tokens on (other bits).
@@ -228,7 +237,7 @@ func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) 
 // NewBackendOn returns a Backend on an open device, which Close leaves
 // open (several Backends may share a device, one goroutine each).
 func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
-	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, gvxrV: gvxrVDefault, moeH: true,
+	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, gvxrV: gvxrVDefault, moeH: true, moeQ: true,
 		gc: graphCache{limit: 64}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)

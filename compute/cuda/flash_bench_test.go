@@ -402,6 +402,10 @@ func BenchmarkFlash(b *testing.B) {
 	// moe.cu's _sx entries for tiles of 1 and 2 pairs instead of the _sxp
 	// ones (the weight loads in a shared-memory ring); the same bits.
 	abAt("moe-sxp-off", []int{8, 16}, func(on bool) { be.moeSXP = !on })
+	// The float32 _sx/_sxp entries for the FP4 experts below moeHMinT
+	// tokens instead of the integer dot products (moeq; other bits).
+	abAt("moeq-off", []int{1, 8}, func(on bool) { be.moeQ = !on })
+	abAt("moeq-all", []int{16}, func(on bool) { be.moeQAll = on })
 	// Logits in chunks of 32 keys at small batches (run 11's).
 	abAt("attn-lkc32", []int{1, 8, 16}, func(on bool) { be.attnLogits32 = on })
 	// attn_values with all of a head's channels a block at small batches.

@@ -111,7 +111,7 @@ var modelKernels = []string{
 	"gemvxp_fp8",
 }
 
-// moeSXKernels are moe.cu's _sx entries and moe.cu's _sxp ones (filled
+// moeSXKernels are moe.cu's _sx, _sxp and _q entries (filled
 // in by init): they take more dynamic shared memory than the default 48
 // KB.
 var moeSXKernels []string
@@ -134,6 +134,9 @@ func init() {
 			for _, pt := range []int{1, 2} {
 				moeSXKernels = append(moeSXKernels, fmt.Sprintf("%s_%s_p%d_sxp", kind, dn, pt))
 			}
+		}
+		for _, pt := range []int{1, 2, 4, 8} {
+			moeSXKernels = append(moeSXKernels, fmt.Sprintf("%s_fp4_p%d_q", kind, pt))
 		}
 
 	}

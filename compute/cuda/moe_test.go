@@ -152,3 +152,104 @@ func TestBackendMoE(t *testing.T) {
 		}
 	}
 }
+
+// TestBackendMoEQ checks the Fast FP4 experts on the integer dot products
+// (moeq: int8 codes times the activations' three int8 digits) against the
+// float32 _sx/_sxp entries (moeQ off: the same shared expert, so the
+// difference is the routed experts' alone) and the CPU, with tokens of
+// very large and very small activations among them (each 32-column
+// block's power-of-two scale), for every tile (a pair's bits never depend
+// on its tile, the other pairs or the batch), and that a NaN in one
+// token's activations leaves the other tokens' bits alone.
+func TestBackendMoEQ(t *testing.T) {
+	be := newBackend(t, Fast)
+	// The grouped kernels at every batch (gemvx's experts would take
+	// these few experts from 3 tokens on).
+	be.gemvxMoeOff = true
+	ref := cpu.New(2)
+	rng := rand.New(rand.NewPCG(11, 4))
+	// Widths of a multiple of 128 (the kernel's scale words): 40 and 20
+	// chunks a row, so some lanes take two chunks and some none.
+	const D, I, E, K = 1280, 640, 8, 2
+	c := newMoECase(rng, compute.FP4, D, I, E, K)
+	var batch []float32 // T = 24's outputs
+	x := randFloats(rng, 24*D)
+	for i := range D {
+		x[1*D+i] *= 1e5
+		x[2*D+i] *= 1e-5
+	}
+	for _, T := range []int{3, 24} {
+		want := make([]float32, T*D)
+		a := *c.args
+		a.Bias = cpu.Wrap(slices.Clone(c.bias), 1, E)
+		ref.MoE(cpu.Wrap(want, T, D), cpu.Wrap(slices.Clone(x[:T*D]), T, D), cpu.WrapI32(make([]int32, T), 1, T), &a)
+		be.moeQ = false
+		xt := x[:T*D]
+		exact := c.run(t, be, xt, T, 0, false)
+		be.moeQ = true
+		var first []float32
+		for _, pt := range []int{0, 1, 2, 4, 8} {
+			name := fmt.Sprintf("T=%d tile %d", T, pt)
+			got := c.run(t, be, xt, T, pt, false)
+			if pt == 0 && slices.Equal(bitsOf(got), bitsOf(exact)) {
+				t.Fatalf("%s: moeq gave the float32 kernels' bits: it did not run", name)
+			}
+			if first == nil {
+				first = got
+			} else if !slices.Equal(bitsOf(got), bitsOf(first)) {
+				t.Errorf("%s: bits differ from moeTile's tile", name)
+			}
+			var worst, f32 float64
+			for tok := range T {
+				rms := rmsOf(exact[tok*D : (tok+1)*D])
+				wrms := rmsOf(want[tok*D : (tok+1)*D])
+				for i := tok * D; i < (tok+1)*D; i++ {
+					// x carried to 2^-22 of its blocks' largest values:
+					// about the float32 kernels' own distance from the CPU
+					// (a few 1e-6 of the token's rms here: the sums cancel
+					// terms some 10 times larger); a wrong code or digit
+					// errs by O(1).
+					d := math.Abs(float64(got[i]-exact[i])) / (math.Abs(float64(exact[i])) + rms)
+					worst = max(worst, d)
+					f32 = max(f32, math.Abs(float64(exact[i]-want[i]))/(math.Abs(float64(want[i]))+wrms))
+					if !(d <= 1e-5) {
+						t.Fatalf("%s: y[%d] (token %d) = %v, float32 experts %v (rms %.3g)", name, i, tok, got[i], exact[i], rms)
+					}
+					// The CPU: the Fast shared expert errs more (split
+					// products from 9 tokens on), as TestBackendMoEH.
+					if d := math.Abs(float64(got[i] - want[i])); !(d <= 2e-3*(math.Abs(float64(want[i]))+wrms)) {
+						t.Fatalf("%s: y[%d] (token %d) = %v, CPU %v (rms %.3g)", name, i, tok, got[i], want[i], wrms)
+					}
+				}
+			}
+			t.Logf("%s: against the float32 experts at most %.3g of |y| + the token's rms (they against the CPU %.3g)", name, worst, f32)
+		}
+		if T == 24 {
+			batch = first
+		}
+	}
+	// The first 12 tokens alone (other tiles, other pairs; the Fast
+	// shared expert on the same kernels above 8 tokens) against the same
+	// tokens in the batch of 24.
+	if alone := c.run(t, be, x[:12*D], 12, 0, false); !slices.Equal(bitsOf(alone), bitsOf(batch[:12*D])) {
+		t.Errorf("the first 12 tokens alone differ from the same tokens in a batch of 24")
+	}
+	// A NaN in token 5: its outputs NaN, every other token's bits as
+	// before (tiles of 8 pairs stage it beside others).
+	xn := slices.Clone(x)
+	xn[5*D+77] = float32(math.NaN())
+	for _, pt := range []int{0, 8} {
+		got := c.run(t, be, xn, 24, pt, false)
+		for tok := range 24 {
+			for i := tok * D; i < (tok+1)*D; i++ {
+				if tok == 5 {
+					if !math.IsNaN(float64(got[i])) {
+						t.Fatalf("tile %d: y[%d] of the NaN token = %v", pt, i, got[i])
+					}
+				} else if math.Float32bits(got[i]) != math.Float32bits(batch[i]) {
+					t.Fatalf("tile %d: y[%d] (token %d) = %v beside a NaN token, %v without", pt, i, tok, got[i], batch[i])
+				}
+			}
+		}
+	}
+}

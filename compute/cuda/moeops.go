@@ -133,6 +133,42 @@ func moepShared(sx int) int { return 4*4*256*16 + sx }
 // launch bounds) in an H100's or H200's 227 KB.
 const moepMaxShared = 112 << 10
 
+// moeqEntry names moe.cu's moeq entry (the integer dot products) that
+// takes moeGrouped's products of m for tiles of pt pairs, and its dynamic
+// shared memory; "" where none does: Fast mode with moeQ only, FP4 rows of
+// a multiple of 128 columns (the kernel copies 4-byte words of scale
+// bytes), none of run 8's kernels asked for.
+func (b *Backend) moeqEntry(kind string, m *Matrix, pt int) (string, int) {
+	if b.mode != Fast || !b.moeQ || m.DType != compute.FP4 || m.Cols%128 != 0 || b.moeR8 || b.moeRun3 || (pt == 1 && b.moeP1R8) {
+		return "", 0
+	}
+	name := fmt.Sprintf("%s_fp4_p%d_q", kind, pt)
+	sh := moeqShared(m, pt)
+	if b.k.fns[name] == 0 || sh > b.optin {
+		return "", 0
+	}
+	return name, sh
+}
+
+// moeqShared is the dynamic shared memory of the moeq entries: rings of 4
+// stages of 4 rows' 16-byte chunks and 4-byte scale words for 256 threads
+// (80 KB), then pt pairs' activations, 112 bytes (MOEQ_REC words) a
+// 32-column block.
+func moeqShared(m *Matrix, pt int) int { return 4*4*256*(16+4) + pt*(m.Cols/32)*28*4 }
+
+// moeqGroups is the row groups (rowsPerGroup rows each) a block of the
+// moeq entries takes: enough that the tiles' blocks fit in one wave (two
+// an SM where their shared memory allows), so that each block stages its
+// pairs' activations once for as many rows as it can.
+func (b *Backend) moeqGroups(rows, rowsPerGroup, tiles, shared int) int {
+	perSM := 1
+	if shared <= moepMaxShared {
+		perSM = 2
+	}
+	units, slots := tiles*blocks(rows, rowsPerGroup), perSM*max(b.k.sms, 1)
+	return max(1, min(blocks(rows, rowsPerGroup), (units+slots-1)/slots))
+}
+
 // moeSXGroups is the row groups (of 8 warps' rows) a block of the _sx
 // entries takes for tiles of pt pairs: 2·pt, so that the activations a
 // block stages from L2 (pt rows) stay about 1/8 of the weights it streams
@@ -150,6 +186,17 @@ func moeSXGroups(rows, rowsPerGroup, pt int) int {
 // All give the same bits.
 func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
 	name := fmt.Sprintf("%s_%s_p%d", kind, dtypeNames[m.DType], pt)
+	if entry, sh := b.moeqEntry(kind, m, pt); entry != "" {
+		r := 2 // rows a warp, as the _sx entries
+		if kind == "moe_down" {
+			r = 4
+		}
+		g := b.moeqGroups(m.Rows, 8*r, tiles, sh)
+		b.launch(entry, Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh,
+			b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
+				Int(m.Rows).Int(m.Cols).F32(limit).Int(g))
+		return
+	}
 	if sh := moeSXShared(m, pt); (pt >= 2 || !b.moeP1R8) && !b.moeR8 && !b.moeRun3 && sh <= b.optin {
 		r := 2 // rows a warp: 2 of W1 and 2 of W3, or 4 of W2
 		if kind == "moe_down" {
@@ -381,7 +428,7 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	// batch 16 is 2.8% slower, 32, 64 and 256 10.0-10.4%; with it at
 	// batches 1 and 8 too, +1.1% and -0.5% (so below moeHMinT the float32
 	// kernels keep tiles of one pair).
-	gx := b.mode == Fast && !many && (pt >= b.gemvxMoeMinPT || 2*P >= E || (b.moeH && T >= moeHMinT)) && b.moePT == 0 &&
+	gx := b.mode == Fast && !many && (pt >= b.gemvxMoeMinPT || 2*P >= E || (b.moeH && T >= moeHMinT && !b.moeQAll)) && b.moePT == 0 &&
 		!b.gemvxMoeOff && b.gemvxMoeFits(mt)
 	switch {
 	case gx:

@@ -59,6 +59,21 @@ template <class T> inline T __shfl_down_sync(unsigned, T v, unsigned d) { return
 template <class T> inline T __shfl_sync(unsigned, T v, int l) { return emu_from<T>(emu_warp_op(EMU_SHFL_IDX, emu_bits(v), l)); }
 inline unsigned __ballot_sync(unsigned, int p) { return (unsigned)emu_warp_op(EMU_BALLOT, p != 0, 0); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
+// __byte_perm: byte n of the result is byte (s >> 4n) & 7 of {y, x}
+// (the selector's bit 3 ignored, as CUDA defines it).
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const unsigned long long v = (unsigned long long)y << 32 | x;
+  unsigned r = 0;
+  for (int n = 0; n < 4; ++n) r |= (unsigned)((v >> (8 * ((s >> (4 * n)) & 7))) & 0xFF) << (8 * n);
+  return r;
+}
+// __dp4a: c plus the products of the four signed bytes of a and b.
+inline int __dp4a(int a, int b, int c) {
+  for (int n = 0; n < 4; ++n) c += (int)(signed char)(a >> (8 * n)) * (int)(signed char)(b >> (8 * n));
+  return c;
+}
+inline int __float2int_rn(float f) { return (int)rintf(f); }
+inline float __int2float_rn(int i) { return (float)i; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline void __trap() { abort(); }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned o = *p; *p = o + v; return o; }

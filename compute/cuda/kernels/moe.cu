@@ -905,3 +905,272 @@ MOEP_ENTRY(fp4, FMT_FP4, 2, 1)
 MOEP_ENTRY(fp4, FMT_FP4, 2, 2)
 MOEP_ENTRY(fp8, FMT_FP8, 1, 1)
 MOEP_ENTRY(fp8, FMT_FP8, 1, 2)
+
+// ---- moeq: Fast FP4 experts on the integer dot products ----
+//
+// moeq_body computes the expert products of moep_body's tiles (1 to 8
+// pairs of one expert, SwiGLU fused for gate and up) for FP4 weights in
+// Fast mode, with the 4-way int8 dot product (dp4a) instead of float32
+// multiply-adds.
+//
+// Why: at batches below moeHMinT the float32 _sx/_sxp kernels read the
+// experts at 1.2-1.5 TB/s, bound by their ~6.7 instructions a weight
+// (about 4 to decode a code into a float, one FMA a pair) at 2-4 warps a
+// scheduler; gemvx_moe_fp4_h's float16 tensor cores spend 4.4 (NOTES.md,
+// runs 9-12). Here a code becomes an int8 byte (2·e2m1 is an integer in
+// [-12, 12]) by table lookups of four codes at once (three byte
+// permutes: 10 instructions for 8 codes), and one dp4a multiplies four
+// of them by four activation digits: about 2.3 instructions a weight.
+//
+// Numerics (exact but for the activations' rounding): each 32-column
+// block of a pair's activations (one block of the weights' UE8M0 scales)
+// is scaled by a power of two S = 2^(21-e), e the exponent of its largest
+// magnitude, and rounded to the integer x_int = rint(x·S), |x_int| <=
+// 2^22: x is carried to 2^-22 of its block's largest value (float16
+// hi + lo in gemvx_moe_fp4_h: ~2^-22 of the row's). x_int is split into
+// three signed base-256 digits (h·2^16 + m·2^8 + l), each multiplied by
+// the block's 32 codes in dp4a chains, and the digit sums combined into
+// Σ 2·e2m1·x_int exactly in int32 (at most 32·12·2^22 < 2^31). That sum,
+// converted to float32 once (rounded), times 2^(e-22)·scale, is added to
+// the row's float32 accumulator. A block holding a NaN or an infinity
+// contributes NaN (so the output is NaN, as the CPU's can only be NaN or
+// infinite there); a block of magnitudes under 2^-100 contributes 0.
+//
+// Order: every output is the sum over its row's chunks c = lane,
+// lane + 32, ... in that order, then the butterfly over the lanes, as
+// moep_body: independent of the tile's size and of the other pairs
+// (batch-invariant among the batches that take it).
+//
+// Block (x, y), rows and tiles as moep_body; G row groups a block
+// (moeqGroups in moeops.go: about one wave of blocks). Dynamic shared
+// memory (moeqShared): the weights' ring (S·NM·R·256 16-byte slots), the
+// scale words' ring (S·NM·R·256 4-byte slots), then the tile's
+// activations as moeq_stage writes them.
+
+// 2·e2m1 of the codes 0-7 (MOEQ_T0, MOEQ_T1) and 8-15 (MOEQ_T2,
+// MOEQ_T3), as int8 bytes in code order.
+#define MOEQ_T0 0x03020100u  // 0, 1, 2, 3
+#define MOEQ_T1 0x0C080604u  // 4, 6, 8, 12
+#define MOEQ_T2 0xFDFEFF00u  // 0, -1, -2, -3
+#define MOEQ_T3 0xF4F8FAFCu  // -4, -6, -8, -12
+
+// MOEQ_REC is the 4-byte words of one 32-column block of staged
+// activations: 8 words of each digit (h, m, l; 4 columns a word, in
+// column order), the block's factor 2^(e-22) as float bits, and 3 words
+// of padding (112 bytes: the 8 lanes of a quarter warp, 16-byte loads one
+// block apart, hit 8 different bank groups).
+#define MOEQ_REC 28
+
+// e2m1x8_i8 writes the codes of w (low nibble first) as int8 bytes of
+// 2·e2m1: codes 0-3 into d0, 4-7 into d1. __byte_perm selects by the low
+// 3 bits of each selector nibble: the code's magnitude picks a byte of
+// both tables, its sign (bit 3, moved to the selector's bit 2) which.
+__device__ __forceinline__ void e2m1x8_i8(u32 w, int& d0, int& d1) {
+  const u32 sel = ((w >> 1) & 0x44444444u) | 0x32103210u;
+  const u32 w1 = w >> 16;
+  d0 = (int)__byte_perm(__byte_perm(MOEQ_T0, MOEQ_T1, w), __byte_perm(MOEQ_T2, MOEQ_T3, w), sel);
+  d1 = (int)__byte_perm(__byte_perm(MOEQ_T0, MOEQ_T1, w1), __byte_perm(MOEQ_T2, MOEQ_T3, w1), sel >> 16);
+}
+
+// moeq_pack4 packs the low bytes of a, b, c, d (in that order).
+__device__ __forceinline__ u32 moeq_pack4(int a, int b, int c, int d) {
+  return __byte_perm(__byte_perm((u32)a, (u32)b, 0x0040u), __byte_perm((u32)c, (u32)d, 0x0040u), 0x5410u);
+}
+
+// moeq_stage writes the activations of the tile's qn pairs (pair pi's row
+// sq[pi] / xDiv of x, cols a multiple of 32) into xq as MOEQ_REC-word
+// blocks, pair pi's nch = cols/32 blocks at pi·nch·MOEQ_REC: each thread
+// takes 4 columns, 8 consecutive lanes a block (their largest magnitude
+// by shuffles); every thread of the block calls it, and the caller syncs.
+__device__ __forceinline__ void moeq_stage(u32* xq, const float* x, int xDiv, const int* sq, int qn, int cols) {
+  const int cols4 = cols / 4, nch = cols / 32, total = qn * cols4;
+  for (int v0 = 0; v0 < total; v0 += blockDim.x) {  // whole warps a round: the shuffles
+    const int v = v0 + threadIdx.x;
+    const bool on = v < total;
+    const int pi = on ? v / cols4 : 0, k4 = on ? v - pi * cols4 : 0;
+    float f[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (on) {
+      const float4 g = __ldg((const float4*)(x + (long long)(sq[pi] / xDiv) * cols) + k4);
+      f[0] = g.x, f[1] = g.y, f[2] = g.z, f[3] = g.w;
+    }
+    // The block's largest magnitude as bits (NaN above infinity above
+    // every number).
+    u32 m = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) m = max(m, __float_as_uint(f[i]) & 0x7FFFFFFFu);
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) m = max(m, (u32)__shfl_xor_sync(0xFFFFFFFFu, (int)m, o));
+    const bool fin = m < 0x7F800000u;
+    const int e = max((int)(m >> 23) - 127, -100);
+    const float S = __uint_as_float((u32)(21 - e + 127) << 23);  // |x·S| < 2^22
+    int h[4], md[4], l[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int xi = fin ? __float2int_rn(__fmul_rn(f[i], S)) : 0;
+      l[i] = (signed char)xi;  // balanced base-256 digits: xi = h·2^16 + m·2^8 + l
+      const int r = (xi - l[i]) / 256;
+      md[i] = (signed char)r;
+      h[i] = (r - md[i]) / 256;
+    }
+    if (on) {
+      u32* rec = xq + (pi * nch + k4 / 8) * MOEQ_REC;
+      const int j = k4 & 7;
+      rec[j] = moeq_pack4(h[0], h[1], h[2], h[3]);
+      rec[8 + j] = moeq_pack4(md[0], md[1], md[2], md[3]);
+      rec[16 + j] = moeq_pack4(l[0], l[1], l[2], l[3]);
+      if (j == 0) rec[24] = fin ? (u32)(e - 22 + 127) << 23 : QNAN_BITS;
+    }
+  }
+}
+
+// moeq_chunk adds one chunk (32 codes, one scale block) of each of a
+// lane's NMR rows (q, their scale bytes sr) to acc for the tile's qn
+// pairs, rec the chunk's staged block of pair 0 (pairs pstride words
+// apart).
+template <int PT, int NMR>
+__device__ __forceinline__ void moeq_chunk(float (&acc)[NMR][PT], const uint4 (&q)[NMR], const u32 (&sr)[NMR],
+                                           const u32* rec, int pstride, int qn) {
+#pragma unroll
+  for (int pi = 0; pi < PT; ++pi) {
+    if (pi < qn) {
+      const u32* rp = rec + pi * pstride;
+      int xd[24];
+#pragma unroll
+      for (int j = 0; j < 6; ++j) {
+        const uint4 v = *(const uint4*)(rp + 4 * j);
+        xd[4 * j] = (int)v.x, xd[4 * j + 1] = (int)v.y, xd[4 * j + 2] = (int)v.z, xd[4 * j + 3] = (int)v.w;
+      }
+      const float xs = __uint_as_float(rp[24]);
+#pragma unroll
+      for (int m = 0; m < NMR; ++m) {
+        int d[8];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) e2m1x8_i8(word_of(q[m], k), d[2 * k], d[2 * k + 1]);
+        int sh = 0, sm = 0, sl = 0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          sh = __dp4a(d[j], xd[j], sh);
+          sm = __dp4a(d[j], xd[8 + j], sm);
+          sl = __dp4a(d[j], xd[16 + j], sl);
+        }
+        const int t = sh * 65536 + sm * 256 + sl;  // Σ 2·e2m1·x_int, exact
+        acc[m][pi] = __fmaf_rn(__int2float_rn(t), __fmul_rn(ue8m0(sr[m]), xs), acc[m][pi]);
+      }
+    }
+  }
+}
+
+template <int PT, int NM, int R, int S>
+__device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, const int* order, const int* idx,
+                                          const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,
+                                          float L, int G) {
+  enum { NMR = NM * R, NT = 256 };
+  DYN_SHARED(uint4, ring);                          // [S][NMR][NT] chunks
+  u32* sring = (u32*)(ring + S * NMR * NT);         // [S][NMR][NT] scale words
+  u32* xq = sring + S * NMR * NT;                   // moeq_stage's blocks
+  __shared__ int sq[PT];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int q0 = chunks[2 * blockIdx.y], qn = chunks[2 * blockIdx.y + 1];
+  if (qn == 0) return;
+  if (tid < PT) sq[tid] = order[q0 + min(tid, qn - 1)];
+  __syncthreads();
+  const int e = idx[sq[0]];
+  const long long rowBytes = cols / 2;
+  const int nch = cols / 32, scaleCols = cols / 32;
+  const int nj = (nch + 31) / 32;  // chunks a lane takes of each row: the steps of a row group
+  const int pstride = nch * MOEQ_REC;
+  const u8* wm[NM];
+  const u8* sm[NM];
+  wm[0] = (const u8*)tab1[2 * e];
+  sm[0] = (const u8*)tab1[2 * e + 1];
+  if (NM == 2) {
+    wm[NM - 1] = (const u8*)tab3[2 * e];
+    sm[NM - 1] = (const u8*)tab3[2 * e + 1];
+  }
+  const int gr0 = (blockIdx.x * G * 8 + warp) * R;  // first row of the warp's group 0
+  int ng = 0;
+  if (gr0 < rows) ng = min(G, (rows - gr0 + 8 * R - 1) / (8 * R));
+  const int nsteps = ng * nj;
+  const int sshift = 8 * (lane & 3);  // chunk c's byte in its scale word (c = lane + 32·j)
+  auto slot = [&](int st, int m) -> uint4* { return ring + ((st * NMR + m) * NT + tid); };
+  auto sslot = [&](int st, int m) -> u32* { return sring + ((st * NMR + m) * NT + tid); };
+
+  // issue queues step (g, j)'s copies (chunk c = lane + 32·j of each row
+  // of group g, and the 4-byte word of its scale byte) into stage st and
+  // commits them; an empty group past the warp's last step.
+  int ig = 0, ij = 0;
+  auto issue = [&](int st) {
+    if (ig < ng) {
+      const int c = lane + 32 * ij, r0 = gr0 + ig * 8 * R;
+      if (c < nch)
+#pragma unroll
+        for (int m = 0; m < NMR; ++m) {
+          const long long r = min(r0 + m % R, rows - 1);
+          ring_copy16(slot(st, m), (const uint4*)(wm[m / R] + r * rowBytes) + c);
+          ring_copy4(sslot(st, m), sm[m / R] + r * scaleCols + (c & ~3));
+        }
+      if (++ij == nj) ij = 0, ++ig;
+    }
+    ring_commit();
+  };
+#pragma unroll
+  for (int st = 0; st < S - 1; ++st) issue(st);
+
+  // Stage the tile's activations (the weights' first copies are in flight).
+  moeq_stage(xq, x, xDiv, sq, qn, cols);
+  __syncthreads();
+  if (nsteps == 0) return;
+
+  float acc[NMR][PT];
+#pragma unroll
+  for (int m = 0; m < NMR; ++m)
+#pragma unroll
+    for (int pi = 0; pi < PT; ++pi) acc[m][pi] = 0.0f;
+  int g = 0, j = 0;
+  for (int t = 0, st = 0; t < nsteps; ++t) {
+    // Step t's copies have landed; the stage issued now was last read at
+    // step t - 1, by this thread.
+    ring_wait<S - 2>();
+    issue(st == 0 ? S - 1 : st - 1);
+    const int c = lane + 32 * j, r0 = gr0 + g * 8 * R;
+    if (c < nch) {
+      u32 sraw[NMR];
+      uint4 q[NMR];
+#pragma unroll
+      for (int m = 0; m < NMR; ++m) {
+        sraw[m] = (*sslot(st, m) >> sshift) & 0xFFu;
+        q[m] = *slot(st, m);
+      }
+      moeq_chunk<PT, NMR>(acc, q, sraw, xq + c * MOEQ_REC, pstride, qn);
+    }
+    if (j == nj - 1) {  // the row group's last step: its outputs, as moe_sx_body
+      moe_sx_store<PT, NM, R>(acc, y, sq, qn, rows, r0, L);
+      j = 0, ++g;
+    } else {
+      ++j;
+    }
+    st = st == S - 1 ? 0 : st + 1;
+  }
+}
+
+// moe_gateup_fp4_p<PT>_q and moe_down_fp4_p<PT>_q: moeq_body's gate/up (2
+// rows of W1 and 2 of W3 a warp, SwiGLU fused) and down (4 rows of W2)
+// products for tiles of PT pairs; rings of 4 stages (80 KB), FP4 rows of
+// a multiple of 128 columns (the scale words' alignment).
+#define MOEQ_ENTRY(PT)                                                                                           \
+  extern "C" __global__ void __launch_bounds__(256, 2)                                                          \
+      moe_gateup_fp4_p##PT##_q(float* h, const float* x, int xDiv, const int* order, const int* idx,            \
+                               const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols, float L, \
+                               int G) { PDL_WAIT();                                                              \
+    moeq_body<PT, 2, 2, 4>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, L, G);                        \
+  }                                                                                                              \
+  extern "C" __global__ void __launch_bounds__(256, 2)                                                          \
+      moe_down_fp4_p##PT##_q(float* y, const float* x, int xDiv, const int* order, const int* idx,              \
+                             const int* chunks, const u64* tab2, const u64* unused, int rows, int cols, float L, \
+                             int G) { PDL_WAIT();                                                                \
+    moeq_body<PT, 1, 4, 4>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, L, G);                      \
+  }
+MOEQ_ENTRY(1)
+MOEQ_ENTRY(2)
+MOEQ_ENTRY(4)
+MOEQ_ENTRY(8)
