@@ -149,6 +149,10 @@ type Backend struct {
 	// 22-bit integer a 32-column block; other bits than the float32 _sx
 	// entries, BenchmarkFlash's moeq-off A/B).
 	moeQ bool
+	// moeqS4: tiles of one pair take moeq's _q4 entries (rings of 4
+	// stages, 2 blocks an SM: run 14's first) instead of 3 stages at 3
+	// blocks an SM; the same bits (moeq-s4 A/B).
+	moeqS4 bool
 	// moeQAll: tiles of one pair take moeq from moeHMinT tokens on too
 	// (batches up to E/(2K) tokens; moeq-all A/B), not gemvx_moe_fp4_h.
 	moeQAll bool

@@ -406,6 +406,7 @@ func BenchmarkFlash(b *testing.B) {
 	// tokens instead of the integer dot products (moeq; other bits).
 	abAt("moeq-off", []int{1, 8}, func(on bool) { be.moeQ = !on })
 	abAt("moeq-all", []int{16}, func(on bool) { be.moeQAll = on })
+	abAt("moeq-s4", []int{1, 8}, func(on bool) { be.moeqS4 = on })
 	// Logits in chunks of 32 keys at small batches (run 11's).
 	abAt("attn-lkc32", []int{1, 8, 16}, func(on bool) { be.attnLogits32 = on })
 	// attn_values with all of a head's channels a block at small batches.

@@ -134,37 +134,39 @@ func moepShared(sx int) int { return 4*4*256*16 + sx }
 const moepMaxShared = 112 << 10
 
 // moeqEntry names moe.cu's moeq entry (the integer dot products) that
-// takes moeGrouped's products of m for tiles of pt pairs, and its dynamic
-// shared memory; "" where none does: Fast mode with moeQ only, FP4 rows of
-// a multiple of 128 columns (the kernel copies 4-byte words of scale
-// bytes), none of run 8's kernels asked for.
-func (b *Backend) moeqEntry(kind string, m *Matrix, pt int) (string, int) {
+// takes moeGrouped's products of m for tiles of pt pairs, its dynamic
+// shared memory and the blocks an SM it allows; "" where none does: Fast
+// mode with moeQ only, FP4 rows of a multiple of 128 columns (the kernel
+// copies 4-byte words of scale bytes), none of run 8's kernels asked for.
+func (b *Backend) moeqEntry(kind string, m *Matrix, pt int) (name string, shared, perSM int) {
 	if b.mode != Fast || !b.moeQ || m.DType != compute.FP4 || m.Cols%128 != 0 || b.moeR8 || b.moeRun3 || (pt == 1 && b.moeP1R8) {
-		return "", 0
+		return "", 0, 0
 	}
-	name := fmt.Sprintf("%s_fp4_p%d_q", kind, pt)
-	sh := moeqShared(m, pt)
-	if b.k.fns[name] == 0 || sh > b.optin {
-		return "", 0
+	name, stages, minBlocks := fmt.Sprintf("%s_fp4_p%d_q", kind, pt), 3, map[int]int{1: 3, 2: 2, 4: 2, 8: 1}[pt]
+	if pt == 1 && b.moeqS4 {
+		name, stages, minBlocks = name+"4", 4, 2
 	}
-	return name, sh
+	shared = moeqShared(m, pt, stages)
+	if b.k.fns[name] == 0 || shared > b.optin {
+		return "", 0, 0
+	}
+	// An SM's shared memory: the opt-in plus the 1 KB a block reserves
+	// (each block here takes that KB and its few static bytes too).
+	perSM = max(1, min(minBlocks, (b.optin+2048)/(shared+1024+64)))
+	return name, shared, perSM
 }
 
-// moeqShared is the dynamic shared memory of the moeq entries: rings of 4
+// moeqShared is the dynamic shared memory of the moeq entries: rings of
 // stages of 4 rows' 16-byte chunks and 4-byte scale words for 256 threads
-// (80 KB), then pt pairs' activations, 112 bytes (MOEQ_REC words) a
-// 32-column block.
-func moeqShared(m *Matrix, pt int) int { return 4*4*256*(16+4) + pt*(m.Cols/32)*28*4 }
+// (20 KB a stage), then pt pairs' activations, 112 bytes (MOEQ_REC words)
+// a 32-column block.
+func moeqShared(m *Matrix, pt, stages int) int { return stages*4*256*(16+4) + pt*(m.Cols/32)*28*4 }
 
 // moeqGroups is the row groups (rowsPerGroup rows each) a block of the
-// moeq entries takes: enough that the tiles' blocks fit in one wave (two
-// an SM where their shared memory allows), so that each block stages its
-// pairs' activations once for as many rows as it can.
-func (b *Backend) moeqGroups(rows, rowsPerGroup, tiles, shared int) int {
-	perSM := 1
-	if shared <= moepMaxShared {
-		perSM = 2
-	}
+// moeq entries takes: enough that the tiles' blocks fit in one wave
+// (perSM blocks an SM), so that each block stages its pairs' activations
+// once for as many rows as it can.
+func (b *Backend) moeqGroups(rows, rowsPerGroup, tiles, perSM int) int {
 	units, slots := tiles*blocks(rows, rowsPerGroup), perSM*max(b.k.sms, 1)
 	return max(1, min(blocks(rows, rowsPerGroup), (units+slots-1)/slots))
 }
@@ -186,12 +188,12 @@ func moeSXGroups(rows, rowsPerGroup, pt int) int {
 // All give the same bits.
 func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
 	name := fmt.Sprintf("%s_%s_p%d", kind, dtypeNames[m.DType], pt)
-	if entry, sh := b.moeqEntry(kind, m, pt); entry != "" {
+	if entry, sh, perSM := b.moeqEntry(kind, m, pt); entry != "" {
 		r := 2 // rows a warp, as the _sx entries
 		if kind == "moe_down" {
 			r = 4
 		}
-		g := b.moeqGroups(m.Rows, 8*r, tiles, sh)
+		g := b.moeqGroups(m.Rows, 8*r, tiles, perSM)
 		b.launch(entry, Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh,
 			b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
 				Int(m.Rows).Int(m.Cols).F32(limit).Int(g))

@@ -980,45 +980,56 @@ __device__ __forceinline__ u32 moeq_pack4(int a, int b, int c, int d) {
 // moeq_stage writes the activations of the tile's qn pairs (pair pi's row
 // sq[pi] / xDiv of x, cols a multiple of 32) into xq as MOEQ_REC-word
 // blocks, pair pi's nch = cols/32 blocks at pi·nch·MOEQ_REC: each thread
-// takes 4 columns, 8 consecutive lanes a block (their largest magnitude
-// by shuffles); every thread of the block calls it, and the caller syncs.
+// takes 4 columns a round, 8 consecutive lanes a block (their largest
+// magnitude by shuffles), and loads MOEQ_ROUNDS rounds' columns before it
+// converts any (one wait on L2 for them, not one a round); every thread
+// of the block calls it, and the caller syncs.
+#define MOEQ_ROUNDS 4
 __device__ __forceinline__ void moeq_stage(u32* xq, const float* x, int xDiv, const int* sq, int qn, int cols) {
   const int cols4 = cols / 4, nch = cols / 32, total = qn * cols4;
-  for (int v0 = 0; v0 < total; v0 += blockDim.x) {  // whole warps a round: the shuffles
-    const int v = v0 + threadIdx.x;
-    const bool on = v < total;
-    const int pi = on ? v / cols4 : 0, k4 = on ? v - pi * cols4 : 0;
-    float f[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (on) {
-      const float4 g = __ldg((const float4*)(x + (long long)(sq[pi] / xDiv) * cols) + k4);
-      f[0] = g.x, f[1] = g.y, f[2] = g.z, f[3] = g.w;
+  for (int v0 = 0; v0 < total; v0 += MOEQ_ROUNDS * blockDim.x) {  // whole warps a round: the shuffles
+    float f[MOEQ_ROUNDS][4];
+#pragma unroll
+    for (int u = 0; u < MOEQ_ROUNDS; ++u) {
+      const int v = v0 + u * blockDim.x + threadIdx.x;
+      f[u][0] = f[u][1] = f[u][2] = f[u][3] = 0.0f;
+      if (v < total) {
+        const int pi = v / cols4, k4 = v - pi * cols4;
+        const float4 g = __ldg((const float4*)(x + (long long)(sq[pi] / xDiv) * cols) + k4);
+        f[u][0] = g.x, f[u][1] = g.y, f[u][2] = g.z, f[u][3] = g.w;
+      }
     }
-    // The block's largest magnitude as bits (NaN above infinity above
-    // every number).
-    u32 m = 0;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) m = max(m, __float_as_uint(f[i]) & 0x7FFFFFFFu);
+    for (int u = 0; u < MOEQ_ROUNDS; ++u) {
+      const int v = v0 + u * blockDim.x + threadIdx.x;
+      // The block's largest magnitude as bits (NaN above infinity above
+      // every number).
+      u32 m = 0;
 #pragma unroll
-    for (int o = 1; o < 8; o <<= 1) m = max(m, (u32)__shfl_xor_sync(0xFFFFFFFFu, (int)m, o));
-    const bool fin = m < 0x7F800000u;
-    const int e = max((int)(m >> 23) - 127, -100);
-    const float S = __uint_as_float((u32)(21 - e + 127) << 23);  // |x·S| < 2^22
-    int h[4], md[4], l[4];
+      for (int i = 0; i < 4; ++i) m = max(m, __float_as_uint(f[u][i]) & 0x7FFFFFFFu);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int xi = fin ? __float2int_rn(__fmul_rn(f[i], S)) : 0;
-      l[i] = (signed char)xi;  // balanced base-256 digits: xi = h·2^16 + m·2^8 + l
-      const int r = (xi - l[i]) / 256;
-      md[i] = (signed char)r;
-      h[i] = (r - md[i]) / 256;
-    }
-    if (on) {
-      u32* rec = xq + (pi * nch + k4 / 8) * MOEQ_REC;
-      const int j = k4 & 7;
-      rec[j] = moeq_pack4(h[0], h[1], h[2], h[3]);
-      rec[8 + j] = moeq_pack4(md[0], md[1], md[2], md[3]);
-      rec[16 + j] = moeq_pack4(l[0], l[1], l[2], l[3]);
-      if (j == 0) rec[24] = fin ? (u32)(e - 22 + 127) << 23 : QNAN_BITS;
+      for (int o = 1; o < 8; o <<= 1) m = max(m, (u32)__shfl_xor_sync(0xFFFFFFFFu, (int)m, o));
+      const bool fin = m < 0x7F800000u;
+      const int e = max((int)(m >> 23) - 127, -100);
+      const float S = __uint_as_float((u32)(21 - e + 127) << 23);  // |x·S| < 2^22
+      int h[4], md[4], l[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int xi = fin ? __float2int_rn(__fmul_rn(f[u][i], S)) : 0;
+        l[i] = (signed char)xi;  // balanced base-256 digits: xi = h·2^16 + m·2^8 + l
+        const int r = (xi - l[i]) / 256;
+        md[i] = (signed char)r;
+        h[i] = (r - md[i]) / 256;
+      }
+      if (v < total) {
+        const int pi = v / cols4, k4 = v - pi * cols4;
+        u32* rec = xq + (pi * nch + k4 / 8) * MOEQ_REC;
+        const int j = k4 & 7;
+        rec[j] = moeq_pack4(h[0], h[1], h[2], h[3]);
+        rec[8 + j] = moeq_pack4(md[0], md[1], md[2], md[3]);
+        rec[16 + j] = moeq_pack4(l[0], l[1], l[2], l[3]);
+        if (j == 0) rec[24] = fin ? (u32)(e - 22 + 127) << 23 : QNAN_BITS;
+      }
     }
   }
 }
@@ -1097,17 +1108,25 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
 
   // issue queues step (g, j)'s copies (chunk c = lane + 32·j of each row
   // of group g, and the 4-byte word of its scale byte) into stage st and
-  // commits them; an empty group past the warp's last step.
+  // commits them; an empty group past the warp's last step. The rows'
+  // offsets (32 bits: an expert's matrix is under 4 GB) are set at each
+  // group's first step.
   int ig = 0, ij = 0;
+  u32 wo[NMR], so[NMR];
   auto issue = [&](int st) {
     if (ig < ng) {
-      const int c = lane + 32 * ij, r0 = gr0 + ig * 8 * R;
-      if (c < nch)
+      if (ij == 0)
 #pragma unroll
         for (int m = 0; m < NMR; ++m) {
-          const long long r = min(r0 + m % R, rows - 1);
-          ring_copy16(slot(st, m), (const uint4*)(wm[m / R] + r * rowBytes) + c);
-          ring_copy4(sslot(st, m), sm[m / R] + r * scaleCols + (c & ~3));
+          const u32 r = (u32)min(gr0 + ig * 8 * R + m % R, rows - 1);
+          wo[m] = r * (u32)rowBytes + 16u * lane;
+          so[m] = r * (u32)scaleCols + (lane & ~3);
+        }
+      if (lane + 32 * ij < nch)
+#pragma unroll
+        for (int m = 0; m < NMR; ++m) {
+          ring_copy16(slot(st, m), wm[m / R] + wo[m] + 512u * ij);
+          ring_copy4(sslot(st, m), sm[m / R] + so[m] + 32u * ij);
         }
       if (++ij == nj) ij = 0, ++ig;
     }
@@ -1155,22 +1174,26 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
 
 // moe_gateup_fp4_p<PT>_q and moe_down_fp4_p<PT>_q: moeq_body's gate/up (2
 // rows of W1 and 2 of W3 a warp, SwiGLU fused) and down (4 rows of W2)
-// products for tiles of PT pairs; rings of 4 stages (80 KB), FP4 rows of
-// a multiple of 128 columns (the scale words' alignment).
-#define MOEQ_ENTRY(PT)                                                                                           \
-  extern "C" __global__ void __launch_bounds__(256, 2)                                                          \
-      moe_gateup_fp4_p##PT##_q(float* h, const float* x, int xDiv, const int* order, const int* idx,            \
-                               const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols, float L, \
-                               int G) { PDL_WAIT();                                                              \
-    moeq_body<PT, 2, 2, 4>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, L, G);                        \
+// products for tiles of PT pairs, FP4 rows of a multiple of 128 columns
+// (the scale words' alignment): rings of 3 stages (60 KB), the registers
+// of 3 blocks an SM for tiles of 1 pair (shared memory allowing 3 up to
+// 4096 columns), 2 for 2 and 4, 1 for 8; the _q4 entries (run 14's first,
+// measured beside: the same bits) rings of 4 stages (80 KB) at 2.
+#define MOEQ_ENTRY(PT, SUF, S, MINB)                                                                             \
+  extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
+      moe_gateup_fp4_p##PT##_q##SUF(float* h, const float* x, int xDiv, const int* order, const int* idx,       \
+                                    const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,    \
+                                    float L, int G) { PDL_WAIT();                                               \
+    moeq_body<PT, 2, 2, S>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, L, G);                        \
   }                                                                                                              \
-  extern "C" __global__ void __launch_bounds__(256, 2)                                                          \
-      moe_down_fp4_p##PT##_q(float* y, const float* x, int xDiv, const int* order, const int* idx,              \
-                             const int* chunks, const u64* tab2, const u64* unused, int rows, int cols, float L, \
-                             int G) { PDL_WAIT();                                                                \
-    moeq_body<PT, 1, 4, 4>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, L, G);                      \
+  extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
+      moe_down_fp4_p##PT##_q##SUF(float* y, const float* x, int xDiv, const int* order, const int* idx,         \
+                                  const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,    \
+                                  float L, int G) { PDL_WAIT();                                                 \
+    moeq_body<PT, 1, 4, S>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, L, G);                      \
   }
-MOEQ_ENTRY(1)
-MOEQ_ENTRY(2)
-MOEQ_ENTRY(4)
-MOEQ_ENTRY(8)
+MOEQ_ENTRY(1, , 3, 3)
+MOEQ_ENTRY(2, , 3, 2)
+MOEQ_ENTRY(4, , 3, 2)
+MOEQ_ENTRY(8, , 3, 1)
+MOEQ_ENTRY(1, 4, 4, 2)
