@@ -151,8 +151,8 @@ func (b *Backend) moeqEntry(kind string, m *Matrix, pt int) (name string, shared
 		return "", 0, 0
 	}
 	// An SM's shared memory: the opt-in plus the 1 KB a block reserves
-	// (each block here takes that KB and its few static bytes too).
-	perSM = max(1, min(minBlocks, (b.optin+2048)/(shared+1024+64)))
+	// (each block here takes that KB and its ~400 static bytes too).
+	perSM = max(1, min(minBlocks, (b.optin+2048)/(shared+1024+512)))
 	return name, shared, perSM
 }
 

@@ -919,7 +919,7 @@ MOEP_ENTRY(fp8, FMT_FP8, 1, 2)
 // scheduler; gemvx_moe_fp4_h's float16 tensor cores spend 4.4 (NOTES.md,
 // runs 9-12). Here a code becomes an int8 byte (2·e2m1 is an integer in
 // [-12, 12]) by table lookups of four codes at once (three byte
-// permutes: 10 instructions for 8 codes), and one dp4a multiplies four
+// permutes: 11 instructions for 8 codes), and one dp4a multiplies four
 // of them by four activation digits: about 2.3 instructions a weight.
 //
 // Numerics (exact but for the activations' rounding): each 32-column
@@ -961,15 +961,47 @@ MOEP_ENTRY(fp8, FMT_FP8, 1, 2)
 // block apart, hit 8 different bank groups).
 #define MOEQ_REC 28
 
+// moeq_opaque returns c through an asm statement, so that what a block
+// stores in shared memory from it is not a constant to the compiler
+// (LLVM replaces the loads of a shared word stored only with one
+// constant by that constant).
+__device__ __forceinline__ u32 moeq_opaque(u32 c) {
+#ifdef STRATA_EMU
+  return c;
+#else
+  u32 r;
+  asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"(c));
+  return r;
+#endif
+}
+
+// moeq_prmt is PRMT with every selector nibble under 8 (a byte of {b, a}
+// each: what __byte_perm computes, without the masks NVRTC adds to clear
+// the nibbles' bit 3).
+__device__ __forceinline__ u32 moeq_prmt(u32 a, u32 b, u32 s) {
+#ifdef STRATA_EMU
+  return __byte_perm(a, b, s);
+#else
+  u32 r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+  return r;
+#endif
+}
+
 // e2m1x8_i8 writes the codes of w (low nibble first) as int8 bytes of
-// 2·e2m1: codes 0-3 into d0, 4-7 into d1. __byte_perm selects by the low
-// 3 bits of each selector nibble: the code's magnitude picks a byte of
-// both tables, its sign (bit 3, moved to the selector's bit 2) which.
-__device__ __forceinline__ void e2m1x8_i8(u32 w, int& d0, int& d1) {
-  const u32 sel = ((w >> 1) & 0x44444444u) | 0x32103210u;
-  const u32 w1 = w >> 16;
-  d0 = (int)__byte_perm(__byte_perm(MOEQ_T0, MOEQ_T1, w), __byte_perm(MOEQ_T2, MOEQ_T3, w), sel);
-  d1 = (int)__byte_perm(__byte_perm(MOEQ_T0, MOEQ_T1, w1), __byte_perm(MOEQ_T2, MOEQ_T3, w1), sel >> 16);
+// 2·e2m1: codes 0-3 into d0, 4-7 into d1. Each code's magnitude (its low
+// 3 bits) picks a byte of the positive table (t0, MOEQ_T1) and of the
+// negative one (t2, MOEQ_T3), and its sign (bit 3, moved to the
+// selector's bit 2) which (c3210: 0x32103210): 11 instructions for 8
+// codes. The caller holds t0, t2 and c3210 in registers loaded from shared
+// memory: NVRTC keeps constants in uniform registers and copies one out
+// again before each PRMT or LOP3 that reads it (16 instructions for 8
+// codes).
+__device__ __forceinline__ void e2m1x8_i8(u32 w, u32 t0, u32 t2, u32 c3210, int& d0, int& d1) {
+  const u32 m = w & 0x77777777u, mh = m >> 16;
+  const u32 sel = ((w >> 1) & 0x44444444u) | c3210, selh = sel >> 16;
+  d0 = (int)moeq_prmt(moeq_prmt(t0, MOEQ_T1, m), moeq_prmt(t2, MOEQ_T3, m), sel);
+  d1 = (int)moeq_prmt(moeq_prmt(t0, MOEQ_T1, mh), moeq_prmt(t2, MOEQ_T3, mh), selh);
 }
 
 // moeq_pack4 packs the low bytes of a, b, c, d (in that order).
@@ -1040,7 +1072,8 @@ __device__ __forceinline__ void moeq_stage(u32* xq, const float* x, int xDiv, co
 // apart).
 template <int PT, int NMR>
 __device__ __forceinline__ void moeq_chunk(float (&acc)[NMR][PT], const uint4 (&q)[NMR], const u32 (&sr)[NMR],
-                                           const u32* rec, int pstride, int qn) {
+                                           const u32* rec, int pstride, int qn, u32 t0, u32 t2,
+                                           u32 c3210) {
 #pragma unroll
   for (int pi = 0; pi < PT; ++pi) {
     if (pi < qn) {
@@ -1056,7 +1089,7 @@ __device__ __forceinline__ void moeq_chunk(float (&acc)[NMR][PT], const uint4 (&
       for (int m = 0; m < NMR; ++m) {
         int d[8];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) e2m1x8_i8(word_of(q[m], k), d[2 * k], d[2 * k + 1]);
+        for (int k = 0; k < 4; ++k) e2m1x8_i8(word_of(q[m], k), t0, t2, c3210, d[2 * k], d[2 * k + 1]);
         int sh = 0, sm = 0, sl = 0;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -1071,6 +1104,34 @@ __device__ __forceinline__ void moeq_chunk(float (&acc)[NMR][PT], const uint4 (&
   }
 }
 
+// moeq_store ends a warp's row group (rows r0 .. r0 + R - 1) as
+// moe_sx_store does (the butterfly, then lane i·PT + pi stores row i of
+// pair pi, SwiGLU of the W1 and W3 sums when NM is 2), with each storing
+// lane selecting its own sums first so that the lanes compute their
+// SwiGLUs at once rather than one after another; the same values.
+template <int PT, int NM, int R>
+__device__ __forceinline__ void moeq_store(float (&acc)[NM * R][PT], float* y, const int* sq, int qn, int rows, int r0,
+                                           float L) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int m = 0; m < NM * R; ++m)
+#pragma unroll
+    for (int pi = 0; pi < PT; ++pi) acc[m][pi] = warp_sum(acc[m][pi]);
+  float a = 0.0f, b = 0.0f;
+#pragma unroll
+  for (int i = 0; i < R; ++i)
+#pragma unroll
+    for (int pi = 0; pi < PT; ++pi)
+      if (lane == i * PT + pi) a = acc[i][pi], b = acc[NM == 2 ? R + i : i][pi];
+  const int i = lane / PT, pi = lane - i * PT;
+  if (lane < R * PT && pi < qn && r0 + i < rows)
+    y[(long long)sq[pi] * rows + r0 + i] = NM == 2 ? swiglu_f(a, b, L) : a;
+#pragma unroll
+  for (int m = 0; m < NM * R; ++m)
+#pragma unroll
+    for (int pi = 0; pi < PT; ++pi) acc[m][pi] = 0.0f;
+}
+
 template <int PT, int NM, int R, int S>
 __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, const int* order, const int* idx,
                                           const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,
@@ -1080,10 +1141,12 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
   u32* sring = (u32*)(ring + S * NMR * NT);         // [S][NMR][NT] scale words
   u32* xq = sring + S * NMR * NT;                   // moeq_stage's blocks
   __shared__ int sq[PT];
+  __shared__ u32 tabs[3][32];  // e2m1x8_i8's constants, a copy a lane
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int q0 = chunks[2 * blockIdx.y], qn = chunks[2 * blockIdx.y + 1];
   if (qn == 0) return;
   if (tid < PT) sq[tid] = order[q0 + min(tid, qn - 1)];
+  if (tid < 32) tabs[0][tid] = moeq_opaque(MOEQ_T0), tabs[1][tid] = moeq_opaque(MOEQ_T2), tabs[2][tid] = moeq_opaque(0x32103210u);
   __syncthreads();
   const int e = idx[sq[0]];
   const long long rowBytes = cols / 2;
@@ -1145,6 +1208,9 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
   for (int m = 0; m < NMR; ++m)
 #pragma unroll
     for (int pi = 0; pi < PT; ++pi) acc[m][pi] = 0.0f;
+  // Read at the lane's own address, so that the compiler cannot prove them
+  // uniform and keep them in uniform registers (copied out before each use).
+  const u32 t0 = tabs[0][lane], t2 = tabs[1][lane], c3210 = tabs[2][lane];
   int g = 0, j = 0;
   for (int t = 0, st = 0; t < nsteps; ++t) {
     // Step t's copies have landed; the stage issued now was last read at
@@ -1160,10 +1226,10 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
         sraw[m] = (*sslot(st, m) >> sshift) & 0xFFu;
         q[m] = *slot(st, m);
       }
-      moeq_chunk<PT, NMR>(acc, q, sraw, xq + c * MOEQ_REC, pstride, qn);
+      moeq_chunk<PT, NMR>(acc, q, sraw, xq + c * MOEQ_REC, pstride, qn, t0, t2, c3210);
     }
-    if (j == nj - 1) {  // the row group's last step: its outputs, as moe_sx_body
-      moe_sx_store<PT, NM, R>(acc, y, sq, qn, rows, r0, L);
+    if (j == nj - 1) {  // the row group's last step: its outputs
+      moeq_store<PT, NM, R>(acc, y, sq, qn, rows, r0, L);
       j = 0, ++g;
     } else {
       ++j;
