@@ -144,7 +144,7 @@ type Backend struct {
 	// 0 for gemvx_moe_fp4.
 	gvxrV int
 	// moeQ (the default): Fast FP4 experts that moe.cu's grouped kernels
-	// take (below moeHMinT tokens) run on the integer dot products
+	// take (below half a pair an expert) run on the integer dot products
 	// (moeq_body: int8 codes, the activations as three int8 digits of a
 	// 22-bit integer a 32-column block; other bits than the float32 _sx
 	// entries, BenchmarkFlash's moeq-off A/B).
@@ -153,9 +153,12 @@ type Backend struct {
 	// stages, 2 blocks an SM: run 14's first) instead of 3 stages at 3
 	// blocks an SM; the same bits (moeq-s4 A/B).
 	moeqS4 bool
-	// moeQAll: tiles of one pair take moeq from moeHMinT tokens on too
-	// (batches up to E/(2K) tokens; moeq-all A/B), not gemvx_moe_fp4_h.
-	moeQAll bool
+	// moeHTiles: tiles of one pair take gemvx_moe_fp4_h from moeHMinT
+	// tokens on even where moeq fits (run 13's choice; the gvxh-16 A/B).
+	moeHTiles bool
+	// moeQGX: moeq takes the FP4 experts wherever gemvx's experts' form
+	// would (tiles of up to 8 pairs; the moeq-gx A/B).
+	moeQGX bool
 	// moeH (the default): Fast FP4 experts on the float16 tensor cores
 	// (gemvx_moe_fp4_h, activations split into float16 hi + lo) wherever
 	// gemvx_moe_fp4 would run, and from moeHMinT tokens on (other bits).

@@ -402,10 +402,14 @@ func BenchmarkFlash(b *testing.B) {
 	// moe.cu's _sx entries for tiles of 1 and 2 pairs instead of the _sxp
 	// ones (the weight loads in a shared-memory ring); the same bits.
 	abAt("moe-sxp-off", []int{8, 16}, func(on bool) { be.moeSXP = !on })
-	// The float32 _sx/_sxp entries for the FP4 experts below moeHMinT
-	// tokens instead of the integer dot products (moeq; other bits).
+	// The float32 _sx/_sxp entries (below moeHMinT tokens) and
+	// gemvx_moe_fp4_h (from it) instead of the integer dot products (moeq;
+	// other bits).
 	abAt("moeq-off", []int{1, 8}, func(on bool) { be.moeQ = !on })
-	abAt("moeq-all", []int{16}, func(on bool) { be.moeQAll = on })
+	// gemvx_moe_fp4_h for tiles of one pair from moeHMinT tokens (run
+	// 13's choice), and moeq wherever gemvx's experts' form would run.
+	abAt("gvxh-16", []int{16}, func(on bool) { be.moeHTiles = on })
+	abAt("moeq-gx", []int{32, 64, 256}, func(on bool) { be.moeQGX = on })
 	abAt("moeq-s4", []int{1, 8}, func(on bool) { be.moeqS4 = on })
 	// Logits in chunks of 32 keys at small batches (run 11's).
 	abAt("attn-lkc32", []int{1, 8, 16}, func(on bool) { be.attnLogits32 = on })

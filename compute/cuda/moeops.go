@@ -156,6 +156,14 @@ func (b *Backend) moeqEntry(kind string, m *Matrix, pt int) (name string, shared
 	return name, shared, perSM
 }
 
+// moeqFits reports whether moeq takes the experts mt's tiles (moeqEntry:
+// Fast mode, moeQ, FP4 rows of a multiple of 128 columns).
+func (b *Backend) moeqFits(mt *moeTables) bool {
+	gu, _, _ := b.moeqEntry("moe_gateup", mt.w1, 1)
+	dn, _, _ := b.moeqEntry("moe_down", mt.w2, 1)
+	return gu != "" && dn != "" && mt.w3.DType == mt.w1.DType && mt.w3.Cols == mt.w1.Cols
+}
+
 // moeqShared is the dynamic shared memory of the moeq entries: rings of
 // stages of 4 rows' 16-byte chunks and 4-byte scale words for 256 threads
 // (20 KB a stage), then pt pairs' activations, 112 bytes (MOEQ_REC words)
@@ -430,7 +438,12 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	// batch 16 is 2.8% slower, 32, 64 and 256 10.0-10.4%; with it at
 	// batches 1 and 8 too, +1.1% and -0.5% (so below moeHMinT the float32
 	// kernels keep tiles of one pair).
-	gx := b.mode == Fast && !many && (pt >= b.gemvxMoeMinPT || 2*P >= E || (b.moeH && T >= moeHMinT && !b.moeQAll)) && b.moePT == 0 &&
+	// Run 14: moeq (the integer dot products) takes the tiles of one pair
+	// below half a pair an expert (A/B moeq-off: batch 1 5.0% and batch 8
+	// 19.7% slower without it; gvxh-16: batch 16 13.7% slower with
+	// gemvx_moe_fp4_h), so moeHMinT applies only where moeq does not fit.
+	q := b.moeqFits(mt)
+	gx := b.mode == Fast && !many && ((pt >= b.gemvxMoeMinPT || 2*P >= E) && !(q && b.moeQGX) || (b.moeH && T >= moeHMinT && (!q || b.moeHTiles))) && b.moePT == 0 &&
 		!b.gemvxMoeOff && b.gemvxMoeFits(mt)
 	switch {
 	case gx:
