@@ -159,6 +159,8 @@ type Backend struct {
 	// moeQGX: moeq takes the FP4 experts wherever gemvx's experts' form
 	// would (tiles of up to 8 pairs; the moeq-gx A/B).
 	moeQGX bool
+	// moeqLaunches counts the moeq launches recorded (tests).
+	moeqLaunches int
 	// moeH (the default): Fast FP4 experts on the float16 tensor cores
 	// (gemvx_moe_fp4_h, activations split into float16 hi + lo) wherever
 	// gemvx_moe_fp4 would run, and from moeHMinT tokens on (other bits).

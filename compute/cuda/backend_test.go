@@ -97,6 +97,46 @@ func TestBackendGolden(t *testing.T) {
 	}
 }
 
+// moeqCases are the golden cases whose FP4 experts moeq can take (widths
+// of a multiple of 128).
+var moeqCases = []string{"testdata/golden/deepseek-v4/quantized"}
+
+// TestBackendGoldenMoEQ runs the moeq cases through golden.Check in Fast
+// mode with moeq taking the experts wherever gemvx's experts' form would
+// (moeQGX: at these few experts every decode step): greedy identical, its
+// largest logit difference reported, and moeq must have run.
+func TestBackendGoldenMoEQ(t *testing.T) {
+	for _, name := range moeqCases {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			dir := repoPath(t, name)
+			b := newBackend(t, Fast)
+			b.moeQGX = true
+			m := loadOn(t, dir, b)
+			c, err := golden.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := golden.Check(context.Background(), m, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			line := fmt.Sprintf("GOLDEN %s fast moeq:", filepath.Base(name))
+			for _, p := range rep.Paths {
+				line += fmt.Sprintf(" %s %.3g", p.Name, p.MaxAbs)
+			}
+			line += fmt.Sprintf(" greedy %v (%d moeq launches)", okWord(rep.GreedyOK()), b.moeqLaunches)
+			t.Log(line)
+			fmt.Println(line)
+			if !rep.GreedyOK() {
+				t.Errorf("greedy ids %v, want %v", rep.Greedy, rep.Want)
+			}
+			if b.moeqLaunches == 0 {
+				t.Errorf("moeq never ran")
+			}
+		})
+	}
+}
+
 func modeName(m Mode) string {
 	if m == Fast {
 		return "fast"

@@ -316,8 +316,13 @@ func BenchmarkFlash(b *testing.B) {
 			set(false)
 			med := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
 			a, b := med(t[0]), med(t[1])
-			fmt.Printf("FLASH AB %s | batch %d | %d | default %.3f ms | %s %.3f ms | %+.1f%% | logits %s |\n", name, B, contexts[0], 1e3*a, name, 1e3*b, 100*(b-a)/a,
-				map[bool]string{true: "identical", false: "DIFFERENT"}[same])
+			diff := ""
+			if !same { // how far: the alternative's last first step against the default's
+				d := compareLogits(want, lastFirst[B], len(want)/B)
+				diff = fmt.Sprintf(" (max abs %.3g, mean KL %.3g, top-1 %d/%d)", d.maxAbs, d.meanKL, d.agree, d.rows)
+			}
+			fmt.Printf("FLASH AB %s | batch %d | %d | default %.3f ms | %s %.3f ms | %+.1f%% | logits %s%s |\n", name, B, contexts[0], 1e3*a, name, 1e3*b, 100*(b-a)/a,
+				map[bool]string{true: "identical", false: "DIFFERENT"}[same], diff)
 		}
 	}
 	// The layer's chains on one stream (the schedule before branches; with
@@ -598,4 +603,54 @@ func printKernelAttrs(dev *Device) {
 	if err != nil {
 		fmt.Printf("FLASH regs: %v\n", err)
 	}
+}
+
+// logitDiff is how far logits b are from logits a, rows of vocab each.
+type logitDiff struct {
+	maxAbs, meanKL float64 // KL(softmax a ‖ softmax b), the mean over rows
+	agree, rows    int     // rows whose largest logit is the same
+}
+
+func compareLogits(a, b []float32, vocab int) logitDiff {
+	var d logitDiff
+	if vocab <= 0 || len(a) != len(b) {
+		return d
+	}
+	for r := 0; r+vocab <= len(a); r += vocab {
+		ra, rb := a[r:r+vocab], b[r:r+vocab]
+		lse := func(v []float32) float64 {
+			m := float64(slices.Max(v))
+			var s float64
+			for _, x := range v {
+				s += math.Exp(float64(x) - m)
+			}
+			return m + math.Log(s)
+		}
+		la, lb := lse(ra), lse(rb)
+		var kl float64
+		for i := range ra {
+			d.maxAbs = max(d.maxAbs, math.Abs(float64(ra[i]-rb[i])))
+			pa := float64(ra[i]) - la
+			kl += math.Exp(pa) * (pa - (float64(rb[i]) - lb))
+		}
+		d.meanKL += kl
+		d.rows++
+		if argmax(ra) == argmax(rb) {
+			d.agree++
+		}
+	}
+	if d.rows > 0 {
+		d.meanKL /= float64(d.rows)
+	}
+	return d
+}
+
+func argmax(v []float32) int {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
 }

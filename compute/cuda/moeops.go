@@ -202,6 +202,7 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr,
 			r = 4
 		}
 		g := b.moeqGroups(m.Rows, 8*r, tiles, perSM)
+		b.moeqLaunches++
 		b.launch(entry, Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh,
 			b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
 				Int(m.Rows).Int(m.Cols).F32(limit).Int(g))
