@@ -63,8 +63,18 @@
 //     every activation row scaled by a power of two (its largest
 //     magnitude into [2^14, 2^15)) and split as x = hi + lo, both float16
 //     (error ~2^-22 of the row's values; gvxh_split), the sums float32.
-//     Fewer pairs take the float32 grouped kernels (as fast there, and
-//     float32). Backend.moeH off gives gemvx's experts' form instead
+//     Tiles of one pair below that (batches 1 to 21 at the Flash width)
+//     take moeq (kernels/moe.cu, Backend.moeQ): the integer dot products,
+//     each code an exact int8 2·e2m1, each 32-column block of a pair's
+//     activations scaled by a power of two and rounded to a 22-bit
+//     integer (error at most 2^-22 of the block's largest value) carried
+//     as three int8 digits; the block's sum is exact in int32, converted
+//     to float32 once, and added in float32 in an order fixed by the
+//     shape (run 14: batch 1 5% and batch 8 20% faster a step than the
+//     float32 kernels, batch 16 14% faster than gemvx_moe_fp4_h; mean KL
+//     against the float32 experts 2e-12 to 3e-11). Other experts
+//     (another format or width) take the float32 grouped kernels there.
+//     Backend.moeH off gives gemvx's experts' form instead
 //     (gemvx_moe_fp4 and its ring: exact bfloat16 weights, bfloat16
 //     hi + lo). F32 and F16 weights keep the float32 kernel.
 //     Run 8's fast path (split_bf16, the tensor-core kernel of gemm.cu on
@@ -85,7 +95,7 @@
 // captured graph holds them as parallel paths; the MoE op puts its shared
 // expert on a lane of the backend's own (laneShared) beside the routing
 // and the routed experts. The values are those of one stream
-// (TestBackendBranches); run 13 measured one stream 8.3% / 5.0% / 2.6%
+// (TestBackendBranches); run 14 measured one stream 9.3% / 4.7% / 3.6%
 // slower at batches 1 / 8 / 64. And compute.Prefetcher (l2_prefetch,
 // cp.async.bulk.prefetch.L2), off by default: run 10 measured it no
 // faster (NOTES.md).
@@ -111,7 +121,9 @@
 // Kernels.gemvxpCols) gemvx's FP8 products of 2 to 8 tokens up to 1024
 // columns (faster there, slower on wider rows); and moep (moep_body in
 // kernels/moe.cu, Backend.moeSXP) the experts of tiles of 1 and 2 pairs
-// at batches of more than one token (batch 8 4.5% faster a step).
+// at batches of more than one token (batch 8 4.5% faster a step; in Fast
+// mode FP4 experts take moeq instead, its weights in the same kind of
+// ring).
 //
 // Every kernel opens with PDL_WAIT (kernels/common.cuh), so that launches
 // may allow programmatic dependent launch (Backend.SetPDL,

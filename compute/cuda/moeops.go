@@ -269,7 +269,8 @@ func (b *Backend) gemvxMoe(m *Matrix, y, x Ptr, xDiv int, order, idx, chunks Ptr
 }
 
 // moeHMinT is the fewest tokens for which moeH takes the FP4 experts in
-// tiles of one pair (below it the float32 _sx kernels, as fast there).
+// tiles of one pair where moeq does not take them (below it the float32
+// _sx kernels, as fast there).
 const moeHMinT = 16
 
 // gvxhSplit records gvxh_split: x's rows as gemvx_moe_fp4_h reads them
@@ -438,7 +439,7 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	// run 12 (call 6, A/B gvxh-off and gvxh-all): without gemvx_moe_fp4_h
 	// batch 16 is 2.8% slower, 32, 64 and 256 10.0-10.4%; with it at
 	// batches 1 and 8 too, +1.1% and -0.5% (so below moeHMinT the float32
-	// kernels keep tiles of one pair).
+	// kernels kept tiles of one pair).
 	// Run 14: moeq (the integer dot products) takes the tiles of one pair
 	// below half a pair an expert (A/B moeq-off: batch 1 5.0% and batch 8
 	// 19.7% slower without it; gvxh-16: batch 16 13.7% slower with
