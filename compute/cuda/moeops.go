@@ -142,7 +142,14 @@ func (b *Backend) moeqEntry(kind string, m *Matrix, pt int) (name string, shared
 	if b.mode != Fast || !b.moeQ || m.DType != compute.FP4 || m.Cols%128 != 0 || b.moeR8 || b.moeRun3 || (pt == 1 && b.moeP1R8) {
 		return "", 0, 0
 	}
-	name, stages, minBlocks := fmt.Sprintf("%s_fp4_p%d_q", kind, pt), 3, map[int]int{1: 3, 2: 2, 4: 2, 8: 1}[pt]
+	// The blocks an SM the entries' launch bounds allow (MOEQ_ENTRY).
+	name, stages, minBlocks := fmt.Sprintf("%s_fp4_p%d_q", kind, pt), 3, 2
+	switch pt {
+	case 1:
+		minBlocks = 3
+	case 8:
+		minBlocks = 1
+	}
 	if pt == 1 && b.moeqS4 {
 		name, stages, minBlocks = name+"4", 4, 2
 	}
@@ -193,7 +200,8 @@ func moeSXGroups(rows, rowsPerGroup, pt int) int {
 // from tab1), for every tile: moe_sx_body's _sx entries (unless moeR8,
 // moeP1R8 for tiles of 1, or their shared memory does not fit; moe.cu's
 // _sxp ones with sxp), else moe_grouped_body's, moeRows rows a block.
-// All give the same bits.
+// All give the same bits, but for moeq's entries, which take the FP4
+// experts in Fast mode where moeqEntry names one (other bits).
 func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
 	name := fmt.Sprintf("%s_%s_p%d", kind, dtypeNames[m.DType], pt)
 	if entry, sh, perSM := b.moeqEntry(kind, m, pt); entry != "" {
@@ -442,8 +450,10 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	// kernels kept tiles of one pair).
 	// Run 14: moeq (the integer dot products) takes the tiles of one pair
 	// below half a pair an expert (A/B moeq-off: batch 1 5.0% and batch 8
-	// 19.7% slower without it; gvxh-16: batch 16 13.7% slower with
-	// gemvx_moe_fp4_h), so moeHMinT applies only where moeq does not fit.
+	// 19.7% slower without it; gvxh-16: batch 16 15.6% slower with
+	// gemvx_moe_fp4_h; moeq-gx: moeq for tiles of several pairs even at
+	// batch 32, 41% and 53% slower at 64 and 256), so moeHMinT applies
+	// only where moeq does not fit.
 	q := b.moeqFits(mt)
 	gx := b.mode == Fast && !many && ((pt >= b.gemvxMoeMinPT || 2*P >= E) && !(q && b.moeQGX) || (b.moeH && T >= moeHMinT && (!q || b.moeHTiles))) && b.moePT == 0 &&
 		!b.gemvxMoeOff && b.gemvxMoeFits(mt)
