@@ -153,10 +153,6 @@ type Backend struct {
 	// stages, 2 blocks an SM: run 14's first) instead of 3 stages at 3
 	// blocks an SM; the same bits (moeq-s4 A/B).
 	moeqS4 bool
-	// moeqSHF: tiles of one pair take moeq's _qs entries (the decode's
-	// shifts on the ALU pipe, run 14 call 5's) instead of the FMA pipe's
-	// IMAD.HI; the same bits (moeq-shf A/B).
-	moeqSHF bool
 	// moeHTiles: tiles of one pair take gemvx_moe_fp4_h from moeHMinT
 	// tokens on even where moeq fits (run 13's choice; the gvxh-16 A/B).
 	moeHTiles bool

@@ -138,7 +138,7 @@ func init() {
 		for _, pt := range []int{1, 2, 4, 8} {
 			moeSXKernels = append(moeSXKernels, fmt.Sprintf("%s_fp4_p%d_q", kind, pt))
 		}
-		moeSXKernels = append(moeSXKernels, kind+"_fp4_p1_q4", kind+"_fp4_p1_qs")
+		moeSXKernels = append(moeSXKernels, kind+"_fp4_p1_q4")
 
 	}
 	modelKernels = append(modelKernels, moeSXKernels...)

@@ -150,19 +150,16 @@ func (b *Backend) moeqEntry(kind string, m *Matrix, pt int) (name string, shared
 	case 8:
 		minBlocks = 1
 	}
-	switch {
-	case pt == 1 && b.moeqS4:
+	if pt == 1 && b.moeqS4 {
 		name, stages, minBlocks = name+"4", 4, 2
-	case pt == 1 && b.moeqSHF:
-		name += "s"
 	}
 	shared = moeqShared(m, pt, stages)
 	if b.k.fns[name] == 0 || shared > b.optin {
 		return "", 0, 0
 	}
 	// An SM's shared memory: the opt-in plus the 1 KB a block reserves
-	// (each block here takes that KB and its ~660 static bytes too).
-	perSM = max(1, min(minBlocks, (b.optin+2048)/(shared+1024+768)))
+	// (each block here takes that KB and its ~400 static bytes too).
+	perSM = max(1, min(minBlocks, (b.optin+2048)/(shared+1024+512)))
 	return name, shared, perSM
 }
 

@@ -73,7 +73,6 @@ inline int __dp4a(int a, int b, int c) {
   return c;
 }
 inline int __float2int_rn(float f) { return (int)rintf(f); }
-inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 inline float __int2float_rn(int i) { return (float)i; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline void __trap() { abort(); }

@@ -39,7 +39,6 @@ __device__ int __ffs(int);
 __device__ unsigned int __byte_perm(unsigned int, unsigned int, unsigned int);
 __device__ int __dp4a(int, int, int);
 __device__ int __float2int_rn(float);
-__device__ unsigned int __umulhi(unsigned int, unsigned int);
 __device__ float __int2float_rn(int);
 __device__ void __trap();
 __device__ unsigned int atomicAdd(unsigned int*, unsigned int);

@@ -997,15 +997,9 @@ __device__ __forceinline__ u32 moeq_prmt(u32 a, u32 b, u32 s) {
 // memory: NVRTC keeps constants in uniform registers and copies one out
 // again before each PRMT or LOP3 that reads it (16 instructions for 8
 // codes).
-//
-// With HI the shifts are high halves of products by k16 = 2^16 and k31 =
-// 2^31 (IMAD.HI, which runs on the FMA pipe, rather than SHF on the ALU
-// pipe with the PRMTs and LOP3s: k16 and k31 come from shared memory, so
-// that the compiler cannot turn them back into shifts); the same values.
-template <bool HI>
-__device__ __forceinline__ void e2m1x8_i8(u32 w, u32 t0, u32 t2, u32 c3210, u32 k16, u32 k31, int& d0, int& d1) {
-  const u32 m = w & 0x77777777u, mh = HI ? __umulhi(m, k16) : m >> 16;
-  const u32 sel = ((HI ? __umulhi(w, k31) : w >> 1) & 0x44444444u) | c3210, selh = HI ? __umulhi(sel, k16) : sel >> 16;
+__device__ __forceinline__ void e2m1x8_i8(u32 w, u32 t0, u32 t2, u32 c3210, int& d0, int& d1) {
+  const u32 m = w & 0x77777777u, mh = m >> 16;
+  const u32 sel = ((w >> 1) & 0x44444444u) | c3210, selh = sel >> 16;
   d0 = (int)moeq_prmt(moeq_prmt(t0, MOEQ_T1, m), moeq_prmt(t2, MOEQ_T3, m), sel);
   d1 = (int)moeq_prmt(moeq_prmt(t0, MOEQ_T1, mh), moeq_prmt(t2, MOEQ_T3, mh), selh);
 }
@@ -1076,10 +1070,10 @@ __device__ __forceinline__ void moeq_stage(u32* xq, const float* x, int xDiv, co
 // lane's NMR rows (q, their scale bytes sr) to acc for the tile's qn
 // pairs, rec the chunk's staged block of pair 0 (pairs pstride words
 // apart).
-template <int PT, int NMR, bool HI>
+template <int PT, int NMR>
 __device__ __forceinline__ void moeq_chunk(float (&acc)[NMR][PT], const uint4 (&q)[NMR], const u32 (&sr)[NMR],
                                            const u32* rec, int pstride, int qn, u32 t0, u32 t2,
-                                           u32 c3210, u32 k16, u32 k31) {
+                                           u32 c3210) {
 #pragma unroll
   for (int pi = 0; pi < PT; ++pi) {
     if (pi < qn) {
@@ -1095,7 +1089,7 @@ __device__ __forceinline__ void moeq_chunk(float (&acc)[NMR][PT], const uint4 (&
       for (int m = 0; m < NMR; ++m) {
         int d[8];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) e2m1x8_i8<HI>(word_of(q[m], k), t0, t2, c3210, k16, k31, d[2 * k], d[2 * k + 1]);
+        for (int k = 0; k < 4; ++k) e2m1x8_i8(word_of(q[m], k), t0, t2, c3210, d[2 * k], d[2 * k + 1]);
         int sh = 0, sm = 0, sl = 0;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -1138,7 +1132,7 @@ __device__ __forceinline__ void moeq_store(float (&acc)[NM * R][PT], float* y, c
     for (int pi = 0; pi < PT; ++pi) acc[m][pi] = 0.0f;
 }
 
-template <int PT, int NM, int R, int S, bool HI>
+template <int PT, int NM, int R, int S>
 __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, const int* order, const int* idx,
                                           const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,
                                           float L, int G) {
@@ -1147,15 +1141,12 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
   u32* sring = (u32*)(ring + S * NMR * NT);         // [S][NMR][NT] scale words
   u32* xq = sring + S * NMR * NT;                   // moeq_stage's blocks
   __shared__ int sq[PT];
-  __shared__ u32 tabs[5][32];  // e2m1x8_i8's constants, a copy a lane
+  __shared__ u32 tabs[3][32];  // e2m1x8_i8's constants, a copy a lane
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int q0 = chunks[2 * blockIdx.y], qn = chunks[2 * blockIdx.y + 1];
   if (qn == 0) return;
   if (tid < PT) sq[tid] = order[q0 + min(tid, qn - 1)];
-  if (tid < 32) {
-    tabs[0][tid] = moeq_opaque(MOEQ_T0), tabs[1][tid] = moeq_opaque(MOEQ_T2), tabs[2][tid] = moeq_opaque(0x32103210u);
-    tabs[3][tid] = moeq_opaque(1u << 16), tabs[4][tid] = moeq_opaque(1u << 31);
-  }
+  if (tid < 32) tabs[0][tid] = moeq_opaque(MOEQ_T0), tabs[1][tid] = moeq_opaque(MOEQ_T2), tabs[2][tid] = moeq_opaque(0x32103210u);
   __syncthreads();
   const int e = idx[sq[0]];
   const long long rowBytes = cols / 2;
@@ -1219,7 +1210,7 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
     for (int pi = 0; pi < PT; ++pi) acc[m][pi] = 0.0f;
   // Read at the lane's own address, so that the compiler cannot prove them
   // uniform and keep them in uniform registers (copied out before each use).
-  const u32 t0 = tabs[0][lane], t2 = tabs[1][lane], c3210 = tabs[2][lane], k16 = tabs[3][lane], k31 = tabs[4][lane];
+  const u32 t0 = tabs[0][lane], t2 = tabs[1][lane], c3210 = tabs[2][lane];
   int g = 0, j = 0;
   for (int t = 0, st = 0; t < nsteps; ++t) {
     // Step t's copies have landed; the stage issued now was last read at
@@ -1235,7 +1226,7 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
         sraw[m] = (*sslot(st, m) >> sshift) & 0xFFu;
         q[m] = *slot(st, m);
       }
-      moeq_chunk<PT, NMR, HI>(acc, q, sraw, xq + c * MOEQ_REC, pstride, qn, t0, t2, c3210, k16, k31);
+      moeq_chunk<PT, NMR>(acc, q, sraw, xq + c * MOEQ_REC, pstride, qn, t0, t2, c3210);
     }
     if (j == nj - 1) {  // the row group's last step: its outputs
       moeq_store<PT, NM, R>(acc, y, sq, qn, rows, r0, L);
@@ -1252,25 +1243,23 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
 // products for tiles of PT pairs, FP4 rows of a multiple of 128 columns
 // (the scale words' alignment): rings of 3 stages (60 KB), the registers
 // of 3 blocks an SM for tiles of 1 pair (shared memory allowing 3 up to
-// 4096 columns), 2 for 2 and 4, 1 for 8; measured beside (the same bits):
-// the _q4 entries (run 14's first) rings of 4 stages (80 KB) at 2, the
-// _qs entries (run 14 call 5's) the decode's shifts as SHF.
-#define MOEQ_ENTRY(PT, SUF, S, HI, MINB)                                                                           \
+// 4096 columns), 2 for 2 and 4, 1 for 8; the _q4 entries (run 14's first,
+// measured beside: the same bits) rings of 4 stages (80 KB) at 2.
+#define MOEQ_ENTRY(PT, SUF, S, MINB)                                                                             \
   extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
       moe_gateup_fp4_p##PT##_q##SUF(float* h, const float* x, int xDiv, const int* order, const int* idx,       \
                                     const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,    \
                                     float L, int G) { PDL_WAIT();                                               \
-    moeq_body<PT, 2, 2, S, HI>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, L, G);                        \
+    moeq_body<PT, 2, 2, S>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, L, G);                        \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
       moe_down_fp4_p##PT##_q##SUF(float* y, const float* x, int xDiv, const int* order, const int* idx,         \
                                   const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,    \
                                   float L, int G) { PDL_WAIT();                                                 \
-    moeq_body<PT, 1, 4, S, HI>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, L, G);                      \
+    moeq_body<PT, 1, 4, S>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, L, G);                      \
   }
-MOEQ_ENTRY(1, , 3, true, 3)
-MOEQ_ENTRY(2, , 3, true, 2)
-MOEQ_ENTRY(4, , 3, true, 2)
-MOEQ_ENTRY(8, , 3, true, 1)
-MOEQ_ENTRY(1, 4, 4, true, 2)
-MOEQ_ENTRY(1, s, 3, false, 3)
+MOEQ_ENTRY(1, , 3, 3)
+MOEQ_ENTRY(2, , 3, 2)
+MOEQ_ENTRY(4, , 3, 2)
+MOEQ_ENTRY(8, , 3, 1)
+MOEQ_ENTRY(1, 4, 4, 2)
