@@ -68,17 +68,7 @@ func TestBackendGolden(t *testing.T) {
 	for _, name := range goldenCases {
 		for _, mode := range []Mode{Strict, Fast} {
 			t.Run(fmt.Sprintf("%s/%v", filepath.Base(name), modeName(mode)), func(t *testing.T) {
-				dir := repoPath(t, name)
-				b := newBackend(t, mode)
-				m := loadOn(t, dir, b)
-				c, err := golden.Load(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rep, err := golden.Check(context.Background(), m, c)
-				if err != nil {
-					t.Fatal(err)
-				}
+				rep := checkGolden(t, name, newBackend(t, mode))
 				line := fmt.Sprintf("GOLDEN %s %s:", filepath.Base(name), modeName(mode))
 				for _, p := range rep.Paths {
 					line += fmt.Sprintf(" %s %.3g", p.Name, p.MaxAbs)
@@ -97,6 +87,23 @@ func TestBackendGolden(t *testing.T) {
 	}
 }
 
+// checkGolden loads the golden case name (a path under the repository
+// root) on b and runs golden.Check on it.
+func checkGolden(t *testing.T, name string, b *Backend) *golden.Report {
+	t.Helper()
+	dir := repoPath(t, name)
+	m := loadOn(t, dir, b)
+	c, err := golden.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := golden.Check(context.Background(), m, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 // moeqCases are the golden cases whose FP4 experts moeq can take (widths
 // of a multiple of 128).
 var moeqCases = []string{"testdata/golden/deepseek-v4/quantized"}
@@ -108,18 +115,9 @@ var moeqCases = []string{"testdata/golden/deepseek-v4/quantized"}
 func TestBackendGoldenMoEQ(t *testing.T) {
 	for _, name := range moeqCases {
 		t.Run(filepath.Base(name), func(t *testing.T) {
-			dir := repoPath(t, name)
 			b := newBackend(t, Fast)
 			b.moeQGX = true
-			m := loadOn(t, dir, b)
-			c, err := golden.Load(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := golden.Check(context.Background(), m, c)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep := checkGolden(t, name, b)
 			line := fmt.Sprintf("GOLDEN %s fast moeq:", filepath.Base(name))
 			for _, p := range rep.Paths {
 				line += fmt.Sprintf(" %s %.3g", p.Name, p.MaxAbs)
