@@ -205,12 +205,10 @@ func TestChatCachedTokens(t *testing.T) {
 // TestKeepAlive: while a request waits for its first token (the engine is
 // held stopped, as in a long prefill), its stream gets keep-alives: SSE
 // comments on the OpenAI endpoints, ping events on Anthropic's; once the
-// engine runs, the stream completes as usual.
+// engine runs, the stream completes as usual. Each endpoint gets a
+// harness of its own: once started, an engine cannot be held again, and a
+// running one may answer before any keep-alive is due.
 func TestKeepAlive(t *testing.T) {
-	h := newHarness(t, func(c *harnessConfig) {
-		c.noRun = true
-		c.opt.KeepAlive = time.Millisecond // the test blocks until keep-alives come, however long that takes
-	})
 	for _, tc := range []struct {
 		path, body, ping string
 	}{
@@ -218,6 +216,10 @@ func TestKeepAlive(t *testing.T) {
 		{"/v1/messages", `{"model":"strata-test","stream":true,"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`, "event: ping"},
 		{"/v1/responses", `{"model":"strata-test","stream":true,"max_output_tokens":3,"input":"hi"}`, ": keep-alive"},
 	} {
+		h := newHarness(t, func(c *harnessConfig) {
+			c.noRun = true
+			c.opt.KeepAlive = time.Millisecond // the test blocks until keep-alives come, however long that takes
+		})
 		resp, err := http.Post(h.url+tc.path, "application/json", strings.NewReader(tc.body))
 		if err != nil {
 			t.Fatal(err)
@@ -241,8 +243,8 @@ func TestKeepAlive(t *testing.T) {
 		if rest == 0 {
 			t.Errorf("%s: nothing after the keep-alives", tc.path)
 		}
+		h.waitIdle()
 	}
-	h.waitIdle()
 }
 
 // TestAPIKey: with an API key every request needs it (Bearer or
