@@ -302,6 +302,16 @@ type NormedRoPE interface {
 	RMSNormRoPE(x, w Tensor, eps float32, pos Tensor, heads int, invFreq Tensor)
 }
 
+// FusedMixing is optionally implemented by a backend that can write one
+// mHC site's output back and start the next site in one pass:
+// HCPostPreNorm computes exactly HCPost(h, y, postIn, combIn, p) (left
+// out when y is not Valid: the first site), then HCPre(x, post, comb, h,
+// w, p) and RMSNorm(x, x, norm, eps), the same bits. A model calls it only
+// when its backend has it.
+type FusedMixing interface {
+	HCPostPreNorm(h, y, postIn, combIn, x, post, comb Tensor, w *HC, p HCParams, norm Tensor, eps float32)
+}
+
 // Branches is optionally implemented by a backend that can run independent
 // ops at once (a GPU's streams). Branch(i), 1 ≤ i ≤ MaxBranches, queues the
 // ops that follow on branch i until the next Branch or Join: they start

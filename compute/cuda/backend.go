@@ -11,11 +11,18 @@ import (
 	"github.com/strata-inference/strata/compute"
 )
 
-var _ compute.Backend = (*Backend)(nil)
+var (
+	_ compute.Backend     = (*Backend)(nil)
+	_ compute.FusedMixing = (*Backend)(nil)
+)
 
 // pdlDefault is SetPDL's default: off (run 6 measured PDL 2-4% slower
 // per decode step), on with STRATA_CUDA_PDL=1.
 func pdlDefault() bool { return os.Getenv("STRATA_CUDA_PDL") == "1" }
+
+// pdlEarlyDefault is SetPDLEarly's default: off, on with
+// STRATA_CUDA_PDL=early.
+func pdlEarlyDefault() bool { return os.Getenv("STRATA_CUDA_PDL") == "early" }
 
 // Backend is a compute.Backend on one GPU: every tensor is device memory,
 // weights are uploaded once in their stored formats, and every op is a
@@ -54,6 +61,8 @@ type Backend struct {
 	allocs  map[*buffer]struct{} // Alloc and Vector memory, freed at Close
 	mats    []*Matrix
 	moeTabs map[*compute.Matrix]*moeTables
+	// hcCnt: hc_post_pre's counters (HCPostPreNorm), freed at Close.
+	hcCnt Ptr
 	// groupTabs are GroupedMatMul's tables, by the group's first matrix.
 	groupTabs map[*compute.Matrix]groupTab
 	optin     int // dynamic shared memory a block may use
@@ -85,6 +94,12 @@ type Backend struct {
 	// normRoPEOff: RMSNormRoPE runs RMSNorm and RoPE as two launches
 	// instead of rmsnorm_rope (the same bits; the norm-rope-off A/B).
 	normRoPEOff bool
+	// hcFusedOff: HCPostPreNorm runs HCPost, HCPre and RMSNorm as their
+	// own launches instead of hc_post_pre (the same bits; the
+	// hc-fused-off A/B).
+	hcFusedOff bool
+	// hcFusedLaunches counts hc_post_pre's launches (tests).
+	hcFusedLaunches int
 	// moeSXP: FP4 and FP8 tiles of 1 and 2 pairs take moe.cu's _sxp
 	// entries (the weight loads in a shared-memory ring) instead of the
 	// _sx ones where the batch has more than one token; the same bits.
@@ -251,6 +266,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)
 	b.rt.pdl = pdlDefault()
+	b.rt.pdlEarly = pdlEarlyDefault()
 	// The opt-in covers static and dynamic shared memory together: leave
 	// the kernels' static buffers (a few hundred bytes) their room.
 	b.optin = dev.Props().SharedPerBlockOptin - 1024
@@ -297,6 +313,14 @@ func (b *Backend) SetGraphs(on bool) { b.graphs = on }
 // in PDL_WAIT (common.cuh) before it touches memory, so that results do
 // not change, only the gaps between kernels.
 func (b *Backend) SetPDL(on bool) { b.rt.pdl = on }
+
+// SetPDLEarly turns programmatic dependent launch on or off for the
+// launches recorded from now on of the kernels that load weights before
+// they wait (gemvp, gemv2: Thread.LaunchEarly), whatever SetPDL says: each
+// such product may start, its first weights in flight, while the kernel
+// before it finishes (every kernel opens with PDL_WAIT and triggers its
+// dependents there).
+func (b *Backend) SetPDLEarly(on bool) { b.rt.pdlEarly = on }
 
 // PDL reports whether launches allow programmatic dependent launch.
 func (b *Backend) PDL() bool { return b.rt.pdl }
@@ -528,6 +552,9 @@ func (b *Backend) Close() error {
 		}
 		for _, mt := range b.moeTabs {
 			errs = append(errs, t.Free(mt.tab))
+		}
+		if b.hcCnt != 0 {
+			errs = append(errs, t.Free(b.hcCnt))
 		}
 		for _, gt := range b.groupTabs {
 			if gt.tab != 0 {

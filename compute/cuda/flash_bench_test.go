@@ -422,6 +422,7 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("attn-values-whole", []int{1, 8, 16}, func(on bool) { be.attnValuesWhole = on })
 	// RMSNorm and RoPE as two launches instead of rmsnorm_rope.
 	abAt("norm-rope-off", []int{1, 8, 64}, func(on bool) { be.normRoPEOff = on })
+	abAt("hc-fused-off", []int{1, 8, 64}, func(on bool) { be.hcFusedOff = on })
 	abAt("route-r8", []int{1, 8, 64}, func(on bool) { be.routeR8 = on })
 	ab("attn-r5", func(on bool) { be.attnScalar = on })
 	ab("t8-r2", func(on bool) { be.k.t8R4 = !on })
@@ -440,6 +441,7 @@ func BenchmarkFlash(b *testing.B) {
 	pdl0 := be.PDL()
 	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
 	be.k.t8R4 = true
+	abAt("pdl-early", []int{1, 8}, func(on bool) { be.SetPDLEarly(on) })
 
 	// Kernel breakdowns: batch 1 as "FLASH kernel" lines, other batches of
 	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines; the batches of

@@ -124,7 +124,7 @@ func (k *Kernels) gemvpAt(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs int, w
 	if grid <= 0 {
 		grid = k.gemvpGrid(units * G)
 	}
-	return t.Launch(f, Dim3{X: grid}, Dim3{X: 256}, gemvpShared(ui, w.Cols), s, a)
+	return t.LaunchEarly(f, Dim3{X: grid}, Dim3{X: 256}, gemvpShared(ui, w.Cols), s, a)
 }
 
 // gemvxpShared is gemvxp_fp8's dynamic shared memory: a ring of 4 stages

@@ -104,6 +104,116 @@ func TestBackendHCPre(t *testing.T) {
 	}
 }
 
+// TestBackendHCPostPreNorm: HCPostPreNorm (hc_post_pre) gives the bits of
+// HCPost, HCPre and RMSNorm on their own launches, and the CPU's values
+// within rounding, for the streams, x, post and comb: the Flash width,
+// widths that leave threads of a segment without columns, 3 streams, with
+// and without a site before it (y) and a norm weight, 1 and 3 tokens and
+// again (the counters reset), and shapes past the kernel's limits (8
+// streams, 4097 columns: the three ops).
+func TestBackendHCPostPreNorm(t *testing.T) {
+	be := newBackend(t, Strict)
+	ref := cpu.New(2)
+	for ci, c := range []struct{ hc, D int }{{4, 4096}, {4, 1000}, {3, 700}, {8, 2048}, {4, 4097}} {
+		rng := rand.New(rand.NewPCG(uint64(ci), 41))
+		hc, D := c.hc, c.D
+		nMix := (2 + hc) * hc
+		fn := &compute.Matrix{DType: compute.F32, Rows: nMix, Cols: hc * D, Data: make([]byte, 4*nMix*hc*D)}
+		for i := range nMix * hc * D {
+			binary.LittleEndian.PutUint32(fn.Data[4*i:], math.Float32bits(float32(rng.NormFloat64()/math.Sqrt(float64(hc*D)))))
+		}
+		base, scale := randFloats(rng, nMix), []float32{0.7, 1.3, 2.1}
+		normW := randFloats(rng, D)
+		p := compute.HCParams{HC: hc, D: D, NormEps: 1e-6, Eps: 1e-6, SinkhornIters: 20}
+		const eps = 1e-5
+		vec := func(v []float32) compute.Tensor {
+			if v == nil {
+				return compute.Tensor{}
+			}
+			tv, err := be.Vector(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tv
+		}
+		hw := &compute.HC{Fn: fn, Base: vec(base), Scale: vec(scale)}
+		for _, T := range []int{1, 3, 1} {
+			h := randFloats(rng, T*hc*D)
+			y := randFloats(rng, T*D)
+			postIn := randFloats(rng, T*hc)
+			combIn := randFloats(rng, T*hc*hc)
+			for _, v := range []struct{ site, weight bool }{{true, true}, {false, true}, {true, false}} {
+				name := fmt.Sprintf("hc %d D %d T %d site %v weight %v", hc, D, T, v.site, v.weight)
+				var w []float32
+				if v.weight {
+					w = normW
+				}
+				run := func(fused bool) (out [4][]float32) {
+					t.Helper()
+					mark := be.ScratchMark()
+					defer be.ResetScratch(mark)
+					up := func(v []float32, r, cols int) compute.Tensor {
+						a := be.Scratch(compute.F32, r, cols)
+						if v != nil {
+							be.Write(a, v)
+						}
+						return a
+					}
+					ht, xt, pt, ct := up(h, T, hc*D), up(nil, T, D), up(nil, T, hc), up(nil, T, hc*hc)
+					var yt, pit, cit compute.Tensor
+					if v.site {
+						yt, pit, cit = up(y, T, D), up(postIn, T, hc), up(combIn, T, hc*hc)
+					}
+					be.hcFusedOff = !fused
+					be.HCPostPreNorm(ht, yt, pit, cit, xt, pt, ct, hw, p, vec(w), eps)
+					be.hcFusedOff = false
+					for i, r := range []struct {
+						n   int
+						src compute.Tensor
+					}{{T * hc * D, ht}, {T * D, xt}, {T * hc, pt}, {T * hc * hc, ct}} {
+						out[i] = make([]float32, r.n)
+						if err := be.Read(out[i], r.src); err != nil {
+							t.Fatal(err)
+						}
+					}
+					return out
+				}
+				n0 := be.hcFusedLaunches
+				apart, fused := run(false), run(true)
+				if want := hc <= hcFused && D <= hcFusedMaxCol; (be.hcFusedLaunches > n0) != want {
+					t.Errorf("%s: hc_post_pre launched %d times (want it: %v)", name, be.hcFusedLaunches-n0, want)
+				}
+				what := [4]string{"h", "x", "post", "comb"}
+				for i := range apart {
+					if !slices.Equal(bitsOf(fused[i]), bitsOf(apart[i])) {
+						t.Errorf("%s: %s differs from the three ops'", name, what[i])
+					}
+				}
+				// The CPU's three ops.
+				ch := slices.Clone(h)
+				if v.site {
+					ref.HCPost(cpu.Wrap(ch, T, hc*D), cpu.Wrap(y, T, D), cpu.Wrap(postIn, T, hc), cpu.Wrap(combIn, T, hc*hc), p)
+				}
+				cx, cp, cc := make([]float32, T*D), make([]float32, T*hc), make([]float32, T*hc*hc)
+				cw := &compute.HC{Fn: fn, Base: cpu.Wrap(base, 1, nMix), Scale: cpu.Wrap(scale, 1, 3)}
+				ref.HCPre(cpu.Wrap(cx, T, D), cpu.Wrap(cp, T, hc), cpu.Wrap(cc, T, hc*hc), cpu.Wrap(ch, T, hc*D), cw, p)
+				var cwt compute.Tensor
+				if v.weight {
+					cwt = cpu.Wrap(w, 1, D)
+				}
+				ref.RMSNorm(cpu.Wrap(cx, T, D), cpu.Wrap(cx, T, D), cwt, eps)
+				for i, want := range [4][]float32{ch, cx, cp, cc} {
+					for k := range want {
+						if d := math.Abs(float64(fused[i][k] - want[k])); d > 1e-4*(1+math.Abs(float64(want[k]))) {
+							t.Fatalf("%s: %s[%d] = %g, the CPU's %g", name, what[i], k, fused[i][k], want[k])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestBackendRMSNormRoPE: RMSNormRoPE (rmsnorm_rope) gives the bits of
 // RMSNorm followed by RoPE, and the CPU's values within rounding, on the
 // Flash shapes (64 query heads of 512 turning their last 64 channels
@@ -190,12 +300,12 @@ func TestBackendRMSNormRoPE(t *testing.T) {
 
 // TestBackendFusedOps: a golden model's logits on the full and decode
 // paths, strict and fast, are the same bits with the fused launches
-// (rmsnorm_rope) as with each op on its own launches: the fusion changes
+// (rmsnorm_rope, hc_post_pre) as with each op on its own launches: the fusion changes
 // the schedule, not a value.
 func TestBackendFusedOps(t *testing.T) {
 	eachGoldenMode(t, fusedGoldens, func(t *testing.T, dir string, c *golden.Case, mode Mode) {
 		fused := goldenPaths(t, dir, c, mode, model.Options{}, func(*Backend) {})
-		apart := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.normRoPEOff = true })
+		apart := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.normRoPEOff, be.hcFusedOff = true, true })
 		samePaths(t, fused, apart, "with the ops on their own launches")
 		fmt.Printf("FUSED %s %s: full and decode logits identical with the fused launches and without\n", filepath.Base(dir), modeName(mode))
 	})

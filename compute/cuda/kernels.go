@@ -97,7 +97,7 @@ type Kernels struct {
 var modelKernels = []string{
 	"embed_f32", "embed_bf16", "embed_f16", "embed_fp8", "embed_fp4",
 	"add_repeated", "copy_cols", "scale_f32", "rope_heads",
-	"hc_pre_finish", "hc_post", "hc_head_finish", "hc_mix_partial", "hc_mix_reduce", "hc_pre_split",
+	"hc_pre_finish", "hc_post", "hc_head_finish", "hc_mix_partial", "hc_mix_reduce", "hc_pre_split", "hc_post_pre",
 	"rmsnorm_rope",
 	"compress_bias", "compress_emit", "compress_ring",
 	"indexer_scores", "indexer_fix", "attn_logits", "attn_values", "attn_combine", "attn_logits_h16", "attn_values_h16",
@@ -340,6 +340,15 @@ func (k *Kernels) launch(t *Thread, f Func, grid, block Dim3, s Stream, a *Args)
 	return t.Launch(f, grid, block, 0, s, a)
 }
 
+// launchEarly is launch through Thread.LaunchEarly (gemv2's entries: their
+// first chunks are weights, loaded before PDL_WAIT_LATE).
+func (k *Kernels) launchEarly(t *Thread, f Func, grid, block Dim3, s Stream, a *Args) error {
+	if f == 0 {
+		return fmt.Errorf("cuda: kernel unavailable: %v", k.unavailable)
+	}
+	return t.LaunchEarly(f, grid, block, 0, s, a)
+}
+
 // MatMul queues y[t] = W·x[t] for t in [0, T) on s: x is [T, W.Cols] and
 // y is [T, W.Rows], float32 row-major in device memory.
 func (k *Kernels) MatMul(t *Thread, s Stream, y, x Ptr, T int, w *Matrix, mode Mode) error {
@@ -390,7 +399,7 @@ func (k *Kernels) matMulGEMVVersion(t *Thread, s Stream, y, x Ptr, T int, w *Mat
 			rowsPerBlock = (8 >> si) * 4
 			return k.launch(t, f, Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock}, Dim3{X: 256}, s, a)
 		}
-		return k.launch(t, k.gemv2[w.DType][g][si], Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock}, Dim3{X: 256}, s, a)
+		return k.launchEarly(t, k.gemv2[w.DType][g][si], Dim3{X: (w.Rows + rowsPerBlock - 1) / rowsPerBlock}, Dim3{X: 256}, s, a)
 	}
 	v := 0
 	if w.vec() {

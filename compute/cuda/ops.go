@@ -443,7 +443,7 @@ func (b *Backend) HCPre(x, post, comb, h compute.Tensor, w *compute.HC, p comput
 	}
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
-	if part, S, ok := b.hcMix(h, w.Fn, nMix, hc*D); ok {
+	if part, S, ok := b.hcMix(h, w.Fn, nMix, hc, D); ok {
 		// Column slices of at least opThreads: enough blocks at small T
 		// (each recomputes the token's small algebra; no value depends on
 		// the split).
@@ -463,28 +463,37 @@ func (b *Backend) HCPre(x, post, comb, h compute.Tensor, w *compute.HC, p comput
 			Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).Int(D).F32(p.Eps).Int(p.SinkhornIters))
 }
 
-// hcMixSeg is the segment of the streams one block of hc_mix_partial sums
-// (run 3 had 1024: 16 blocks at T = 1 on the Flash width, 19 us a launch).
-const hcMixSeg = 256
+// hcMixSeg is the most elements of the streams one block of
+// hc_mix_partial sums, one a thread (run 3 had 1024: 16 blocks at T = 1
+// on the Flash width, 19 us a launch): the columns [s·w, (s+1)·w) of every
+// stream, w = hcMixSeg/hc (hcMixCols).
+const hcMixSeg = opThreads
+
+// hcMixCols returns the columns w of a segment of hc streams and the
+// segments S of D columns.
+func hcMixCols(hc, D int) (w, S int) {
+	w = max(1, hcMixSeg/hc)
+	return w, blocks(D, w)
+}
 
 // hcPreBlocks is the fewest blocks hc_pre_split is given (while the
 // column slices stay at least opThreads wide).
 const hcPreBlocks = 128
 
 // hcMix records hc_mix_partial for a float32 fn of nMix rows (at most
-// HC_MIX_MAX) over rows of n: the partial sums (scratch of the caller's
+// HC_MIX_MAX) over rows of hc·D: the partial sums (scratch of the caller's
 // mark) and their segment count; ok is false for other fns (the caller
 // then normalizes and multiplies as the CPU does).
-func (b *Backend) hcMix(h compute.Tensor, fn *compute.Matrix, nMix, n int) (part Ptr, S int, ok bool) {
+func (b *Backend) hcMix(h compute.Tensor, fn *compute.Matrix, nMix, hc, D int) (part Ptr, S int, ok bool) {
 	m := b.mustMat(fn)
-	if m.DType != compute.F32 || m.Rows != nMix || m.Cols != n || nMix > (2+hcMax)*hcMax {
+	if m.DType != compute.F32 || m.Rows != nMix || m.Cols != hc*D || nMix > (2+hcMax)*hcMax {
 		return 0, 0, false
 	}
 	T := h.Rows
-	S = blocks(n, hcMixSeg)
+	w, S := hcMixCols(hc, D)
 	pt := b.Scratch(compute.F32, T*S, nMix+1)
 	b.launch("hc_mix_partial", Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
-		b.args().Ptr(b.ptr(pt)).Ptr(b.ptr(h)).Ptr(m.Data).Int(nMix).Int(n).Int(hcMixSeg))
+		b.args().Ptr(b.ptr(pt)).Ptr(b.ptr(h)).Ptr(m.Data).Int(nMix).Int(hc).Int(D).Int(w))
 	return b.ptr(pt), S, true
 }
 
@@ -503,6 +512,97 @@ func (b *Backend) HCPost(h, y, post, comb compute.Tensor, p compute.HCParams) {
 		b.args().Ptr(b.ptr(h)).Ptr(b.ptr(y)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).Int(hc).Int(D))
 }
 
+// hcFusedMaxT bounds the tokens hc_post_pre takes (its counters, one a
+// token; larger batches take the three ops, the same bits).
+const hcFusedMaxT = 256
+
+// Limits of hc_post_pre (model.cu): HC_FUSED streams, HC_STAGE partial
+// sums, RMS_REGS·MT columns.
+const (
+	hcFused       = 4
+	hcStage       = 4096
+	hcFusedMaxCol = 16 * opThreads
+)
+
+// HCPostPreNorm implements compute.FusedMixing: hc_post_pre, one launch,
+// where its limits allow (the streams' float32 mix, at most hcFused
+// streams of hcFusedMaxCol columns, hcFusedMaxT tokens; not
+// Backend.hcFusedOff), else the three ops.
+func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tensor, w *compute.HC, p compute.HCParams, norm compute.Tensor, eps float32) {
+	hc, D, T := p.HC, p.D, h.Rows
+	nMix := (2 + hc) * hc
+	_, S := hcMixCols(hc, D)
+	m := b.mustMat(w.Fn)
+	if b.hcFusedOff || T == 0 || T > hcFusedMaxT || hc > hcFused || D > hcFusedMaxCol || S*(nMix+1) > hcStage ||
+		m.DType != compute.F32 || m.Rows != nMix || m.Cols != hc*D {
+		if y.Valid() {
+			b.HCPost(h, y, postIn, combIn, p)
+		}
+		b.HCPre(x, post, comb, h, w, p)
+		b.RMSNorm(x, x, norm, eps)
+		return
+	}
+	checkShape("HCPostPreNorm h", h, T, hc*D)
+	checkShape("HCPostPreNorm x", x, T, D)
+	checkShape("HCPostPreNorm post", post, T, hc)
+	checkShape("HCPostPreNorm comb", comb, T, hc*hc)
+	var yp, pip, cip Ptr
+	if y.Valid() {
+		checkShape("HCPostPreNorm y", y, T, D)
+		checkShape("HCPostPreNorm postIn", postIn, T, hc)
+		checkShape("HCPostPreNorm combIn", combIn, T, hc*hc)
+		yp, pip, cip = b.ptr(y), b.ptr(postIn), b.ptr(combIn)
+	}
+	var nw Ptr
+	if norm.Valid() {
+		checkShape("HCPostPreNorm norm", norm, 1, D)
+		nw = b.ptr(norm)
+	}
+	cnt := b.hcCounters()
+	if cnt == 0 {
+		return
+	}
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	wc, _ := hcMixCols(hc, D)
+	part := b.Scratch(compute.F32, T*S, nMix+1)
+	b.hcFusedLaunches++
+	b.launch("hc_post_pre", Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(h)).Ptr(yp).Ptr(pip).Ptr(cip).Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).
+			Ptr(b.ptr(part)).Ptr(cnt).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).
+			Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps))
+}
+
+// hcCounters returns hc_post_pre's counters (hcFusedMaxT uint32s, zero
+// between launches: each launch's last blocks reset theirs), allocated and
+// zeroed on first use; 0 after a failure (recorded in b.err).
+func (b *Backend) hcCounters() Ptr {
+	if b.hcCnt != 0 {
+		return b.hcCnt
+	}
+	err := b.do(func(t *Thread) error {
+		p, err := t.Alloc(4 * hcFusedMaxT)
+		if err != nil {
+			return err
+		}
+		if err := t.Memset32(p, 0, hcFusedMaxT, t.Stream()); err != nil {
+			t.Free(p)
+			return err
+		}
+		if err := t.Sync(t.Stream()); err != nil {
+			t.Free(p)
+			return err
+		}
+		b.hcCnt = p
+		return nil
+	})
+	if err != nil {
+		b.fail(fmt.Errorf("cuda: hc_post_pre counters: %w", err))
+		return 0
+	}
+	return b.hcCnt
+}
+
 // HCHead implements compute.Mixing.
 func (b *Backend) HCHead(x, h compute.Tensor, w *compute.HC, p compute.HCParams) {
 	hc, D, R := p.HC, p.D, h.Rows
@@ -517,7 +617,7 @@ func (b *Backend) HCHead(x, h compute.Tensor, w *compute.HC, p compute.HCParams)
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
 	mix := b.Scratch(compute.F32, R, hc)
-	if part, S, ok := b.hcMix(h, w.Fn, hc, hc*D); ok {
+	if part, S, ok := b.hcMix(h, w.Fn, hc, hc, D); ok {
 		b.launch("hc_mix_reduce", Dim3{X: R}, Dim3{X: 32}, 0,
 			b.args().Ptr(b.ptr(mix)).Ptr(part).Int(S).Int(hc).Int(hc*D).F32(p.NormEps))
 	} else {

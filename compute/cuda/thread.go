@@ -51,6 +51,9 @@ type Thread struct {
 	// dependent launch (every kernel opens with PDL_WAIT, common.cuh), where
 	// the driver has cuLaunchKernelEx.
 	pdl bool
+	// pdlEarly: LaunchEarly's launches allow programmatic dependent launch
+	// even where pdl is off.
+	pdlEarly bool
 }
 
 // Launch configuration for cuLaunchKernelEx in the thread's pinned block,
@@ -440,6 +443,14 @@ func (a *Args) F32(v float32) *Args { *a.slot() = uint64(math.Float32bits(v)); r
 // On a recording Thread it appends the launch to the recording instead.
 func (t *Thread) Launch(f Func, grid, block Dim3, shared int, s Stream, a *Args) error {
 	return t.launch(f, grid, block, shared, s, a, t.pdl)
+}
+
+// LaunchEarly is Launch for a kernel whose loads before PDL_WAIT_LATE read
+// only what no launch before it writes (gemvp's and gemv2's first weight
+// chunks): with t.pdlEarly it may start while the kernel before it on s
+// finishes, its first loads in flight, where no other launch may.
+func (t *Thread) LaunchEarly(f Func, grid, block Dim3, shared int, s Stream, a *Args) error {
+	return t.launch(f, grid, block, shared, s, a, t.pdl || t.pdlEarly)
 }
 
 func (t *Thread) launch(f Func, grid, block Dim3, shared int, s Stream, a *Args, pdl bool) error {

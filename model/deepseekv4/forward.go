@@ -39,17 +39,26 @@ func (m *Model) Forward(ctx context.Context, b *Batch) ([]float32, error) {
 	// Streams: every token's embedding copied into hc streams.
 	h := be.Scratch(compute.F32, T, hc*D)
 	be.Embed(h, m.w.embed, st.tokens, hc)
+	// With a fused mHC, each layer leaves its FFN's output for the next
+	// layer's first op to write back (c, outside the layers' scratch).
+	var c *siteOut
+	if m.fm != nil {
+		c = &siteOut{y: be.Scratch(compute.F32, T, D), post: be.Scratch(compute.F32, T, hc), comb: be.Scratch(compute.F32, T, hc*hc)}
+	}
 	base := be.ScratchMark()
 	for l := range m.w.layers {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		m.layer(&m.w.layers[l], cfg.Layers[l], m.layout, &m.layout.layers[l], st, h)
+		m.layer(&m.w.layers[l], cfg.Layers[l], m.layout, &m.layout.layers[l], st, h, c)
 		be.ResetScratch(base)
 		// The layer's ops start while the next layer's are queued.
 		if m.sub != nil {
 			m.sub.Submit()
 		}
+	}
+	if c != nil && c.pending {
+		be.HCPost(h, c.y, c.post, c.comb, m.hcp)
 	}
 	if err := m.recordHidden(b, h); err != nil {
 		return nil, err
@@ -117,9 +126,18 @@ func (m *Model) ringOf(drafts []*cache.Seq, tab []int32, pb *passBufs) (compute.
 	return ring, sp, nil
 }
 
+// siteOut is an mHC site's output not yet written back to the streams:
+// the FFN's y with its post and comb, for the next layer's first op
+// (FusedMixing).
+type siteOut struct {
+	y, post, comb compute.Tensor
+	pending       bool
+}
+
 // layer runs decoder block L on the streams h [T, hc·D] in place, its
-// cache kinds found through refs.
-func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRefs, st *step, h compute.Tensor) {
+// cache kinds found through refs. With c (a FusedMixing backend), the
+// block first writes back c's pending output, and leaves its FFN's in c.
+func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRefs, st *step, h compute.Tensor, c *siteOut) {
 	be, cfg := m.be, m.Cfg
 	T, D, hc := st.T, cfg.Hidden, cfg.HCMult
 	eps := float32(cfg.RMSEps)
@@ -128,24 +146,41 @@ func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRe
 	x := be.Scratch(compute.F32, T, D)
 	post := be.Scratch(compute.F32, T, hc)
 	comb := be.Scratch(compute.F32, T, hc*hc)
-	be.HCPre(x, post, comb, h, &L.hcAttn, m.hcp)
-	be.RMSNorm(x, x, L.attnNorm, eps)
+	if c != nil {
+		var y, p, cb compute.Tensor
+		if c.pending {
+			y, p, cb = c.y, c.post, c.comb
+		}
+		m.fm.HCPostPreNorm(h, y, p, cb, x, post, comb, &L.hcAttn, m.hcp, L.attnNorm, eps)
+	} else {
+		be.HCPre(x, post, comb, h, &L.hcAttn, m.hcp)
+		be.RMSNorm(x, x, L.attnNorm, eps)
+	}
 	y := m.attention(L, spec, lay, refs, x, st)
 	m.ahead(L, aheadShared)
-	be.HCPost(h, y, post, comb, m.hcp)
 
-	x = be.Scratch(compute.F32, T, D)
-	post = be.Scratch(compute.F32, T, hc)
-	comb = be.Scratch(compute.F32, T, hc*hc)
-	be.HCPre(x, post, comb, h, &L.hcFFN, m.hcp)
-	be.RMSNorm(x, x, L.ffnNorm, eps)
-	y = be.Scratch(compute.F32, T, D)
-	if m.ep != nil {
-		m.ep.moe(y, x, st.tokens, &L.moe)
+	var y2, post2, comb2 compute.Tensor
+	x2 := be.Scratch(compute.F32, T, D)
+	if c != nil {
+		y2, post2, comb2 = c.y, c.post, c.comb
+		m.fm.HCPostPreNorm(h, y, post, comb, x2, post2, comb2, &L.hcFFN, m.hcp, L.ffnNorm, eps)
 	} else {
-		be.MoE(y, x, st.tokens, &L.moe)
+		be.HCPost(h, y, post, comb, m.hcp)
+		post2, comb2 = be.Scratch(compute.F32, T, hc), be.Scratch(compute.F32, T, hc*hc)
+		be.HCPre(x2, post2, comb2, h, &L.hcFFN, m.hcp)
+		be.RMSNorm(x2, x2, L.ffnNorm, eps)
+		y2 = be.Scratch(compute.F32, T, D)
 	}
-	be.HCPost(h, y, post, comb, m.hcp)
+	if m.ep != nil {
+		m.ep.moe(y2, x2, st.tokens, &L.moe)
+	} else {
+		be.MoE(y2, x2, st.tokens, &L.moe)
+	}
+	if c != nil {
+		c.pending = true
+	} else {
+		be.HCPost(h, y2, post2, comb2, m.hcp)
+	}
 	m.join(0) // the caller resets the scratch the lanes used
 }
 

@@ -38,8 +38,11 @@ type Model struct {
 	br compute.Branches
 	pf compute.Prefetcher
 	// nr is be's optional RMSNormRoPE (normRoPE), sub its Submit.
-	nr     compute.NormedRoPE
-	sub    compute.Submitter
+	nr  compute.NormedRoPE
+	sub compute.Submitter
+	// fm is be's optional fused mHC (HCPostPreNorm): each site's pre
+	// starts as the site before it writes its output back.
+	fm     compute.FusedMixing
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
 	hcp    compute.HCParams
@@ -310,4 +313,5 @@ func (m *Model) findOps() {
 	m.pf, _ = m.be.(compute.Prefetcher)
 	m.nr, _ = m.be.(compute.NormedRoPE)
 	m.sub, _ = m.be.(compute.Submitter)
+	m.fm, _ = m.be.(compute.FusedMixing)
 }

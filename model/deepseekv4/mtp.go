@@ -89,7 +89,7 @@ func (m *Model) mtpForward(ctx context.Context, k int, b *Batch, hidden []float3
 	be.AddRepeated(h, e, hc)
 	h = h.Reshape(T, hc*D)
 	base := be.ScratchMark()
-	m.layer(&w.block, cfg.MTP[k], m.mtpLayout, &m.mtpLayout.layers[k], st, h)
+	m.layer(&w.block, cfg.MTP[k], m.mtpLayout, &m.mtpLayout.layers[k], st, h, nil)
 	be.ResetScratch(base)
 	if hidden == nil {
 		// The layer's output streams at a span's last position stand in

@@ -49,6 +49,8 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline double __dadd_rn(double a, double b) { return a + b; }
 template <class T> inline T __ldg(const T* p) { return *p; }
+template <class T> inline T __ldcg(const T* p) { return *p; }
+inline void __threadfence() {}
 inline void __syncthreads() { emu_syncthreads(); }
 inline void __syncwarp(unsigned = 0xFFFFFFFFu) { emu_warp_op(EMU_SYNCWARP, 0, 0); }
 template <class T> inline unsigned long long emu_bits(T v) { unsigned long long b = 0; memcpy(&b, &v, sizeof(T)); return b; }

@@ -11,7 +11,8 @@
 # tracked files plus C must stay under 64 MiB.)
 # Stages, each bounded by what is left of BUDGET (240 s): the 4-layer Flash
 # checkpoint written in the background while the GPU tests run (PDLTEST=1:
-# the golden and invariance tests again with programmatic dependent launch);
+# the golden and invariance tests again with programmatic dependent launch,
+# STRATA_CUDA_PDL=PDLMODE: 1, or early for SetPDLEarly);
 # BenchmarkFlash (decode table, A/B lines, kernel breakdowns at
 # PROFILE batches, 8K prefill); the GEMV benchmarks (GEMV=1); gemmx
 # against run 8's fast products (GEMMX=1); what an L2 prefetch buys a
@@ -50,7 +51,7 @@ stage tests
 echo "tests rc=$?" >> "$OUT/tests.log"
 if [ "${PDLTEST:-0}" = 1 ]; then
 	stage tests-pdl
-	STRATA_CUDA_PDL=1 timeout $(left 120) "$B/cuda.test" -test.v -test.timeout 200s \
+	STRATA_CUDA_PDL=${PDLMODE:-1} timeout $(left 120) "$B/cuda.test" -test.v -test.timeout 200s \
 		-test.run 'TestBackendGolden|TestBackendInvariance|TestBackendCacheFormats|TestBackendBatched' \
 		> "$OUT/tests-pdl.log" 2>&1
 	echo "tests-pdl rc=$?" >> "$OUT/tests-pdl.log"
@@ -99,6 +100,36 @@ if [ "${NCU_FLASH:-0}" = 1 ]; then
 		--metrics "$ST" "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
 		> "$OUT/ncu-flash.log" 2>&1
 	echo "ncu-flash rc=$?" >> "$OUT/ncu-flash.log"
+fi
+if [ "${NCU_T:-0}" = 1 ]; then
+	# Every kernel's duration (Nsight Compute, one metric, caches and
+	# clocks left alone) over the first NCU_TC launches of BenchmarkFlash
+	# at batch 1, 4K context: its first decode steps (direct, then the
+	# graphs' replays; gpu/steps.py splits them at each embed_bf16).
+	stage ncu-t
+	NCUB=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+	STRATA_FLASH_DIR=$CK STRATA_FLASH_BATCHES=1 STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
+		timeout $(left 15) "$NCUB" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv -c ${NCU_TC:-700} \
+		"$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
+		> "$OUT/ncu-t.log" 2>&1
+	echo "ncu-t rc=$?" >> "$OUT/ncu-t.log"
+fi
+if [ "${NSYS:-0}" = 1 ]; then
+	# Nsight Systems on decode steps of the Flash checkpoint at NSYS_B
+	# (1,8): every kernel of the graphs (--cuda-graph-trace=node) with its
+	# stream, start and end, as nsys-trace.csv.gz (gaps and the critical
+	# path of a step; gpu/steps.py reads it).
+	stage nsys
+	NSYSB=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -1)
+	echo "nsys: $NSYSB" > "$OUT/nsys.log"
+	STRATA_FLASH_DIR=$CK STRATA_FLASH_BATCHES=${NSYS_B:-1,8} STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
+		timeout $(left 30) "$NSYSB" profile -t cuda --cuda-graph-trace=node -f true -o /tmp/strata-nsys \
+		"$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s >> "$OUT/nsys.log" 2>&1
+	echo "nsys profile rc=$?" >> "$OUT/nsys.log"
+	timeout $(left 10) "$NSYSB" stats -r cuda_gpu_trace -f csv -o /tmp/strata-nsys /tmp/strata-nsys.nsys-rep >> "$OUT/nsys.log" 2>&1
+	echo "nsys stats rc=$?" >> "$OUT/nsys.log"
+	ls /tmp/strata-nsys* >> "$OUT/nsys.log" 2>&1
+	for f in /tmp/strata-nsys*cuda_gpu_trace*.csv; do [ -f "$f" ] && gzip -c "$f" > "$OUT/nsys-trace.csv.gz"; done
 fi
 if [ "${PREFETCH:-0}" = 1 ]; then
 	stage prefetch
@@ -153,6 +184,8 @@ grep "FLASH regs" "$OUT/flash.log" | grep -E "gemmx|_sx|_h16|gemvp|gemvx_moe" | 
 [ -f "$OUT/gemv.log" ] && grep -E "GEMVV|GEMVG|rc=|panic" "$OUT/gemv.log"
 [ -f "$OUT/prefetch.log" ] && grep -E "Prefetch|GEMVX|rc=|panic" "$OUT/prefetch.log"
 [ -f "$OUT/gemmx.log" ] && grep -E "GEMMX|rc=|panic" "$OUT/gemmx.log"
+[ -f "$OUT/ncu-t.log" ] && { grep -c gpu__time_duration "$OUT/ncu-t.log"; grep "rc=" "$OUT/ncu-t.log"; }
+[ -f "$OUT/nsys.log" ] && grep -E "nsys|rc=|rror" "$OUT/nsys.log" | head -12
 [ -f "$OUT/ppl.log" ] && grep -E "cache|against|rc=" "$OUT/ppl.log"
 [ -f "$OUT/sass-ops.txt" ] && awk '{ if (c[$1]++ < 40) print "SASS", $0 }' "$OUT/sass-ops.txt"
 [ -f "$OUT/hf.log" ] && grep -E "^HF|rc=|Error" "$OUT/hf.log" | tail -6

@@ -49,6 +49,8 @@ __device__ unsigned short __ldg(const unsigned short*);
 __device__ uint2 __ldg(const uint2*);
 __device__ uint4 __ldg(const uint4*);
 __device__ float4 __ldg(const float4*);
+__device__ float __ldcg(const float*);
+__device__ void __threadfence();
 __device__ int min(int, int);
 __device__ long long min(long long, long long);
 __device__ double sqrt(double);

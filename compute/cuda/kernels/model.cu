@@ -141,54 +141,68 @@ extern "C" __global__ void __launch_bounds__(MT)
 // ---- hyper-connection mix split over the width ----
 //
 // hc_mix_partial: for a float32 fn (nMix rows of n = hc·D), each block
-// (t, s) sums over the segment [s·seg, (s+1)·seg) of token t's streams
-// the nMix products fn[r][k]·h[k] and the squares h[k]² (each thread its
-// elements k = k0 + tid + MT·m in order, then the butterfly, then the
-// warps in order) into part[t][s][0..nMix]. The RMS norm's factor r is
-// applied after the sum: mix[r] = r·Σ fn[r][k]·h[k] (the CPU multiplies
-// fn by the normalized h; the two differ by rounding only). The order
-// depends on the shapes alone: batch-invariant. Grid (T, ceil(n/seg)).
-// Rows go HC_MIX_ROWS at a time, their loads in flight together (the
-// same sums, in the same order, as one row at a time; run 10 had 8).
+// (t, s) sums over segment s of token t's streams, the columns [s·w,
+// (s+1)·w) of every stream (hc·w <= MT: element e = j·cw + (i - s·w) of
+// the segment's hc·cw on thread e), the nMix products fn[r][k]·h[k] and
+// the squares h[k]² (the butterfly, then the warps in order) into
+// part[t][s][0..nMix] (hc_mix_sums). The RMS norm's factor r is applied
+// after the sum: mix[r] = r·Σ fn[r][k]·h[k] (the CPU multiplies fn by the
+// normalized h; the two differ by rounding only). The order depends on the
+// shapes alone: batch-invariant. Segments of columns rather than of the
+// flat streams so that hc_post_pre, which writes h' a column at a time,
+// sums the same elements in the same order. Grid (T, ceil(D/w)).
 
 #define HC_MIX_MAX ((2 + HC_MAX) * HC_MAX)
 #define HC_MIX_ROWS 24  // the Flash width's nMix: every row's loads in flight at once
 
-extern "C" __global__ void __launch_bounds__(MT)
-    hc_mix_partial(float* __restrict__ part, const float* __restrict__ h, const float* __restrict__ fn, int nMix, int n,
-                   int seg) { PDL_WAIT();
-  __shared__ float red[MT / 32][HC_MIX_MAX + 1];
-  const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int k0 = s * seg, k1 = min(n, k0 + seg);
-  const float* ht = h + (long long)t * n;
-  float ss = 0.0f;
-  for (int k = k0 + tid; k < k1; k += MT) ss = __fmaf_rn(ht[k], ht[k], ss);
+// hc_seg_elem maps thread tid of segment s (columns [s·w, s·w + cw)) to its
+// element: stream j, column i; valid says whether it has one.
+__device__ __forceinline__ bool hc_seg_elem(int tid, int s, int w, int hc, int D, int* j, int* i) {
+  const int c0 = s * w, cw = min(w, D - c0);
+  const bool valid = tid < hc * cw;
+  *j = valid ? tid / cw : 0;
+  *i = c0 + (valid ? tid - *j * cw : 0);
+  return valid;
+}
+
+// hc_mix_sums writes one block's partial sums of the mix products: thread
+// tid holds element k (flat index j·D + i) of value v when valid; fn has
+// nMix rows of n. part points at the block's nMix + 1 floats (the squares
+// last). Every thread of the block calls it.
+__device__ __forceinline__ void hc_mix_sums(float* __restrict__ part, float v, bool valid, long long k,
+                                            const float* __restrict__ fn, int nMix, int n, float (*red)[HC_MIX_MAX + 1]) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  float ss = valid ? __fmaf_rn(v, v, 0.0f) : 0.0f;
   ss = warp_sum(ss);
   if (lane == 0) red[warp][nMix] = ss;
   for (int r0 = 0; r0 < nMix; r0 += HC_MIX_ROWS) {
-    float acc[HC_MIX_ROWS];
+    float f[HC_MIX_ROWS];
 #pragma unroll
-    for (int i = 0; i < HC_MIX_ROWS; ++i) acc[i] = 0.0f;
-    for (int k = k0 + tid; k < k1; k += MT) {
-      const float hv = ht[k];
-      float f[HC_MIX_ROWS];
-#pragma unroll
-      for (int i = 0; i < HC_MIX_ROWS; ++i) f[i] = r0 + i < nMix ? __ldg(fn + (long long)(r0 + i) * n + k) : 0.0f;
-#pragma unroll
-      for (int i = 0; i < HC_MIX_ROWS; ++i) acc[i] = __fmaf_rn(f[i], hv, acc[i]);
-    }
+    for (int i = 0; i < HC_MIX_ROWS; ++i) f[i] = valid && r0 + i < nMix ? __ldg(fn + (long long)(r0 + i) * n + k) : 0.0f;
 #pragma unroll
     for (int i = 0; i < HC_MIX_ROWS; ++i) {
-      const float a = warp_sum(acc[i]);
+      const float a = warp_sum(__fmaf_rn(f[i], v, 0.0f));
       if (lane == 0 && r0 + i < nMix) red[warp][r0 + i] = a;
     }
   }
   __syncthreads();
   for (int r = tid; r <= nMix; r += MT) {
-    float v = red[0][r];
-    for (int w = 1; w < MT / 32; ++w) v = __fadd_rn(v, red[w][r]);
-    part[((long long)t * S + s) * (nMix + 1) + r] = v;
+    float a = red[0][r];
+    for (int w = 1; w < MT / 32; ++w) a = __fadd_rn(a, red[w][r]);
+    part[r] = a;
   }
+}
+
+extern "C" __global__ void __launch_bounds__(MT)
+    hc_mix_partial(float* __restrict__ part, const float* __restrict__ h, const float* __restrict__ fn, int nMix, int hc,
+                   int D, int w) { PDL_WAIT();
+  __shared__ float red[MT / 32][HC_MIX_MAX + 1];
+  const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y;
+  int j, i;
+  const bool valid = hc_seg_elem(threadIdx.x, s, w, hc, D, &j, &i);
+  const long long k = (long long)j * D + i;
+  const float v = valid ? h[(long long)t * hc * D + k] : 0.0f;
+  hc_mix_sums(part + ((long long)t * S + s) * (nMix + 1), v, valid, k, fn, nMix, hc * D, red);
 }
 
 // hc_seg_sum returns Σ_s p[s·stride] for s = 0..S-1 in order, 8 loads in
@@ -400,6 +414,101 @@ extern "C" __global__ void __launch_bounds__(MT)
     x[(long long)t * D + i] = acc;
   }
   if (writer && threadIdx.x < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+}
+
+// hc_post_pre is hc_post of the site before (h' = post_j·y + Σ_j'
+// comb[j'][j]·h_j', in place; skipped when y is null), hc_mix_partial,
+// hc_pre_split and rmsnorm(x, x, normW) of this site in one launch, with
+// their bits: block (t, s) writes h' for the columns of hc_mix_partial's
+// segment s (all of them read before any is written: no other block
+// reads them) and the segment's partial sums; the last block of token t
+// to finish (cnt[t], reset by it for the next launch) stages the partials,
+// computes mix, pre, post and comb on warp 0 (hc_pre_weights,
+// hc_pre_comb), x = Σ_j pre_j·h'_j for every column (hc_pre_split's order)
+// and its RMS norm (rms_factor: rmsnorm's order). The last block reads
+// what the others wrote through L2 (__ldcg, after the counter's fences).
+// The host takes it where hc <= HC_FUSED, S·(nMix + 1) <= HC_STAGE and
+// D <= RMS_REGS·MT. Grid (T, S), S = ceil(D/w).
+#define HC_FUSED 4
+extern "C" __global__ void __launch_bounds__(MT)
+    hc_post_pre(float* __restrict__ h, const float* __restrict__ y, const float* __restrict__ postIn,
+                const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
+                float* part, unsigned* cnt, const float* __restrict__ fn, const float* __restrict__ base,
+                const float* __restrict__ scale, const float* __restrict__ normW, int hc, int D, int w, float normEps,
+                float eps, int iters, float rmsEps) { PDL_WAIT();
+  __shared__ float red[MT / 32][HC_MIX_MAX + 1];
+  __shared__ float mix[HC_MIX_MAX];
+  __shared__ float pre[HC_MAX];
+  __shared__ float c[HC_MAX * HC_MAX];
+  __shared__ float stage[HC_STAGE];
+  __shared__ float buf[32];
+  __shared__ bool last;
+  const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y, tid = threadIdx.x, nMix = (2 + hc) * hc;
+  float* ht = h + (long long)t * hc * D;
+  int j, i;
+  const bool valid = hc_seg_elem(tid, s, w, hc, D, &j, &i);
+  float v = 0.0f;
+  if (y) {
+    float old[HC_FUSED];
+#pragma unroll
+    for (int q = 0; q < HC_FUSED; ++q) old[q] = valid && q < hc ? ht[(long long)q * D + i] : 0.0f;
+    __syncthreads();  // the segment's columns are read before any is written
+    if (valid) {
+      // hc_post's sums for output stream j.
+      const float* cb = combIn + (long long)t * hc * hc;
+      v = __fmul_rn(postIn[t * hc + j], y[(long long)t * D + i]);
+#pragma unroll
+      for (int q = 0; q < HC_FUSED; ++q)
+        if (q < hc) v = __fadd_rn(v, __fmul_rn(cb[q * hc + j], old[q]));
+      ht[(long long)j * D + i] = v;
+    }
+  } else if (valid) {
+    v = ht[(long long)j * D + i];
+  }
+  const int np = S * (nMix + 1);
+  hc_mix_sums(part + (long long)t * np + (long long)s * (nMix + 1), v, valid, (long long)j * D + i, fn, nMix, hc * D, red);
+  // Every thread's h' and partial sums before the counter (threadfence
+  // reduction).
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) last = atomicAdd(cnt + t, 1u) == (unsigned)(S - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (tid == 0) cnt[t] = 0;
+  const float* pt = part + (long long)t * np;
+  for (int q = tid; q < np; q += MT) stage[q] = __ldcg(pt + q);
+  // The columns of x this thread normalizes (rmsnorm's: tid + m·MT), their
+  // streams loaded while warp 0 computes pre.
+  float hv[RMS_REGS][HC_FUSED];
+#pragma unroll
+  for (int m = 0; m < RMS_REGS; ++m) {
+    const int col = tid + m * MT;
+#pragma unroll
+    for (int q = 0; q < HC_FUSED; ++q) hv[m][q] = col < D && q < hc ? __ldcg(ht + (long long)q * D + col) : 0.0f;
+  }
+  __syncthreads();
+  if (tid < 32) hc_pre_weights(mix, pre, post, true, stage, true, nullptr, t, S, nMix, hc * D, normEps, base, scale, hc, eps);
+  __syncthreads();
+  float xv[RMS_REGS];
+#pragma unroll
+  for (int m = 0; m < RMS_REGS; ++m) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int q = 0; q < HC_FUSED; ++q)
+      if (q < hc) acc = __fadd_rn(acc, __fmul_rn(pre[q], hv[m][q]));
+    xv[m] = tid + m * MT < D ? acc : 0.0f;
+  }
+  const float r = rms_factor(xv, D, rmsEps, buf);
+#pragma unroll
+  for (int m = 0; m < RMS_REGS; ++m) {
+    const int col = tid + m * MT;
+    if (col < D) {
+      const float u = __fmul_rn(xv[m], r);
+      x[(long long)t * D + col] = normW ? __fmul_rn(normW[col], u) : u;
+    }
+  }
+  if (tid < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
