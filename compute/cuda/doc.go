@@ -126,9 +126,16 @@
 // ring).
 //
 // Every kernel opens with PDL_WAIT (kernels/common.cuh), so that launches
-// may allow programmatic dependent launch (Backend.SetPDL,
-// STRATA_CUDA_PDL=1): the results are the same either way; it is off by
-// default because it measured slower on the H200 (NOTES.md, run 6).
+// may allow programmatic dependent launch: the results are the same
+// either way. By default only the products that load weights before they
+// wait (gemvp, gemv2) allow it (Backend.SetPDLEarly; a batch-1 step 1.5-1.8%
+// faster, NOTES.md run 15); every launch with STRATA_CUDA_PDL=1
+// (Backend.SetPDL: slower on the H200, run 6), none with STRATA_CUDA_PDL=0.
+//
+// The mHC of two sites is one launch (hc_post_pre in kernels/model.cu,
+// compute.FusedMixing): a site's write-back, the next site's mix, pre,
+// post and comb, and its RMS norm, the same bits as the four kernels
+// (Backend.hcFusedOff).
 //
 // RMSNorm, RoPE, Softmax, TopK and Gather compute as the CPU backend does
 // (float32, with float64 where the CPU uses it), up to the order of their

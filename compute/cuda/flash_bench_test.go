@@ -423,6 +423,7 @@ func BenchmarkFlash(b *testing.B) {
 	// RMSNorm and RoPE as two launches instead of rmsnorm_rope.
 	abAt("norm-rope-off", []int{1, 8, 64}, func(on bool) { be.normRoPEOff = on })
 	abAt("hc-fused-off", []int{1, 8, 64}, func(on bool) { be.hcFusedOff = on })
+	abAt("route-sort-off", []int{1}, func(on bool) { be.routeSortOff = on })
 	abAt("route-r8", []int{1, 8, 64}, func(on bool) { be.routeR8 = on })
 	ab("attn-r5", func(on bool) { be.attnScalar = on })
 	ab("t8-r2", func(on bool) { be.k.t8R4 = !on })
@@ -441,7 +442,7 @@ func BenchmarkFlash(b *testing.B) {
 	pdl0 := be.PDL()
 	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
 	be.k.t8R4 = true
-	abAt("pdl-early", []int{1, 8}, func(on bool) { be.SetPDLEarly(on) })
+	abAt("pdl-early-off", []int{1, 8}, func(on bool) { be.SetPDLEarly(!on) })
 
 	// Kernel breakdowns: batch 1 as "FLASH kernel" lines, other batches of
 	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines; the batches of
@@ -580,7 +581,7 @@ func printKernelAttrs(dev *Device) {
 	k := dev.Kernels()
 	var names []string
 	for _, n := range k.names {
-		for _, p := range []string{"gemmx", "moe_gateup_fp4", "moe_down_fp4", "attn_", "gemv2_fp8_t1_s1", "gemv2_bf16_t1_s1", "gemv5_fp8_t8_s1", "gemvp_fp8_u2s", "hc_pre_split", "hc_mix_partial", "rmsnorm", "moe_route", "gemvx_moe_fp4"} {
+		for _, p := range []string{"gemmx", "moe_gateup_fp4", "moe_down_fp4", "attn_", "gemv2_fp8_t1_s1", "gemv2_bf16_t1_s1", "gemv5_fp8_t8_s1", "gemvp_fp8_u2s", "hc_pre_split", "hc_mix_partial", "hc_post_pre", "rmsnorm", "moe_route", "gemvx_moe_fp4"} {
 			if strings.HasPrefix(n, p) {
 				names = append(names, n)
 				break

@@ -81,7 +81,8 @@ func (c *moeCase) run(t *testing.T, be *Backend, x []float32, T, pt int, r8 bool
 // run 8's kernels' bits (moeR8) for every tile, and so must moe.cu's
 // _sxp entries (moeSXP) for tiles of 1 and 2, every tile the same bits
 // as every other (a pair's sums never depend on its tile), and the CPU's
-// values within rounding (1e-5 of the largest output). The shapes leave lanes without chunks, row
+// values within rounding (1e-5 of the largest output); at one token,
+// moe_route_sort the bits of moe_route_b and moe_sort. The shapes leave lanes without chunks, row
 // groups past the matrix's end and several chunks a lane.
 func TestBackendMoE(t *testing.T) {
 	be := newBackend(t, Strict)
@@ -148,6 +149,29 @@ func TestBackendMoE(t *testing.T) {
 					worst = max(worst, d)
 				}
 				t.Logf("%s: largest difference from the CPU %.3g of the largest |y| (%.4g)", name, worst, big)
+			}
+		}
+		// One token: moe_route_sort (routing and sort in one block) gives
+		// the bits of moe_route_b and moe_sort, and the CPU's values.
+		x := randFloats(rng, D)
+		want := make([]float32, D)
+		a := *c.args
+		a.Bias = cpu.Wrap(slices.Clone(c.bias), 1, E)
+		ref.MoE(cpu.Wrap(want, 1, D), cpu.Wrap(slices.Clone(x), 1, D), cpu.WrapI32(make([]int32, 1), 1, 1), &a)
+		got := c.run(t, be, x, 1, 0, false)
+		be.routeSortOff = true
+		apart := c.run(t, be, x, 1, 0, false)
+		be.routeSortOff = false
+		if !slices.Equal(bitsOf(got), bitsOf(apart)) {
+			t.Errorf("%v T=1: moe_route_sort gives other bits than moe_route_b and moe_sort", dt)
+		}
+		big := 1.0
+		for _, v := range want {
+			big = max(big, math.Abs(float64(v)))
+		}
+		for i := range got {
+			if d := math.Abs(float64(got[i]-want[i])) / big; !(d <= 1e-5) {
+				t.Fatalf("%v T=1: y[%d] = %v, CPU %v (largest |y| %g)", dt, i, got[i], want[i], big)
 			}
 		}
 	}

@@ -412,13 +412,6 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	b.matMul(scores, x, a.Gate, Strict)
 	idx := b.Scratch(compute.I32, T, K)
 	wt := b.Scratch(compute.F32, T, K)
-	route, threads := "moe_route_b", 256
-	if b.routeR8 || b.k.fns[route] == 0 {
-		route, threads = "moe_route", 32
-	}
-	b.launch(route, Dim3{X: T}, Dim3{X: threads}, 0,
-		b.args().Ptr(b.ptr(idx)).Ptr(b.ptr(wt)).Ptr(b.ptr(scores)).Ptr(b.ptr(a.Bias)).Ptr(b.ptr(a.Tid2Eid)).
-			Ptr(b.ptr(tokens)).Int(E).Int(K).Int(int(a.Scoring)).F32(a.RoutedScale))
 	// Tiles of at most pt pairs of one expert: at most P/pt + E of them,
 	// and at most P.
 	grouped := mt.w1.vec() && mt.w2.vec()
@@ -470,8 +463,23 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	order := b.Scratch(compute.I32, 1, P)
 	tiles := min(P, P/pt+E)
 	chunks := b.Scratch(compute.I32, 1, 2*tiles+1) // moe_sort's list, then its count
-	b.launch("moe_sort", Dim3{X: 1}, Dim3{X: 1024}, 8*E,
-		b.args().Ptr(b.ptr(order)).Ptr(b.ptr(chunks)).Ptr(b.ptr(idx)).Int(P).Int(E).Int(tiles).Int(pt))
+	routeArgs := func() *Args {
+		return b.args().Ptr(b.ptr(idx)).Ptr(b.ptr(wt)).Ptr(b.ptr(scores)).Ptr(b.ptr(a.Bias)).Ptr(b.ptr(a.Tid2Eid)).
+			Ptr(b.ptr(tokens)).Int(E).Int(K).Int(int(a.Scoring)).F32(a.RoutedScale)
+	}
+	if T == 1 && !b.routeR8 && !b.routeSortOff && b.k.fns["moe_route_sort"] != 0 {
+		// One token: routing and sort in one block (the same results).
+		b.launch("moe_route_sort", Dim3{X: 1}, Dim3{X: 1024}, 8*E,
+			routeArgs().Ptr(b.ptr(order)).Ptr(b.ptr(chunks)).Int(tiles).Int(pt))
+	} else {
+		route, threads := "moe_route_b", 256
+		if b.routeR8 || b.k.fns[route] == 0 {
+			route, threads = "moe_route", 32
+		}
+		b.launch(route, Dim3{X: T}, Dim3{X: threads}, 0, routeArgs())
+		b.launch("moe_sort", Dim3{X: 1}, Dim3{X: 1024}, 8*E,
+			b.args().Ptr(b.ptr(order)).Ptr(b.ptr(chunks)).Ptr(b.ptr(idx)).Int(P).Int(E).Int(tiles).Int(pt))
+	}
 
 	if mt.w1.Cols != D || mt.w2.Rows != D || mt.w2.Cols != I || mt.w3.Rows != I {
 		panic(fmt.Sprintf("cuda: MoE experts W1 %d×%d, W2 %d×%d for width %d", mt.w1.Rows, mt.w1.Cols, mt.w2.Rows, mt.w2.Cols, D))

@@ -277,29 +277,53 @@ __device__ __forceinline__ float hc_sinkhorn_lane(float v, int hcr, int e, int i
 // into shared memory with the whole block before warp 0 adds them.
 #define HC_STAGE 4096
 
-// hc_pre_weights is warp 0's first part of mHC pre for token t from
-// hc_mix_partial's sums (from stage, where the block copied them, when
-// staged): the mix values (the partials in segment order, as
-// hc_mix_sum), pre and, when writer, post. Every lane of warp 0 calls it.
-__device__ __forceinline__ void hc_pre_weights(float* mix, float* pre, float* __restrict__ post, bool writer,
-                                               const float* stage, bool staged, const float* __restrict__ part, int t,
-                                               int S, int nMix, int n, float normEps, const float* __restrict__ base,
-                                               const float* __restrict__ scale, int hc, float eps) {
-  const int lane = threadIdx.x & 31;
-  if (staged) {
-    // hc_mix_sum's sums, from shared memory.
+// HC_SEG_GROUP: hc_stage_mix sums the staged segments in groups of this
+// many, in order, then the groups in order.
+#define HC_SEG_GROUP 8
+// HC_GSUM: hc_stage_mix's group sums: (nMix + 1)·ceil(S/HC_SEG_GROUP)
+// <= HC_STAGE/HC_SEG_GROUP + HC_MIX_MAX + 1.
+#define HC_GSUM (HC_STAGE / HC_SEG_GROUP + HC_MIX_MAX + 1)
+
+// hc_stage_mix writes token t's mix values mix[r], r < nMix, from the S
+// segments' partial sums staged in stage (hc_stage): each sum over the
+// segments in groups of HC_SEG_GROUP (one thread a group and value, in
+// segment order), then the groups in order; the squares' sum likewise
+// gives the norm's factor. Every thread of the block calls it; mix is
+// complete after it returns.
+__device__ __forceinline__ void hc_stage_mix(float* mix, float* gsum, const float* stage, int S, int nMix, int n,
+                                             float normEps) {
+  const int G = (S + HC_SEG_GROUP - 1) / HC_SEG_GROUP, nv = nMix + 1;
+  for (int q = threadIdx.x; q < nv * G; q += blockDim.x) {
+    const int g = q / nv, r = q - g * nv, s1 = min(S, (g + 1) * HC_SEG_GROUP);
+    float v = 0.0f;
+    for (int s = g * HC_SEG_GROUP; s < s1; ++s) v = __fadd_rn(v, stage[s * nv + r]);
+    gsum[q] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
     float ss = 0.0f;
-    for (int s = 0; s < S; ++s) ss = __fadd_rn(ss, stage[s * (nMix + 1) + nMix]);
+    for (int g = 0; g < G; ++g) ss = __fadd_rn(ss, gsum[g * nv + nMix]);
     const float rr = (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(ss, (float)n), normEps)));
-    for (int r = lane; r < nMix; r += 32) {
+    for (int r = threadIdx.x; r < nMix; r += 32) {
       float v = 0.0f;
-      for (int s = 0; s < S; ++s) v = __fadd_rn(v, stage[s * (nMix + 1) + r]);
+      for (int g = 0; g < G; ++g) v = __fadd_rn(v, gsum[g * nv + r]);
       mix[r] = __fmul_rn(v, rr);
     }
-    __syncwarp();
-  } else {
-    hc_mix_sum(mix, part, t, S, nMix, n, normEps);
   }
+  __syncthreads();
+}
+
+// hc_pre_weights is warp 0's first part of mHC pre for token t from
+// hc_mix_partial's sums: the mix values (from global memory, the
+// partials in segment order, as hc_mix_sum) unless staged (hc_stage_mix
+// wrote mix already), pre and, when writer, post. Every lane of warp 0
+// calls it.
+__device__ __forceinline__ void hc_pre_weights(float* mix, float* pre, float* __restrict__ post, bool writer,
+                                               bool staged, const float* __restrict__ part, int t,
+                                               int S, int nMix, int n, float normEps, const float* __restrict__ base,
+                                               const float* __restrict__ scale, int hc, float eps) {
+  if (!staged) hc_mix_sum(mix, part, t, S, nMix, n, normEps);
+  const int lane = threadIdx.x & 31;
   for (int j = lane; j < hc; j += 32) {
     pre[j] = __fadd_rn(sigmoid_f(__fadd_rn(__fmul_rn(mix[j], scale[0]), base[j])), eps);
     if (writer) post[t * hc + j] = __fmul_rn(2.0f, sigmoid_f(__fadd_rn(__fmul_rn(mix[hc + j], scale[1]), base[hc + j])));
@@ -390,6 +414,7 @@ extern "C" __global__ void __launch_bounds__(MT)
   __shared__ float pre[HC_MAX];
   __shared__ float c[HC_MAX * HC_MAX];
   __shared__ float stage[HC_STAGE];
+  __shared__ float gsum[HC_GSUM];
   const int t = blockIdx.x, nMix = (2 + hc) * hc;
   const bool writer = blockIdx.y == 0;
   // The streams of this thread's first column of the slice, loaded before
@@ -400,8 +425,8 @@ extern "C" __global__ void __launch_bounds__(MT)
 #pragma unroll
   for (int j = 0; j < HC_MAX; ++j) ha[j] = j < hc && ia < i1 ? h[((long long)t * hc + j) * D + ia] : 0.0f;
   const bool staged = hc_stage(stage, part, t, S * (nMix + 1));
-  if (threadIdx.x < 32)
-    hc_pre_weights(mix, pre, post, writer, stage, staged, part, t, S, nMix, n, normEps, base, scale, hc, eps);
+  if (staged) hc_stage_mix(mix, gsum, stage, S, nMix, n, normEps);
+  if (threadIdx.x < 32) hc_pre_weights(mix, pre, post, writer, staged, part, t, S, nMix, n, normEps, base, scale, hc, eps);
   __syncthreads();
   for (int i = ia; i < i1; i += blockDim.x) {
     float hv[HC_MAX];
@@ -422,11 +447,13 @@ extern "C" __global__ void __launch_bounds__(MT)
 // their bits: block (t, s) writes h' for the columns of hc_mix_partial's
 // segment s (all of them read before any is written: no other block
 // reads them) and the segment's partial sums; the last block of token t
-// to finish (cnt[t], reset by it for the next launch) stages the partials,
-// computes mix, pre, post and comb on warp 0 (hc_pre_weights,
-// hc_pre_comb), x = Σ_j pre_j·h'_j for every column (hc_pre_split's order)
-// and its RMS norm (rms_factor: rmsnorm's order). The last block reads
-// what the others wrote through L2 (__ldcg, after the counter's fences).
+// to finish (cnt[t]) stages the partials, computes mix (hc_stage_mix),
+// pre and post (hc_pre_weights), x = Σ_j pre_j·h'_j for every column
+// (hc_pre_split's order) and its RMS norm (rms_factor: rmsnorm's order);
+// the block that arrived before it waits for it, computes mix again and
+// comb (hc_pre_comb) at the same time, and resets cnt[t] for the next
+// launch. They read what the others wrote through L2 (__ldcg, after the
+// counter's fences).
 // The host takes it where hc <= HC_FUSED, S·(nMix + 1) <= HC_STAGE and
 // D <= RMS_REGS·MT. Grid (T, S), S = ceil(D/w).
 #define HC_FUSED 4
@@ -441,8 +468,9 @@ extern "C" __global__ void __launch_bounds__(MT)
   __shared__ float pre[HC_MAX];
   __shared__ float c[HC_MAX * HC_MAX];
   __shared__ float stage[HC_STAGE];
+  __shared__ float gsum[HC_GSUM];
   __shared__ float buf[32];
-  __shared__ bool last;
+  __shared__ unsigned arrived;
   const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y, tid = threadIdx.x, nMix = (2 + hc) * hc;
   float* ht = h + (long long)t * hc * D;
   int j, i;
@@ -471,11 +499,35 @@ extern "C" __global__ void __launch_bounds__(MT)
   // reduction).
   __threadfence();
   __syncthreads();
-  if (tid == 0) last = atomicAdd(cnt + t, 1u) == (unsigned)(S - 1);
+  if (tid == 0) arrived = atomicAdd(cnt + t, 1u);
   __syncthreads();
-  if (!last) return;
-  __threadfence();
+  // The last block to arrive computes x; the one before it (on the GPU:
+  // the emulator runs blocks one at a time) waits for the last and
+  // computes comb meanwhile, and resets the counter.
+#ifdef STRATA_EMU
+  const bool combHere = true;
+  if (arrived != (unsigned)(S - 1)) return;
   if (tid == 0) cnt[t] = 0;
+#else
+  const bool combHere = S == 1;
+  if (S > 1 && arrived == (unsigned)(S - 2)) {
+    if (tid == 0) {
+      while (atomicAdd(cnt + t, 0u) != (unsigned)S) __nanosleep(20);
+      cnt[t] = 0;
+    }
+    __syncthreads();
+    __threadfence();
+    const float* pt = part + (long long)t * np;
+    for (int q = tid; q < np; q += MT) stage[q] = __ldcg(pt + q);
+    __syncthreads();
+    hc_stage_mix(mix, gsum, stage, S, nMix, hc * D, normEps);
+    if (tid < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+    return;
+  }
+  if (arrived != (unsigned)(S - 1)) return;
+  if (S == 1 && tid == 0) cnt[t] = 0;
+#endif
+  __threadfence();
   const float* pt = part + (long long)t * np;
   for (int q = tid; q < np; q += MT) stage[q] = __ldcg(pt + q);
   // The columns of x this thread normalizes (rmsnorm's: tid + m·MT), their
@@ -488,7 +540,8 @@ extern "C" __global__ void __launch_bounds__(MT)
     for (int q = 0; q < HC_FUSED; ++q) hv[m][q] = col < D && q < hc ? __ldcg(ht + (long long)q * D + col) : 0.0f;
   }
   __syncthreads();
-  if (tid < 32) hc_pre_weights(mix, pre, post, true, stage, true, nullptr, t, S, nMix, hc * D, normEps, base, scale, hc, eps);
+  hc_stage_mix(mix, gsum, stage, S, nMix, hc * D, normEps);
+  if (tid < 32) hc_pre_weights(mix, pre, post, true, true, nullptr, t, S, nMix, hc * D, normEps, base, scale, hc, eps);
   __syncthreads();
   float xv[RMS_REGS];
 #pragma unroll
@@ -508,7 +561,7 @@ extern "C" __global__ void __launch_bounds__(MT)
       x[(long long)t * D + col] = normW ? __fmul_rn(normW[col], u) : u;
     }
   }
-  if (tid < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+  if (combHere && tid < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,

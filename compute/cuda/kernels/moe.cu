@@ -31,7 +31,8 @@ __device__ __forceinline__ double softplus_d(double x) { return x > 20.0 ? x : l
 // over the block (warps, then the warps' winners on thread 0).
 // rank_before is a strict total order, so the winner, and every result,
 // is the same whatever NT: moe_route (NT = 32, run 8's one warp a token)
-// and moe_route_b (NT = 256).
+// and moe_route_b (NT = 256). A block of more than NT threads (moe_route_
+// sort's 1024) leaves the experts to its first NT.
 template <int NT>
 __device__ __forceinline__ void moe_route_body(int* idx, float* wt, float* scores, const float* bias,
                                                const int* tid2eid, const int* tokens, int E, int K, int scoring,
@@ -56,20 +57,20 @@ __device__ __forceinline__ void moe_route_body(int* idx, float* wt, float* score
       for (int e = 0; e < E; ++e) s[e] = __fdiv_rn(s[e], sum);
     }
   } else {
-    for (int e = tid; e < E; e += NT)
+    for (int e = tid; tid < NT && e < E; e += NT)
       s[e] = scoring == 0 ? (float)sqrt(softplus_d((double)s[e])) : sigmoid_f(s[e]);
   }
   __syncthreads();
   int* it = idx + (long long)t * K;
   if (tid2eid) {
-    for (int k = tid; k < K; k += NT) it[k] = tid2eid[(long long)tokens[t] * K + k];
+    for (int k = tid; tid < NT && k < K; k += NT) it[k] = tid2eid[(long long)tokens[t] * K + k];
   } else {
-    for (int e = tid; e < E; e += NT) chosen[e] = 0, biased[e] = __fadd_rn(s[e], bias[e]);
+    for (int e = tid; tid < NT && e < E; e += NT) chosen[e] = 0, biased[e] = __fadd_rn(s[e], bias[e]);
     __syncthreads();
     for (int k = 0; k < K; ++k) {
       int best = -1;
       float bv = 0.0f;
-      for (int e = tid; e < E; e += NT) {
+      for (int e = tid; tid < NT && e < E; e += NT) {
         if (chosen[e]) continue;
         const float v = biased[e];
         if (best < 0 || rank_before(v, e, bv, best)) best = e, bv = v;
@@ -80,7 +81,7 @@ __device__ __forceinline__ void moe_route_body(int* idx, float* wt, float* score
         const float ov = __shfl_xor_sync(0xFFFFFFFFu, bv, o);
         if (ob >= 0 && (best < 0 || rank_before(ov, ob, bv, best))) best = ob, bv = ov;
       }
-      if (lane == 0) wb[warp] = best, wv[warp] = bv;
+      if (lane == 0 && warp < NW) wb[warp] = best, wv[warp] = bv;
       __syncthreads();
       if (tid == 0) {
         best = wb[0], bv = wv[0];
@@ -151,8 +152,8 @@ __device__ __forceinline__ void block_scan2(int a, int b, int* pa, int* pb, int*
 // 2·maxChunks + 1 ints; gemvx_moe_fp4_ring reads it). One block of 1024
 // threads (E <= 1024: thread e owns expert e); dynamic shared memory: 2·E
 // ints.
-extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, int* chunks, const int* idx, int P, int E,
-                                                              int maxChunks, int tile) { PDL_WAIT();
+__device__ __forceinline__ void moe_sort_body(int* order, int* chunks, const int* idx, int P, int E, int maxChunks,
+                                              int tile) {
   DYN_SHARED(int, cnt);
   int* cur = cnt + E;
   for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
@@ -177,6 +178,24 @@ extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, int* chu
     const int at = (int)atomicAdd((unsigned int*)&cur[idx[q]], 1u);
     order[at] = q;
   }
+}
+
+extern "C" __global__ void __launch_bounds__(1024) moe_sort(int* order, int* chunks, const int* idx, int P, int E,
+                                                              int maxChunks, int tile) { PDL_WAIT();
+  moe_sort_body(order, chunks, idx, P, E, maxChunks, tile);
+}
+
+// moe_route_sort is moe_route_b and moe_sort of one token in one block of
+// 1024 threads (the host's choice at T = 1): the same idx, wt and order
+// (moe_route_body's picks are the same whatever its threads; its first
+// 256 take the experts, as moe_route_b's), one launch
+// and one block's start fewer on the routed experts' path.
+extern "C" __global__ void __launch_bounds__(1024)
+    moe_route_sort(int* idx, float* wt, float* scores, const float* bias, const int* tid2eid, const int* tokens, int E,
+                   int K, int scoring, float routedScale, int* order, int* chunks, int maxChunks, int tile) { PDL_WAIT();
+  moe_route_body<256>(idx, wt, scores, bias, tid2eid, tokens, E, K, scoring, routedScale);
+  __syncthreads();  // idx, written by thread 0, before the sort reads it
+  moe_sort_body(order, chunks, idx, K, E, maxChunks, tile);
 }
 
 // moe_gemv computes y[q] = W_e·x[q / xDiv] for the sorted pairs q of
