@@ -272,6 +272,9 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 	b.rt = newRecorder(&b.rec)
 	b.rt.pdl = pdlDefault()
 	b.rt.pdlEarly = pdlEarlyDefault()
+	if os.Getenv("STRATA_CUDA_PDL") == "small" {
+		b.rt.pdlSmall = dev.Props().SMs
+	}
 	// The opt-in covers static and dynamic shared memory together: leave
 	// the kernels' static buffers (a few hundred bytes) their room.
 	b.optin = dev.Props().SharedPerBlockOptin - 1024
@@ -321,11 +324,17 @@ func (b *Backend) SetPDL(on bool) { b.rt.pdl = on }
 
 // SetPDLEarly turns programmatic dependent launch on or off (on by
 // default: pdlEarlyDefault) for the launches recorded from now on of the
-// kernels that load weights before they wait (gemvp, gemv2:
+// kernels that load weights before they wait (gemvp, gemv2, hc_post_pre:
 // Thread.LaunchEarly), whatever SetPDL says: each such product may start,
 // its first weights in flight, while the kernel before it finishes (every
 // kernel opens with PDL_WAIT and triggers its dependents there).
 func (b *Backend) SetPDLEarly(on bool) { b.rt.pdlEarly = on }
+
+// SetPDLSmall has launches of at most n blocks (0: none) recorded from now
+// on allow programmatic dependent launch, whatever SetPDL says: a small
+// kernel may start while the one before it finishes, its blocks waiting
+// in room the other leaves (STRATA_CUDA_PDL=small: n = the SMs).
+func (b *Backend) SetPDLSmall(n int) { b.rt.pdlSmall = n }
 
 // PDL reports whether launches allow programmatic dependent launch.
 func (b *Backend) PDL() bool { return b.rt.pdl }

@@ -443,6 +443,7 @@ func BenchmarkFlash(b *testing.B) {
 	ab(map[bool]string{false: "pdl-on", true: "pdl-off"}[pdl0], func(on bool) { be.SetPDL(pdl0 != on) })
 	be.k.t8R4 = true
 	abAt("pdl-early-off", []int{1, 8}, func(on bool) { be.SetPDLEarly(!on) })
+	abAt("pdl-small", []int{1, 8}, func(on bool) { be.SetPDLSmall(map[bool]int{true: dev.Props().SMs}[on]) })
 
 	// Kernel breakdowns: batch 1 as "FLASH kernel" lines, other batches of
 	// STRATA_FLASH_PROFILE (1) as "FLASH kernel B=n" lines; the batches of

@@ -54,6 +54,8 @@ type Thread struct {
 	// pdlEarly: LaunchEarly's launches allow programmatic dependent launch
 	// even where pdl is off.
 	pdlEarly bool
+	// pdlSmall > 0: launches of at most pdlSmall blocks allow it too.
+	pdlSmall int
 }
 
 // Launch configuration for cuLaunchKernelEx in the thread's pinned block,
@@ -447,7 +449,7 @@ func (t *Thread) Launch(f Func, grid, block Dim3, shared int, s Stream, a *Args)
 
 // LaunchEarly is Launch for a kernel whose loads before PDL_WAIT_LATE read
 // only what no launch before it writes (gemvp's and gemv2's first weight
-// chunks): with t.pdlEarly it may start while the kernel before it on s
+// chunks, hc_post_pre's fn rows): with t.pdlEarly it may start while the kernel before it on s
 // finishes, its first loads in flight, where no other launch may.
 func (t *Thread) LaunchEarly(f Func, grid, block Dim3, shared int, s Stream, a *Args) error {
 	return t.launch(f, grid, block, shared, s, a, t.pdl || t.pdlEarly)
@@ -458,6 +460,7 @@ func (t *Thread) launch(f Func, grid, block Dim3, shared int, s Stream, a *Args,
 		return err
 	}
 	g, b := grid.norm(), block.norm()
+	pdl = pdl || t.pdlSmall > 0 && g.X*g.Y*g.Z <= t.pdlSmall
 	if t.rec != nil {
 		rl := t.rec.launches
 		n := len(rl)
