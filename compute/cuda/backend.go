@@ -324,7 +324,7 @@ func (b *Backend) SetPDL(on bool) { b.rt.pdl = on }
 
 // SetPDLEarly turns programmatic dependent launch on or off (on by
 // default: pdlEarlyDefault) for the launches recorded from now on of the
-// kernels that load weights before they wait (gemvp, gemv2, hc_post_pre:
+// kernels that load weights before they wait (gemvp, gemv2:
 // Thread.LaunchEarly), whatever SetPDL says: each such product may start,
 // its first weights in flight, while the kernel before it finishes (every
 // kernel opens with PDL_WAIT and triggers its dependents there).
@@ -333,7 +333,9 @@ func (b *Backend) SetPDLEarly(on bool) { b.rt.pdlEarly = on }
 // SetPDLSmall has launches of at most n blocks (0: none) recorded from now
 // on allow programmatic dependent launch, whatever SetPDL says: a small
 // kernel may start while the one before it finishes, its blocks waiting
-// in room the other leaves (STRATA_CUDA_PDL=small: n = the SMs).
+// in room the other leaves (STRATA_CUDA_PDL=small: n = the SMs). Off
+// by default and not yet measured on the H200 (A/B pdl-small; run 15's
+// last call got no machine).
 func (b *Backend) SetPDLSmall(n int) { b.rt.pdlSmall = n }
 
 // PDL reports whether launches allow programmatic dependent launch.

@@ -30,17 +30,6 @@ func (b *Backend) launch(name string, grid, block Dim3, shared int, a *Args) {
 	b.fail(b.rt.Launch(f, grid, block, shared, 0, a))
 }
 
-// launchEarly is launch through Thread.LaunchEarly (kernels that load
-// weights before PDL_WAIT_LATE).
-func (b *Backend) launchEarly(name string, grid, block Dim3, shared int, a *Args) {
-	f := b.k.fns[name]
-	if f == 0 {
-		b.fail(fmt.Errorf("cuda: kernel %s unavailable: %v", name, b.k.unavailable))
-		return
-	}
-	b.fail(b.rt.LaunchEarly(f, grid, block, shared, 0, a))
-}
-
 // args returns the recorder's emptied parameter block.
 func (b *Backend) args() *Args { return b.rt.Args() }
 
@@ -483,7 +472,7 @@ const hcMixSeg = opThreads
 // hcMixCols returns the columns w of a segment of hc streams and the
 // segments S of D columns.
 func hcMixCols(hc, D int) (w, S int) {
-	w = max(1, hcMixSeg/hc)
+	w = max(1, hcMixSeg/max(hc, 1))
 	return w, blocks(D, w)
 }
 
@@ -578,7 +567,7 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	wc, _ := hcMixCols(hc, D)
 	part := b.Scratch(compute.F32, T*S, nMix+1)
 	b.hcFusedLaunches++
-	b.launchEarly("hc_post_pre", Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
+	b.launch("hc_post_pre", Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
 		b.args().Ptr(b.ptr(h)).Ptr(yp).Ptr(pip).Ptr(cip).Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).
 			Ptr(b.ptr(part)).Ptr(cnt).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).
 			Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps))

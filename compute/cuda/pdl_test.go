@@ -13,8 +13,7 @@ import (
 // the kernels before it have finished; or, the gemv2/gemv5 entries, with
 // PDL_OPEN_EARLY() and straight into gemv_rows (gemv2_body), gemvp_rows or
 // gemvxp_body, which read only weights (and their tables) before their
-// PDL_WAIT_LATE(); or hc_post_pre, whose fn rows (hc_mix_fn) load before
-// its PDL_WAIT_LATE().
+// PDL_WAIT_LATE().
 func TestKernelsOpenWithPDLWait(t *testing.T) {
 	names, err := fs.Glob(kernelFS, "kernels/*.cu")
 	if err != nil || len(names) == 0 {
@@ -22,9 +21,6 @@ func TestKernelsOpenWithPDLWait(t *testing.T) {
 	}
 	body := regexp.MustCompile(`^\s*(\\\s*)?PDL_WAIT\(\);`)
 	early := regexp.MustCompile(`^\s*(\\\s*)?PDL_OPEN_EARLY\(\);[\s\\]*(const int g = blockIdx\.y;[\s\\]*)?(gemv2_body|gemvm_body|gemv_rows|gemvp_rows|gemvxp_body)<`)
-	// hc_post_pre: its fn rows (hc_mix_fn reads fn alone) before its
-	// PDL_WAIT_LATE, then every other read.
-	hcEarly := regexp.MustCompile(`^\s*(//[^\n]*\n\s*)*PDL_OPEN_EARLY\(\);\s*int j, i;\s*const bool valid = hc_seg_elem\([^;]*\);\s*float f0\[HC_MIX_ROWS\];\s*hc_mix_fn\(f0, [^;]*\);\s*PDL_WAIT_LATE\(\);`)
 	common, err := kernelFS.ReadFile("kernels/gemv_common.cuh")
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +81,7 @@ func TestKernelsOpenWithPDLWait(t *testing.T) {
 			if brace < 0 {
 				t.Fatalf("%s: kernel at byte %d without a body", name, i)
 			}
-			if !body.MatchString(src[j+brace+1:]) && !early.MatchString(src[j+brace+1:]) && !hcEarly.MatchString(src[j+brace+1:]) {
+			if !body.MatchString(src[j+brace+1:]) && !early.MatchString(src[j+brace+1:]) {
 				end := min(len(src), j+brace+80)
 				t.Errorf("%s: kernel does not open with PDL_WAIT(): %q", name, src[i:end])
 			}

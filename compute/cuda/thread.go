@@ -449,8 +449,9 @@ func (t *Thread) Launch(f Func, grid, block Dim3, shared int, s Stream, a *Args)
 
 // LaunchEarly is Launch for a kernel whose loads before PDL_WAIT_LATE read
 // only what no launch before it writes (gemvp's and gemv2's first weight
-// chunks, hc_post_pre's fn rows): with t.pdlEarly it may start while the kernel before it on s
-// finishes, its first loads in flight, where no other launch may.
+// chunks): with t.pdlEarly it may start while the
+// kernel before it on s finishes, its first loads in flight, where no
+// other launch may.
 func (t *Thread) LaunchEarly(f Func, grid, block Dim3, shared int, s Stream, a *Args) error {
 	return t.launch(f, grid, block, shared, s, a, t.pdl || t.pdlEarly)
 }

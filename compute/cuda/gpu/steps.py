@@ -4,14 +4,15 @@
 Splits the launches at each embed_bf16 (a step's first kernel), prints
 every step's kernel count and summed duration, then the kernels of step
 N (argument 2, default 2: a graph replay) with their durations, summed by
-name. Usage: steps.py ncu-t.log [N]
+name. Usage: steps.py ncu-t.log [N] (or the log's CSV lines, gzipped: .gz)
 """
 import csv
+import gzip
 import sys
 from collections import OrderedDict
 
 rows = []
-with open(sys.argv[1]) as f:
+with (gzip.open if sys.argv[1].endswith(".gz") else open)(sys.argv[1], "rt") as f:
     for r in csv.reader(l for l in f if l.startswith('"')):
         if len(r) < 15 or r[12] != "gpu__time_duration.sum":
             continue

@@ -169,29 +169,16 @@ __device__ __forceinline__ bool hc_seg_elem(int tid, int s, int w, int hc, int D
 // tid holds element k (flat index j·D + i) of value v when valid; fn has
 // nMix rows of n. part points at the block's nMix + 1 floats (the squares
 // last). Every thread of the block calls it.
-__device__ __forceinline__ void hc_mix_fn(float (&f)[HC_MIX_ROWS], int r0, bool valid, long long k,
-                                          const float* __restrict__ fn, int nMix, int n) {
-#pragma unroll
-  for (int i = 0; i < HC_MIX_ROWS; ++i) f[i] = valid && r0 + i < nMix ? __ldg(fn + (long long)(r0 + i) * n + k) : 0.0f;
-}
-
-// f0, when not null, holds the first HC_MIX_ROWS rows' fn values
-// (hc_mix_fn at r0 = 0, loaded by the caller).
 __device__ __forceinline__ void hc_mix_sums(float* __restrict__ part, float v, bool valid, long long k,
-                                            const float* __restrict__ fn, int nMix, int n, float (*red)[HC_MIX_MAX + 1],
-                                            const float (*f0)[HC_MIX_ROWS] = nullptr) {
+                                            const float* __restrict__ fn, int nMix, int n, float (*red)[HC_MIX_MAX + 1]) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   float ss = valid ? __fmaf_rn(v, v, 0.0f) : 0.0f;
   ss = warp_sum(ss);
   if (lane == 0) red[warp][nMix] = ss;
   for (int r0 = 0; r0 < nMix; r0 += HC_MIX_ROWS) {
     float f[HC_MIX_ROWS];
-    if (f0 && r0 == 0) {
 #pragma unroll
-      for (int i = 0; i < HC_MIX_ROWS; ++i) f[i] = (*f0)[i];
-    } else {
-      hc_mix_fn(f, r0, valid, k, fn, nMix, n);
-    }
+    for (int i = 0; i < HC_MIX_ROWS; ++i) f[i] = valid && r0 + i < nMix ? __ldg(fn + (long long)(r0 + i) * n + k) : 0.0f;
 #pragma unroll
     for (int i = 0; i < HC_MIX_ROWS; ++i) {
       const float a = warp_sum(__fmaf_rn(f[i], v, 0.0f));
@@ -475,15 +462,7 @@ extern "C" __global__ void __launch_bounds__(MT)
                 const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
                 float* part, unsigned* cnt, const float* __restrict__ fn, const float* __restrict__ base,
                 const float* __restrict__ scale, const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                float eps, int iters, float rmsEps) {
-  // fn's first rows (a weight: no launch writes it) load while the kernel
-  // before this one finishes; then PDL_WAIT_LATE, before any other read.
-  PDL_OPEN_EARLY();
-  int j, i;
-  const bool valid = hc_seg_elem(threadIdx.x, blockIdx.y, w, hc, D, &j, &i);
-  float f0[HC_MIX_ROWS];
-  hc_mix_fn(f0, 0, valid, (long long)j * D + i, fn, (2 + hc) * hc, hc * D);
-  PDL_WAIT_LATE();
+                float eps, int iters, float rmsEps) { PDL_WAIT();
   __shared__ float red[MT / 32][HC_MIX_MAX + 1];
   __shared__ float mix[HC_MIX_MAX];
   __shared__ float pre[HC_MAX];
@@ -494,6 +473,8 @@ extern "C" __global__ void __launch_bounds__(MT)
   __shared__ unsigned arrived;
   const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y, tid = threadIdx.x, nMix = (2 + hc) * hc;
   float* ht = h + (long long)t * hc * D;
+  int j, i;
+  const bool valid = hc_seg_elem(tid, s, w, hc, D, &j, &i);
   float v = 0.0f;
   if (y) {
     float old[HC_FUSED];
@@ -513,8 +494,7 @@ extern "C" __global__ void __launch_bounds__(MT)
     v = ht[(long long)j * D + i];
   }
   const int np = S * (nMix + 1);
-  hc_mix_sums(part + (long long)t * np + (long long)s * (nMix + 1), v, valid, (long long)j * D + i, fn, nMix, hc * D, red,
-              &f0);
+  hc_mix_sums(part + (long long)t * np + (long long)s * (nMix + 1), v, valid, (long long)j * D + i, fn, nMix, hc * D, red);
   // Every thread's h' and partial sums before the counter (threadfence
   // reduction).
   __threadfence();
