@@ -17,6 +17,21 @@ import (
 	"github.com/strata-inference/strata/model"
 )
 
+// hcWeights draws a site's mix weights for hc streams of D: fn of about
+// unit products with the normalized streams (so that the sigmoids and the
+// softmax are not saturated), base, scale, a norm weight, and the params.
+func hcWeights(rng *rand.Rand, hc, D int) (fn *compute.Matrix, base, scale, normW []float32, p compute.HCParams) {
+	nMix := (2 + hc) * hc
+	fn = &compute.Matrix{DType: compute.F32, Rows: nMix, Cols: hc * D, Data: make([]byte, 4*nMix*hc*D)}
+	for i := range nMix * hc * D {
+		binary.LittleEndian.PutUint32(fn.Data[4*i:], math.Float32bits(float32(rng.NormFloat64()/math.Sqrt(float64(hc*D)))))
+	}
+	base, scale = randFloats(rng, nMix), []float32{0.7, 1.3, 2.1}
+	normW = randFloats(rng, D)
+	p = compute.HCParams{HC: hc, D: D, NormEps: 1e-6, Eps: 1e-6, SinkhornIters: 20}
+	return fn, base, scale, normW, p
+}
+
 // TestBackendHCPre: HCPre (hc_mix_partial and hc_pre_split) and the RMS
 // norm after it give the CPU's x, post and comb within rounding, with and
 // without a norm weight, on the Flash width (4 streams of 4096), a width
@@ -30,15 +45,7 @@ func TestBackendHCPre(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(ci), 17))
 		hc, D := c.hc, c.D
 		nMix := (2 + hc) * hc
-		// fn of about unit products with the normalized streams, so that
-		// the sigmoids and the softmax are not saturated.
-		fn := &compute.Matrix{DType: compute.F32, Rows: nMix, Cols: hc * D, Data: make([]byte, 4*nMix*hc*D)}
-		for i := range nMix * hc * D {
-			binary.LittleEndian.PutUint32(fn.Data[4*i:], math.Float32bits(float32(rng.NormFloat64()/math.Sqrt(float64(hc*D)))))
-		}
-		base, scale := randFloats(rng, nMix), []float32{0.7, 1.3, 2.1}
-		normW := randFloats(rng, D)
-		p := compute.HCParams{HC: hc, D: D, NormEps: 1e-6, Eps: 1e-6, SinkhornIters: 20}
+		fn, base, scale, normW, p := hcWeights(rng, hc, D)
 		const eps = 1e-5
 		for _, T := range []int{1, 3} {
 			h := randFloats(rng, T*hc*D)
@@ -118,13 +125,7 @@ func TestBackendHCPostPreNorm(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(ci), 41))
 		hc, D := c.hc, c.D
 		nMix := (2 + hc) * hc
-		fn := &compute.Matrix{DType: compute.F32, Rows: nMix, Cols: hc * D, Data: make([]byte, 4*nMix*hc*D)}
-		for i := range nMix * hc * D {
-			binary.LittleEndian.PutUint32(fn.Data[4*i:], math.Float32bits(float32(rng.NormFloat64()/math.Sqrt(float64(hc*D)))))
-		}
-		base, scale := randFloats(rng, nMix), []float32{0.7, 1.3, 2.1}
-		normW := randFloats(rng, D)
-		p := compute.HCParams{HC: hc, D: D, NormEps: 1e-6, Eps: 1e-6, SinkhornIters: 20}
+		fn, base, scale, normW, p := hcWeights(rng, hc, D)
 		const eps = 1e-5
 		vec := func(v []float32) compute.Tensor {
 			if v == nil {

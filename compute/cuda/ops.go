@@ -531,7 +531,7 @@ const (
 func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tensor, w *compute.HC, p compute.HCParams, norm compute.Tensor, eps float32) {
 	hc, D, T := p.HC, p.D, h.Rows
 	nMix := (2 + hc) * hc
-	_, S := hcMixCols(hc, D)
+	wc, S := hcMixCols(hc, D)
 	m := b.mustMat(w.Fn)
 	if b.hcFusedOff || T == 0 || T > hcFusedMaxT || hc > hcFused || D > hcFusedMaxCol || S*(nMix+1) > hcStage ||
 		m.DType != compute.F32 || m.Rows != nMix || m.Cols != hc*D {
@@ -564,7 +564,6 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	}
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
-	wc, _ := hcMixCols(hc, D)
 	part := b.Scratch(compute.F32, T*S, nMix+1)
 	b.hcFusedLaunches++
 	b.launch("hc_post_pre", Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
