@@ -168,6 +168,10 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 			maxKeys += capacity(a.Compressed)
 		}
 	}
+	if b.attnTiled(d) {
+		b.attentionTiled(a, sp, hasComp, selK, maxKeys)
+		return
+	}
 	hg, suffix := attnHeads, ""
 	if !b.attnHG4 && (b.attnHG16 || T*blocks(H, attnHeadsMany) >= attnManyBlocks) && 4*(attnChunk+attnHeadsMany)*d+12*attnChunk <= b.optin {
 		hg, suffix = attnHeadsMany, "_h16"
@@ -176,9 +180,8 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 	if shared > b.optin || d > 4*opThreads {
 		panic(fmt.Sprintf("cuda: SparseAttention of heads of %d needs %d bytes of shared memory", d, shared))
 	}
-	S := blocks(maxKeys, attnChunk)
 	HGs := blocks(H, hg)
-	split := T*HGs < attnSplitBlocks
+	split := T*HGs < attnSplitBlocks && !b.attnNoSplit
 	// The logits' chunks: short ones where the launch is smallest (the
 	// same logits, more blocks), and below attn_values' blocks half a
 	// head's channels each.
@@ -187,7 +190,34 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 	if tiny && !b.attnLogits32 {
 		kc = attnLogitChunk
 	}
-	lshared := 4*(kc+hg)*d + 12*kc
+	ds := 1
+	if split && tiny && d%(2*attnGroup) == 0 && !b.attnValuesWhole {
+		ds = 2 // each block half of the channels
+	}
+	b.attentionLaunches(a, sp, hasComp, selK, maxKeys, split, ds, attnLaunch{
+		logits: "attn_logits" + suffix, ly: HGs, lz: blocks(maxKeys, kc), lthreads: opThreads, lshared: 4*(kc+hg)*d + 12*kc,
+		values: "attn_values" + suffix, vy: HGs * ds,
+		largs: func(ar *Args) { ar.Int(kc) },
+	})
+}
+
+// attnLaunch names one way of launching attention's logits and values
+// kernels (their arguments are attn_logits' and attn_values', largs
+// adding the logits' last ones).
+type attnLaunch struct {
+	logits           string
+	ly, lz, lthreads int
+	lshared          int
+	values           string
+	vy               int
+	largs            func(*Args)
+}
+
+// attentionLaunches queues the logits, values and (split) combine
+// launches of SparseAttention in token slices that bound the scratch.
+func (b *Backend) attentionLaunches(a *compute.AttentionArgs, sp compute.Spans, hasComp, selK, maxKeys int, split bool, ds int, l attnLaunch) {
+	H, d, T := a.Heads, a.Dim, a.Q.Rows
+	S := blocks(maxKeys, attnChunk)
 	perTok := int64(4 * H * maxKeys)
 	if split {
 		perTok += int64(4*H*S*d + 4*H*S + 4*H)
@@ -211,19 +241,17 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 		n := min(Tn, T-t0)
 		ar := b.args().Ptr(b.ptr(lg)).Int(t0).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.KV))
 		b.spanArgs(ar, sp).Ptr(pos).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(rate).
-			Ptr(sel).Ptr(cnt).Int(selK).Int(H).Int(d).F32(a.Scale).Int(maxKeys).Int(vec).Int(kc)
-		b.launch("attn_logits"+suffix, Dim3{X: n, Y: HGs, Z: blocks(maxKeys, kc)}, Dim3{X: opThreads}, lshared, ar)
-		z, sp1, ds := 1, 0, 1
+			Ptr(sel).Ptr(cnt).Int(selK).Int(H).Int(d).F32(a.Scale).Int(maxKeys).Int(vec)
+		l.largs(ar)
+		b.launch(l.logits, Dim3{X: n, Y: l.ly, Z: l.lz}, Dim3{X: l.lthreads}, l.lshared, ar)
+		z, sp1 := 1, 0
 		if split {
 			z, sp1 = S, 1
-			if tiny && d%(2*attnGroup) == 0 && !b.attnValuesWhole {
-				ds = 2 // each block half of the channels
-			}
 		}
 		ar = b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(po)).Ptr(b.ptr(pl)).Ptr(b.ptr(pm)).Int(sp1).Ptr(b.ptr(lg)).Int(t0).Ptr(b.ptr(a.KV))
 		b.spanArgs(ar, sp).Ptr(pos).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(rate).
 			Ptr(sel).Ptr(cnt).Int(selK).Ptr(sink).Int(H).Int(d).Int(maxKeys).Int(vec).Int(ds)
-		b.launch("attn_values"+suffix, Dim3{X: n, Y: HGs * ds, Z: z}, Dim3{X: opThreads}, 4*attnChunk*(d/ds)+12*attnChunk, ar)
+		b.launch(l.values, Dim3{X: n, Y: l.vy, Z: z}, Dim3{X: opThreads}, 4*attnChunk*(d/ds)+12*attnChunk, ar)
 		if split {
 			ar = b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(po)).Ptr(b.ptr(pl)).Ptr(b.ptr(pm)).Int(S).Int(t0)
 			b.spanArgs(ar, sp).Ptr(pos).Int(a.WindowSize).Int(hasComp).Int(rate).Ptr(sel).Ptr(cnt).Ptr(sink).
@@ -231,6 +259,64 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 			b.launch("attn_combine", Dim3{X: n, Y: H}, Dim3{X: opThreads}, 0, ar)
 		}
 	}
+}
+
+// Tiled attention (attn_qk and attn_pv in attn.cu): the logits of kb keys
+// for 8 or 16 heads a block (tiles of 4 keys × 8 heads a warp), the values
+// of 16 heads a block (TH heads × 4 channels a thread); the same bits as
+// attn_logits and attn_values.
+const (
+	attnQKHeads = 16
+	attnPVHeads = 16 // PV_HB
+	// attnTiledTiny: launches of at most this many attn_pv blocks (tokens
+	// × head groups: batches of 1 and 2) take the logits in chunks of
+	// attnLogitChunk keys and give each attn_pv block half of a head's
+	// channels, as attnTinyBlocks does for the 4-head kernels.
+	attnTiledTiny = 8
+)
+
+// attnTiled reports whether attention of heads of d channels takes the
+// tiled kernels: attn_pv's threads cover 16 heads of up to 512 channels
+// (4 a thread).
+func (b *Backend) attnTiled(d int) bool {
+	return !b.attnTiledOff && d%4 == 0 && d <= 4*opThreads*8/attnPVHeads &&
+		4*(attnChunk+attnQKHeads)*d+12*attnChunk <= b.optin && 4*attnChunk*d+12*attnChunk <= b.optin
+}
+
+// attentionTiled is SparseAttention on attn_qk and attn_pv.
+func (b *Backend) attentionTiled(a *compute.AttentionArgs, sp compute.Spans, hasComp, selK, maxKeys int) {
+	H, d, T := a.Heads, a.Dim, a.Q.Rows
+	b.attnTiledCalls++
+	hb := attnQKHeads
+	if H <= 8 {
+		hb = 8
+	}
+	HGv := blocks(H, attnPVHeads)
+	split := T*HGv < attnSplitBlocks && !b.attnNoSplit
+	tiny := T*HGv <= attnTiledTiny
+	if b.attnTinyT > 0 {
+		tiny = T <= b.attnTinyT
+	}
+	kb := attnChunk
+	if tiny && !b.attnLogits32 {
+		kb = attnLogitChunk
+	}
+	ds := 1
+	if split && tiny && d%(2*attnGroup) == 0 && !b.attnValuesWhole {
+		ds = 2
+	}
+	// A thread takes TH heads of 4 channels: 8 where a block's channels
+	// are more than 256 (the 256 threads cover 2 groups of 8 heads), else 4.
+	values := "attn_pv4"
+	if d/ds > 4*opThreads*4/attnPVHeads {
+		values = "attn_pv8"
+	}
+	tiles := (kb / 4) * (hb / 8)
+	b.attentionLaunches(a, sp, hasComp, selK, maxKeys, split, ds, attnLaunch{
+		logits: "attn_qk", ly: blocks(H, hb), lz: blocks(maxKeys, kb), lthreads: min(opThreads, 32*tiles), lshared: 4*(kb+hb)*d + 12*kb,
+		values: values, vy: HGv * ds,
+		largs: func(ar *Args) { ar.Int(kb).Int(hb) },
+	})
 }
 
 // StoreRing implements compute.Attention.

@@ -138,6 +138,19 @@ type Backend struct {
 	attnHG4 bool
 	// attnHG16: attention takes 16 heads a block at every batch (tests).
 	attnHG16 bool
+	// attnTiledOff: attention takes attn_logits and attn_values (4 or 16
+	// heads a block, the flags above) instead of the tiled attn_qk and
+	// attn_pv; the same bits (the attn-tiled-off A/B).
+	attnTiledOff bool
+	// attnTiledCalls counts the SparseAttention calls that took them (tests).
+	attnTiledCalls int
+	// attnNoSplit: every attention launch loops over a token's key chunks
+	// in one block (the path of large batches) instead of splitting them
+	// over blocks at small ones (tests: the same bits).
+	attnNoSplit bool
+	// attnTinyT > 0: the tiled kernels' small-launch layout up to that
+	// many tokens instead of attnTiledTiny's (the attn-tiny-8 A/B).
+	attnTinyT int
 	// br are the backend's branches (branch.go).
 	br branches
 	// noPrefetch: Prefetch does nothing. The default: run 10 measured the
@@ -282,13 +295,13 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "indexer_scores", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
+		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_pv4", "attn_pv8", "indexer_scores", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
 		names = append(names, moeSXKernels...)
 		for _, name := range names {
 			if f := b.k.fns[name]; f != 0 {
 				n := b.optin
-				if strings.HasSuffix(name, "_h16") {
-					n -= 4 << 10 // attn_values_h16's static arrays take 2.2 KB
+				if strings.HasSuffix(name, "_h16") || strings.HasPrefix(name, "attn_pv") {
+					n -= 4 << 10 // attn_values_h16's static arrays take 2.2 KB, attn_pv's 2.2
 				}
 				if err := t.SetMaxDynamicShared(f, n); err != nil {
 					return fmt.Errorf("cuda: %s: %w", name, err)

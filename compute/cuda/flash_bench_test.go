@@ -435,7 +435,13 @@ func BenchmarkFlash(b *testing.B) {
 	// gemmx against run 8's fast products: only above FastGEMVMaxT tokens.
 	gemmBatches := intList(os.Getenv("STRATA_FLASH_GEMM_BATCHES"), []int{64, 256})
 	abAt("gemm-r8", gemmBatches, func(on bool) { be.gemmR8 = on })
-	abAt("attn-hg4", []int{8, 64, 256}, func(on bool) { be.attnHG4 = on })
+	abAt("attn-hg4", []int{8, 64, 256}, func(on bool) { be.attnTiledOff, be.attnHG4 = on, on })
+	// attn_logits and attn_values (4 or 16 heads a block) instead of the
+	// tiled attn_qk and attn_pv.
+	abAt("attn-tiled-off", []int{1, 8, 64, 256}, func(on bool) { be.attnTiledOff = on })
+	// The tiled kernels' small-launch layout (logits in chunks of 8 keys,
+	// half heads) up to 8 tokens instead of 2.
+	abAt("attn-tiny-8", []int{4, 8}, func(on bool) { be.attnTinyT = map[bool]int{true: 8}[on] })
 	abAt("gemmx-o1", gemmBatches, func(on bool) { be.k.useO1 = on })
 	// The crossover: run 8's FastGEMVMaxT (32) against run 9's (8).
 	abAt("gemv-to-32", []int{16, 32}, func(on bool) { be.k.gemvMaxT = map[bool]int{true: 32, false: FastGEMVMaxT}[on] })

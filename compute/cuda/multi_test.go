@@ -134,30 +134,59 @@ func TestMatMuls(t *testing.T) {
 }
 
 // TestBackendAttentionSplits: tiny attention launches take logits in
-// chunks of attnLogitChunk keys and give each attn_values block half of a
-// head's channels; both only spread the work over more blocks, so the
-// logits must be those of chunks of 32 keys and whole heads bit for bit,
-// on the full and the decode paths, strict and fast.
+// chunks of attnLogitChunk keys and give each attn_values (attn_pv) block
+// half of a head's channels; both only spread the work over more blocks,
+// so the logits must be those of chunks of 32 keys and whole heads bit for
+// bit, on the full and the decode paths, strict and fast, with the 4-head
+// kernels and the tiled ones.
 func TestBackendAttentionSplits(t *testing.T) {
 	eachGoldenMode(t, []string{"testdata/golden/deepseek-v4-extra/hca12-groups4"}, func(t *testing.T, dir string, c *golden.Case, mode Mode) {
-		split := goldenPaths(t, dir, c, mode, model.Options{}, func(*Backend) {})
-		whole := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.attnLogits32, be.attnValuesWhole = true, true })
-		samePaths(t, split, whole, "with chunks of 32 keys and whole heads")
-		fmt.Printf("ATTNSPLITS %s %s: full and decode logits identical with the small launches' splits and without\n", filepath.Base(dir), modeName(mode))
+		for _, tiled := range []bool{false, true} {
+			split := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.attnTiledOff = !tiled })
+			whole := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) {
+				be.attnTiledOff = !tiled
+				be.attnLogits32, be.attnValuesWhole = true, true
+			})
+			samePaths(t, split, whole, "with chunks of 32 keys and whole heads")
+			fmt.Printf("ATTNSPLITS %s %s tiled=%v: full and decode logits identical with the small launches' splits and without\n", filepath.Base(dir), modeName(mode), tiled)
+		}
 	})
 }
 
 // TestBackendAttentionHeads: attention with 16 heads a block (the _h16
 // entries, Backend.attnHG16) gives the logits of 4 heads a block
-// (attnHG4) bit for bit, on the full and the decode paths, strict and fast.
+// (attnHG4) bit for bit, on the full and the decode paths, strict and fast
+// (the untiled kernels: attnTiledOff).
 func TestBackendAttentionHeads(t *testing.T) {
 	// hca12-groups4 has 8 heads (two blocks of 4, or one of 16 with 8
 	// used); flash-ratios 4. BenchmarkFlash's attn-hg4 line compares 64.
 	eachGoldenMode(t, []string{"testdata/golden/deepseek-v4-extra/hca12-groups4", "testdata/golden/deepseek-v4/flash-ratios"}, func(t *testing.T, dir string, c *golden.Case, mode Mode) {
-		h16 := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.attnHG16 = true })
-		h4 := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.attnHG4 = true })
+		h16 := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.attnTiledOff, be.attnHG16 = true, true })
+		h4 := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { be.attnTiledOff, be.attnHG4 = true, true })
 		samePaths(t, h16, h4, "with 4 heads a block")
 		fmt.Printf("ATTNHEADS %s %s: full and decode logits identical with 16 and 4 heads a block (max abs from the golden f32 logits %.3g)\n",
 			filepath.Base(dir), modeName(mode), golden.MaxAbsDiff(h16[0], c.LogitsFull))
+	})
+}
+
+// TestBackendAttentionTiled: the tiled kernels (attn_qk's tiles of 4 keys
+// × 8 heads with their reduce-scatter, attn_pv's 4 or 8 heads × 4
+// channels a thread) give attn_logits' and attn_values' logits bit for
+// bit, on the full and the decode paths, strict and fast: cases of 2, 4
+// and 8 heads of 32 to 128 channels (48: a lane without a channel in the
+// last round), with and without the compressor's selection.
+func TestBackendAttentionTiled(t *testing.T) {
+	cases := []string{"testdata/golden/deepseek-v4-extra/hca12-groups4", "testdata/golden/deepseek-v4-extra/hc3-csa8",
+		"testdata/golden/deepseek-v4/flash-ratios", "testdata/golden/deepseek-v4/quantized"}
+	eachGoldenMode(t, cases, func(t *testing.T, dir string, c *golden.Case, mode Mode) {
+		var on, off *Backend
+		tiled := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { on = be })
+		old := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { off, be.attnTiledOff = be, true })
+		if on.attnTiledCalls == 0 || off.attnTiledCalls != 0 {
+			t.Fatalf("tiled attention ran %d times by default and %d times with attnTiledOff", on.attnTiledCalls, off.attnTiledCalls)
+		}
+		samePaths(t, tiled, old, "with attn_logits and attn_values")
+		fmt.Printf("ATTNTILED %s %s: full and decode logits identical with the tiled kernels and attn_logits/attn_values (max abs from the golden f32 logits %.3g)\n",
+			filepath.Base(dir), modeName(mode), golden.MaxAbsDiff(tiled[0], c.LogitsFull))
 	})
 }

@@ -1,6 +1,7 @@
 // rows.cuh: the block reductions and the RMS norm's register path that
 // rows.cu's kernels and model.cu's hc_post_pre share (the same sums in the
-// same order: hc_post_pre's norm has rmsnorm's bits).
+// same order: hc_post_pre's norm has rmsnorm's bits), and hc_seg_sum,
+// which model.cu's mixing and attn.cu's combine share.
 
 #define ROW_THREADS 256
 
@@ -70,3 +71,17 @@ __device__ __forceinline__ float rms_factor(const float (&v)[RMS_REGS], int n, f
   return (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(ss, (float)n), eps)));
 }
 
+// hc_seg_sum returns Σ_s p[s·stride] for s = 0..S-1 in order, 8 loads in
+// flight at a time.
+__device__ __forceinline__ float hc_seg_sum(const float* p, int S, int stride) {
+  float v = 0.0f;
+  for (int s0 = 0; s0 < S; s0 += 8) {
+    float b[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) b[u] = s0 + u < S ? p[(long long)(s0 + u) * stride] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      if (s0 + u < S) v = __fadd_rn(v, b[u]);
+  }
+  return v;
+}

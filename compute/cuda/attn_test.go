@@ -1,0 +1,228 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/strata-inference/strata/compute"
+	"github.com/strata-inference/strata/quant"
+)
+
+// flashAttnCase is one SparseAttention call at DeepSeek-V4-Flash's width:
+// T decoding tokens, each its own span with a full window (the step's own
+// vector and W-1 ring slots) and compressed entries, all FP8KV slots.
+type flashAttnCase struct {
+	H, d, rope, W, rate, selK int
+	pos                       []int
+	q, kv, sink               []float32
+	ring, comp                [][][]float32 // [span][slot] decoded values
+	ringBytes, compBytes      [][][]byte
+	sel                       []int32
+	cnt                       []int32
+}
+
+func newFlashAttnCase(rng *rand.Rand, T, selK, rate, nComp int) *flashAttnCase {
+	c := &flashAttnCase{H: 64, d: 512, rope: 64, W: 128, rate: rate, selK: selK}
+	sb := quant.FP8KVBytes(c.d, c.rope)
+	for s := range T {
+		p := c.W + 40 + 37*s
+		if selK == 0 {
+			p = rate*(nComp-s%2) - 1 + s // (p+1)/rate closed entries
+		}
+		c.pos = append(c.pos, p)
+	}
+	c.q, c.kv, c.sink = randFloats(rng, T*c.H*c.d), randFloats(rng, T*c.d), randFloats(rng, c.H)
+	slots := func(n int) ([][]float32, [][]byte) {
+		vals, raw := make([][]float32, n), make([][]byte, n)
+		for k := range n {
+			raw[k] = make([]byte, sb)
+			quant.EncodeFP8KV(raw[k], randFloats(rng, c.d), c.rope)
+			vals[k] = make([]float32, c.d)
+			quant.DecodeFP8KV(vals[k], raw[k], c.rope)
+		}
+		return vals, raw
+	}
+	for range T {
+		v, r := slots(c.W)
+		c.ring, c.ringBytes = append(c.ring, v), append(c.ringBytes, r)
+		v, r = slots(nComp)
+		c.comp, c.compBytes = append(c.comp, v), append(c.compBytes, r)
+	}
+	if selK > 0 {
+		c.sel, c.cnt = make([]int32, T*selK), make([]int32, T)
+		for s := range T {
+			n := selK - 9*(s%2) // some tokens select fewer than selK
+			c.cnt[s] = int32(n)
+			for i := range selK {
+				c.sel[s*selK+i] = -1
+				if i < n {
+					c.sel[s*selK+i] = int32(rng.IntN(nComp))
+				}
+			}
+		}
+	}
+	return c
+}
+
+// keys returns token s's keys in attention's order: the window's
+// positions (the ring's, then the step's own vector), then the compressed
+// entries.
+func (c *flashAttnCase) keys(s int) [][]float32 {
+	p := c.pos[s]
+	var keys [][]float32
+	for kpos := max(0, p-c.W+1); kpos < p; kpos++ {
+		keys = append(keys, c.ring[s][kpos%c.W])
+	}
+	keys = append(keys, c.kv[s*c.d:(s+1)*c.d])
+	if c.sel != nil {
+		for _, e := range c.sel[s*c.selK : s*c.selK+int(c.cnt[s])] {
+			keys = append(keys, c.comp[s][e])
+		}
+	} else {
+		for e := range (p + 1) / c.rate {
+			keys = append(keys, c.comp[s][e])
+		}
+	}
+	return keys
+}
+
+// ref is the float64 definition and each output's sum of magnitudes.
+func (c *flashAttnCase) ref() (want, l1 []float64) {
+	H, d, T := c.H, c.d, len(c.pos)
+	want, l1 = make([]float64, T*H*d), make([]float64, T*H*d)
+	for s := range T {
+		keys := c.keys(s)
+		for h := range H {
+			q := c.q[(s*H+h)*d : (s*H+h+1)*d]
+			lg := make([]float64, len(keys))
+			mx := float64(c.sink[h])
+			for k, key := range keys {
+				var v float64
+				for j := range d {
+					v += float64(q[j]) * float64(key[j])
+				}
+				lg[k] = v / math.Sqrt(float64(d))
+				mx = max(mx, lg[k])
+			}
+			den := math.Exp(float64(c.sink[h]) - mx)
+			for k := range lg {
+				lg[k] = math.Exp(lg[k] - mx)
+				den += lg[k]
+			}
+			for k, key := range keys {
+				for j := range d {
+					want[(s*H+h)*d+j] += lg[k] / den * float64(key[j])
+					l1[(s*H+h)*d+j] += math.Abs(lg[k] / den * float64(key[j]))
+				}
+			}
+		}
+	}
+	return want, l1
+}
+
+// run uploads the case to be, runs SparseAttention and returns Out.
+func (c *flashAttnCase) run(t *testing.T, be *Backend) []float32 {
+	t.Helper()
+	H, d, T := c.H, c.d, len(c.pos)
+	mark := be.ScratchMark()
+	defer be.ResetScratch(mark)
+	f32 := func(v []float32, rows, cols int) compute.Tensor {
+		x := be.Scratch(compute.F32, rows, cols)
+		if v != nil {
+			be.Write(x, v)
+		}
+		return x
+	}
+	i32 := func(v []int32, rows, cols int) compute.Tensor {
+		x := be.Scratch(compute.I32, rows, cols)
+		be.Write(x, v)
+		return x
+	}
+	// A pool of pages of perPage slots, span s's pages in reverse order.
+	const perPage = 16
+	paged := func(raw [][][]byte) compute.Paged {
+		sb := len(raw[0][0])
+		pagesPer := (len(raw[0]) + perPage - 1) / perPage
+		n := T * pagesPer
+		pool := make([]byte, n*perPage*sb)
+		table := make([]int32, n)
+		for s := range T {
+			for i := range pagesPer {
+				pg := n - 1 - (s*pagesPer + i)
+				table[s*pagesPer+i] = int32(pg)
+				for k := i * perPage; k < min((i+1)*perPage, len(raw[s])); k++ {
+					copy(pool[pg*perPage*sb+(k-i*perPage)*sb:], raw[s][k])
+				}
+			}
+		}
+		pt := be.Scratch(compute.U8, n, perPage*sb)
+		be.Write(pt, pool)
+		return compute.Paged{Pool: pt, Pages: i32(table, T, pagesPer), PerPage: perPage, SlotBytes: sb,
+			Format: compute.SlotFP8KV, Width: d, Rope: c.rope}
+	}
+	tab := make([]int32, 0, 3*T)
+	pos := make([]int32, T)
+	for s, p := range c.pos {
+		tab = append(tab, int32(s), 1, int32(p))
+		pos[s] = int32(p)
+	}
+	out := f32(nil, T, H*d)
+	a := &compute.AttentionArgs{Out: out, Q: f32(c.q, T, H*d), KV: f32(c.kv, T, d), Window: paged(c.ringBytes), WindowSize: c.W,
+		Compressed: paged(c.compBytes), Rate: c.rate, Sink: f32(c.sink, 1, H), Heads: H, Dim: d, Scale: float32(1 / math.Sqrt(float64(d)))}
+	if c.sel != nil {
+		a.Sel, a.N = i32(c.sel, T, c.selK), i32(c.cnt, T, 1)
+	}
+	be.SparseAttention(a, compute.Spans{Tab: i32(tab, T, 3), Pos: i32(pos, T, 1)})
+	got := make([]float32, T*H*d)
+	if err := be.Read(got, out); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestBackendAttentionFlash: at the Flash width (64 heads of 512 channels,
+// FP8KV window and compressed slots, with and without the indexer's
+// selection) the tiled kernels (16 heads a block: attn_qk's two head tiles
+// a block, attn_pv8 and, at one and two tokens, attn_pv4 on half the
+// channels) give the 4-head kernels' outputs bit for bit, split over
+// blocks and not, and both are the float64 definition within 2e-5 of each
+// output's sum of magnitudes.
+func TestBackendAttentionFlash(t *testing.T) {
+	be := newBackend(t, Strict)
+	rng := rand.New(rand.NewPCG(9, 17))
+	for _, tc := range []struct{ T, selK, rate, nComp int }{{1, 48, 4, 60}, {3, 48, 4, 60}, {2, 0, 16, 12}, {5, 0, 16, 12}} {
+		name := fmt.Sprintf("T %d selK %d rate %d", tc.T, tc.selK, tc.rate)
+		c := newFlashAttnCase(rng, tc.T, tc.selK, tc.rate, tc.nComp)
+		calls := be.attnTiledCalls
+		tiled := c.run(t, be)
+		if be.attnTiledCalls != calls+1 {
+			t.Fatalf("%s: SparseAttention did not take the tiled kernels", name)
+		}
+		want, l1 := c.ref()
+		for i, g := range tiled {
+			if e := math.Abs(float64(g) - want[i]); !(e <= 2e-5*l1[i]+1e-7) {
+				t.Fatalf("%s: output %d = %g, float64 %g (sum of magnitudes %g)", name, i, g, want[i], l1[i])
+			}
+		}
+		for _, v := range []struct {
+			name           string
+			off, noSplit   bool
+			hg16, logits32 bool
+		}{{"4-head kernels", true, false, false, false}, {"16-head kernels", true, false, true, false},
+			{"tiled, unsplit", false, true, false, false}, {"4-head kernels, unsplit", true, true, false, false},
+			{"tiled, chunks of 32 keys and whole heads", false, false, false, true}} {
+			be.attnTiledOff, be.attnNoSplit, be.attnHG16 = v.off, v.noSplit, v.hg16
+			be.attnLogits32, be.attnValuesWhole = v.logits32, v.logits32
+			got := c.run(t, be)
+			be.attnTiledOff, be.attnNoSplit, be.attnHG16, be.attnLogits32, be.attnValuesWhole = false, false, false, false, false
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(tiled[i]) {
+					t.Fatalf("%s: output %d: tiled %g, %s %g", name, i, tiled[i], v.name, got[i])
+				}
+			}
+		}
+		fmt.Printf("ATTNFLASH %s: tiled = 4-head = 16-head kernels bit for bit, split and not; within 2e-5 of float64\n", name)
+	}
+}

@@ -1,0 +1,759 @@
+// attn.cu: sparse attention with sinks over a token's keys (the window's
+// positions, then the compressed entries: the indexer's selection or all
+// closed ones), each key also its value (K = V), computed as the CPU
+// backend computes it: float32 products in fixed orders, float64
+// exponentials rounded to float32. Every output depends only on its own
+// token's keys and on the shapes: batch-invariant.
+
+#define MT 256
+
+// ---- sparse attention ----
+
+// key_value returns channel i of key j (kind 0: a row of this step's KV,
+// 1: a window slot, 2: a compressed entry).
+__device__ __forceinline__ float key_value(const u8* p, int kind, const Paged& win, const Paged& comp, int dim, int i) {
+  if (kind == 0) return ((const float*)p)[i];
+  if (kind == 1) return slot_value(p, win.fmt, dim, win.rope, i);
+  return slot_value(p, comp.fmt, dim, comp.rope, i);
+}
+
+// attention computes one token's output for one head over its keys (the
+// window's positions, then the compressed entries: Sel's or all closed
+// ones), each key also its value, with the head's sink in the softmax
+// denominator. Grid (T, heads); dynamic shared memory: maxKeys·(8+4+4) +
+// 4·dim bytes.
+extern "C" __global__ void __launch_bounds__(MT)
+    attention(float* out, const float* Q, const float* KV, const int* tab, int nspans, const int* pos, Paged win,
+              int winSize, Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK,
+              const float* sink, int heads, int dim, float scale, int maxKeys) { PDL_WAIT();
+  __shared__ float buf[32];
+  DYN_SHARED(u8, sm);
+  const u8** kp = (const u8**)sm;
+  float* lg = (float*)(sm + 8ll * maxKeys);
+  int* kind = (int*)(sm + 12ll * maxKeys);
+  float* qv = (float*)(sm + 16ll * maxKeys);
+  const int t = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
+  const Span sp = span_of(tab, nspans, t);
+  float* o = out + ((long long)t * heads + h) * dim;
+  const int p = pos[t];
+  const int kw0 = max(0, p - winSize + 1), nw = p - kw0 + 1;
+  int nc = 0;
+  if (hasComp) nc = sel ? cnt[t] : (p + 1) / rate;
+  const int nk = nw + nc;
+  if (sp.index < 0 || nk > maxKeys) {
+    for (int i = tid; i < dim; i += nt) o[i] = __uint_as_float(QNAN_BITS);
+    return;
+  }
+  for (int j = tid; j < nk; j += nt) {
+    if (j < nw) {
+      const int kpos = kw0 + j;
+      if (kpos >= sp.pos0) {
+        kp[j] = (const u8*)(KV + (long long)(sp.start + kpos - sp.pos0) * dim);
+        kind[j] = 0;
+      } else {
+        kp[j] = slot_ptr(win, sp.index, kpos % winSize);
+        kind[j] = 1;
+      }
+    } else {
+      const int c = j - nw;
+      kp[j] = slot_ptr(comp, sp.index, sel ? sel[(long long)t * selK + c] : c);
+      kind[j] = 2;
+    }
+  }
+  for (int i = tid; i < dim; i += nt) qv[i] = Q[((long long)t * heads + h) * dim + i];
+  __syncthreads();
+  const int lane = tid & 31, warp = tid >> 5, nwarps = nt >> 5;
+  for (int j = warp; j < nk; j += nwarps) {
+    float acc = 0.0f;
+    for (int i = lane; i < dim; i += 32) acc = __fmaf_rn(qv[i], key_value(kp[j], kind[j], win, comp, dim, i), acc);
+    acc = warp_sum(acc);
+    if (lane == 0) lg[j] = __fmul_rn(acc, scale);
+  }
+  __syncthreads();
+  const float sk = sink[h];
+  float mx = sk;
+  for (int j = tid; j < nk; j += nt) mx = fmaxf(mx, lg[j]);
+  mx = block_reduce_max(mx, buf);
+  float part = 0.0f;
+  for (int j = tid; j < nk; j += nt) {
+    const float e = exp_f(__fsub_rn(lg[j], mx));
+    lg[j] = e;
+    part = __fadd_rn(part, e);
+  }
+  const float den = __fadd_rn(exp_f(__fsub_rn(sk, mx)), bsum(part, buf));
+  for (int j = tid; j < nk; j += nt) lg[j] = __fdiv_rn(lg[j], den);
+  __syncthreads();
+  for (int i = tid; i < dim; i += nt) {
+    float acc = 0.0f;
+    for (int j = 0; j < nk; ++j) acc = __fadd_rn(acc, __fmul_rn(lg[j], key_value(kp[j], kind[j], win, comp, dim, i)));
+    o[i] = acc;
+  }
+}
+
+// ---- sparse attention split over the keys (flash-decoding) ----
+//
+// The same function as attention, in three kernels that split each
+// token's keys into chunks of ATT_KC (key j is in chunk j / ATT_KC,
+// whatever the launch), so that small batches fill the GPU:
+//   attn_logits: the logits of one chunk for HG heads (the same dot
+//     products, in the same order, as attention's);
+//   attn_values: per head the maximum M over all the token's logits and
+//     the sink, then per chunk s the sums l_s = Σ_j exp(l_j - M) and o_s =
+//     Σ_j exp(l_j - M)·v_j (keys in order); with split, one block a chunk
+//     writes them for attn_combine; without, one block adds the chunks in
+//     order itself;
+//   attn_combine: out = (Σ_s o_s) / (exp(sink - M) + Σ_s l_s), the chunks
+//     in order.
+// Both ways add the same chunk sums in the same order, so a token's
+// output depends on its own keys alone (not on the split, the batch or
+// the keys' capacity): batch-invariant.
+
+#define ATT_KC 32
+#define ATT_MAXV 4  // dims per thread in attn_values: dim <= 4·MT
+
+struct AttnTok {
+  Span sp;
+  int kw0, nw, nk;
+  bool bad;
+};
+
+__device__ __forceinline__ AttnTok attn_tok(const int* tab, int nspans, const int* pos, int t, int winSize,
+                                            int hasComp, int rate, const int* sel, const int* cnt, int maxKeys) {
+  AttnTok a;
+  a.sp = span_of(tab, nspans, t);
+  const int p = pos[t];
+  a.kw0 = max(0, p - winSize + 1);
+  a.nw = p - a.kw0 + 1;
+  int nc = 0;
+  if (hasComp) nc = sel ? cnt[t] : (p + 1) / rate;
+  a.nk = a.nw + nc;
+  a.bad = a.sp.index < 0 || a.nk > maxKeys;
+  return a;
+}
+
+// attn_key_ptr returns key j of token t (and its kind, as attention's).
+__device__ __forceinline__ const u8* attn_key_ptr(const AttnTok& a, int t, int j, const float* KV, int dim,
+                                                  const Paged& win, int winSize, const Paged& comp, const int* sel,
+                                                  int selK, int* kind) {
+  if (j < a.nw) {
+    const int kpos = a.kw0 + j;
+    if (kpos >= a.sp.pos0) {
+      *kind = 0;
+      return (const u8*)(KV + (long long)(a.sp.start + kpos - a.sp.pos0) * dim);
+    }
+    *kind = 1;
+    return slot_ptr(win, a.sp.index, kpos % winSize);
+  }
+  const int c = j - a.nw;
+  *kind = 2;
+  return slot_ptr(comp, a.sp.index, sel ? sel[(long long)t * selK + c] : c);
+}
+
+// ATT_G channels of a key are decoded from one load (8 bytes of FP8, 16
+// of BF16, 32 of F32) where the slot layout allows; key_group8 gives the
+// same values as key_value channel by channel (the same decoders), so the
+// bits do not depend on the path.
+#define ATT_G 8
+#define ATT_GU 4  // groups a thread has in flight in attn_load_keys
+
+__device__ __forceinline__ bool al8(const void* p) { return (((unsigned long long)p) & 7ull) == 0; }
+__device__ __forceinline__ bool al16(const void* p) { return (((unsigned long long)p) & 15ull) == 0; }
+
+// KeyGroup is one group's raw bytes (up to 32) and how to decode them.
+struct KeyGroup {
+  uint2 r[4];
+  int mode;  // 0: fp8 (r[0], times sc), 1: bf16 (r[0..1]), 2: f32 (r[0..3]), 3: channel by channel
+  float sc;
+};
+
+// key_group_load loads channels [i0, i0 + ATT_G) of key p (kind as
+// key_value) into g; i0 is a multiple of ATT_G below dim.
+__device__ __forceinline__ void key_group_load(KeyGroup& g, const u8* p, int kind, const Paged& win, const Paged& comp,
+                                               int dim, int i0) {
+  g.mode = 3;
+  if (i0 + ATT_G > dim) return;
+  if (kind == 0) {
+    const float* f = (const float*)p + i0;
+    if (al16(f)) {
+      const uint4 a = *(const uint4*)f, b = *(const uint4*)(f + 4);
+      g.r[0] = make_uint2(a.x, a.y); g.r[1] = make_uint2(a.z, a.w);
+      g.r[2] = make_uint2(b.x, b.y); g.r[3] = make_uint2(b.z, b.w);
+      g.mode = 2;
+    }
+    return;
+  }
+  const Paged& pg = kind == 1 ? win : comp;
+  switch (pg.fmt) {
+    case SLOT_F32: {
+      const u8* q = p + 4 * i0;
+      if (al8(q)) {
+        const uint2* u = (const uint2*)q;
+        g.r[0] = u[0]; g.r[1] = u[1]; g.r[2] = u[2]; g.r[3] = u[3];
+        g.mode = 2;
+      }
+      return;
+    }
+    case SLOT_BF16: {
+      const u8* q = p + 2 * i0;
+      if (al8(q)) {
+        const uint2* u = (const uint2*)q;
+        g.r[0] = u[0]; g.r[1] = u[1];
+        g.mode = 1;
+      }
+      return;
+    }
+    case SLOT_FP8KV: {
+      const int nope = dim - pg.rope;
+      if (i0 + ATT_G <= nope) {
+        const u8* q = p + i0;
+        if (al8(q)) {
+          g.r[0] = *(const uint2*)q;
+          g.sc = ue8m0(p[nope + 2 * pg.rope + i0 / KV_BLOCK]);
+          g.mode = 0;
+        }
+      } else if (i0 >= nope) {
+        const u8* q = p + nope + 2 * (i0 - nope);
+        if (al8(q)) {
+          const uint2* u = (const uint2*)q;
+          g.r[0] = u[0]; g.r[1] = u[1];
+          g.mode = 1;
+        }
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// key_group_store writes the group's ATT_G values to v (channel by channel
+// through key_value for mode 3).
+__device__ __forceinline__ void key_group_store(float* v, const KeyGroup& g, const u8* p, int kind, const Paged& win,
+                                                const Paged& comp, int dim, int i0) {
+  switch (g.mode) {
+    case 0: {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = __fmul_rn(e4m3((g.r[0].x >> (8 * k)) & 0xFFu), g.sc);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[4 + k] = __fmul_rn(e4m3((g.r[0].y >> (8 * k)) & 0xFFu), g.sc);
+      break;
+    }
+    case 1: {
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        v[4 * k] = bf16_to_f32(g.r[k].x);
+        v[4 * k + 1] = bf16_to_f32(g.r[k].x >> 16);
+        v[4 * k + 2] = bf16_to_f32(g.r[k].y);
+        v[4 * k + 3] = bf16_to_f32(g.r[k].y >> 16);
+      }
+      break;
+    }
+    case 2: {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        v[2 * k] = __uint_as_float(g.r[k].x);
+        v[2 * k + 1] = __uint_as_float(g.r[k].y);
+      }
+      break;
+    }
+    default:
+      for (int k = 0; k < ATT_G && i0 + k < dim; ++k) v[k] = key_value(p, kind, win, comp, dim, i0 + k);
+  }
+}
+
+// attn_load_keys decodes channels [c0, c0 + cw) of keys [j0, j0 + kn) of
+// token t into ks (kn rows of cw floats); every thread of the block calls
+// it. Each thread decodes groups of ATT_G channels, ATT_GU groups' loads
+// in flight at once. c0 is a multiple of ATT_G, and so is cw unless the
+// slice ends at dim.
+__device__ __forceinline__ void attn_load_keys(float* ks, const u8** kp, int* kind, const AttnTok& a, int t, int j0,
+                                               int kn, const float* KV, int dim, const Paged& win, int winSize,
+                                               const Paged& comp, const int* sel, int selK, int vec, int c0, int cw) {
+  for (int j = threadIdx.x; j < kn; j += blockDim.x) kp[j] = attn_key_ptr(a, t, j0 + j, KV, dim, win, winSize, comp, sel, selK, &kind[j]);
+  __syncthreads();
+  if (!vec) {  // run 5's loads, channel by channel (the same values)
+    for (int e = threadIdx.x; e < kn * cw; e += blockDim.x) {
+      const int j = e / cw, i = e - j * cw;
+      ks[e] = key_value(kp[j], kind[j], win, comp, dim, c0 + i);
+    }
+    __syncthreads();
+    return;
+  }
+  const int G = (cw + ATT_G - 1) / ATT_G, ng = kn * G;
+  for (int e0 = 0; e0 < ng; e0 += ATT_GU * (int)blockDim.x) {
+    KeyGroup g[ATT_GU];
+#pragma unroll
+    for (int u = 0; u < ATT_GU; ++u) {
+      const int e = e0 + u * (int)blockDim.x + (int)threadIdx.x;
+      g[u].mode = 4;
+      if (e < ng) {
+        const int j = e / G, i0 = c0 + (e - j * G) * ATT_G;
+        key_group_load(g[u], kp[j], kind[j], win, comp, dim, i0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < ATT_GU; ++u) {
+      const int e = e0 + u * (int)blockDim.x + (int)threadIdx.x;
+      if (g[u].mode == 4) continue;
+      const int j = e / G, i0 = (e - j * G) * ATT_G;
+      key_group_store(ks + j * cw + i0, g[u], kp[j], kind[j], win, comp, dim, c0 + i0);
+    }
+  }
+  __syncthreads();
+}
+
+// attn_logits: lg[t - t0][h][j] for the keys j of chunk blockIdx.z (kc
+// keys a chunk: a logit does not depend on the chunks, so small launches
+// take short ones for more blocks) and heads [blockIdx.y·HG, +HG). Grid
+// (tokens, ceil(heads/HG), ceil(maxKeys/kc)); dynamic shared memory: (kc
+// + HG)·dim floats + kc·12 bytes.
+template <int HG>
+__device__ __forceinline__ void attn_logits_body(float* lg, int t0, const float* Q, const float* KV, const int* tab,
+                                                 int nspans, const int* pos, Paged win, int winSize, Paged comp,
+                                                 int hasComp, int rate, const int* sel, const int* cnt, int selK,
+                                                 int heads, int dim, float scale, int maxKeys, int vec, int kc) {
+  DYN_SHARED(float, sm);
+  float* ks = sm;
+  float* qs = ks + kc * dim;
+  const u8** kp = (const u8**)(qs + HG * dim);
+  int* kind = (int*)(kp + kc);
+  const int tl = blockIdx.x, t = t0 + tl, h0 = blockIdx.y * HG, j0 = blockIdx.z * kc;
+  const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
+  if (a.bad || j0 >= a.nk) return;
+  const int kn = min(kc, a.nk - j0), hn = min(HG, heads - h0);
+  for (int i = threadIdx.x; i < hn * dim; i += blockDim.x) qs[i] = Q[((long long)t * heads + h0) * dim + i];
+  attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec, 0, dim);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // Each head's dot product in its own chain (acc[h]: i in order, then
+  // the butterfly), all of the block's heads at once for a key.
+  for (int j = warp; j < kn; j += (int)(blockDim.x >> 5)) {
+    const float* k = ks + j * dim;
+    float acc[HG];
+#pragma unroll
+    for (int h = 0; h < HG; ++h) acc[h] = 0.0f;
+    for (int i = lane; i < dim; i += 32) {
+      const float kv = k[i];
+#pragma unroll
+      for (int h = 0; h < HG; ++h)
+        if (h < hn) acc[h] = __fmaf_rn(qs[h * dim + i], kv, acc[h]);
+    }
+#pragma unroll
+    for (int h = 0; h < HG; ++h) {
+      if (h >= hn) break;
+      const float a = warp_sum(acc[h]);
+      if (lane == 0) lg[((long long)tl * heads + h0 + h) * maxKeys + j0 + j] = __fmul_rn(a, scale);
+    }
+  }
+}
+
+// attn_values: see above. Grid (tokens, ceil(heads/HG), split ?
+// ceil(maxKeys/ATT_KC) : 1); with split, block y takes the channels
+// [c0, c0 + cw) (cw = dim/dsplit, c0 = (y % dsplit)·cw) of the heads of
+// group y / dsplit (a channel's sums do not depend on the others': more
+// blocks, the same bits); dynamic shared memory: ATT_KC·cw floats +
+// ATT_KC·12 bytes. With split it writes po[t-t0][h][s][dim], pl[t-t0][h][s]
+// and pm[t-t0][h] (S = gridDim.z chunks a row); without, out.
+template <int HG>
+__device__ __forceinline__ void attn_values_body(float* out, float* po, float* pl, float* pm, int split,
+                                                 const float* lg, int t0, const float* KV, const int* tab, int nspans,
+                                                 const int* pos, Paged win, int winSize, Paged comp, int hasComp,
+                                                 int rate, const int* sel, const int* cnt, int selK, const float* sink,
+                                                 int heads, int dim, int maxKeys, int vec, int dsplit) {
+  __shared__ float sM[HG], sE[HG][ATT_KC], sL[HG];
+  DYN_SHARED(float, sm);
+  if (!split) dsplit = 1;
+  const int cw = dim / dsplit, ds = blockIdx.y % dsplit, c0 = ds * cw;
+  float* ks = sm;
+  const u8** kp = (const u8**)(ks + ATT_KC * cw);
+  int* kind = (int*)(kp + ATT_KC);
+  const int tl = blockIdx.x, t = t0 + tl, h0 = blockIdx.y / dsplit * HG;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
+  const int hn = min(HG, heads - h0);
+  if (a.bad) {
+    if (!split)
+      for (int i = tid; i < hn * dim; i += blockDim.x) out[((long long)t * heads + h0) * dim + i] = __uint_as_float(QNAN_BITS);
+    return;
+  }
+  const int nchunks = (a.nk + ATT_KC - 1) / ATT_KC;
+  int s0 = 0, s1 = nchunks;
+  if (split) {
+    s0 = blockIdx.z;
+    s1 = s0 + 1;
+    if (s0 >= nchunks) return;
+  }
+  const float* lrow = lg + (long long)tl * heads * maxKeys;
+  for (int hw = warp; hw < hn; hw += MT / 32) {
+    const int h = h0 + hw;
+    float mx = sink[h];
+    // The logits in order, 8 loads in flight at a time.
+    for (int j0 = lane; j0 < a.nk; j0 += 8 * 32) {
+      float l[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int j = j0 + 32 * u;
+        l[u] = j < a.nk ? lrow[(long long)h * maxKeys + j] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (j0 + 32 * u < a.nk) mx = fmaxf(mx, l[u]);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+    if (lane == 0) sM[hw] = mx;
+  }
+  float acc[HG][ATT_MAXV], den[HG];
+#pragma unroll
+  for (int h = 0; h < HG; ++h) {
+    den[h] = 0.0f;
+#pragma unroll
+    for (int v = 0; v < ATT_MAXV; ++v) acc[h][v] = 0.0f;
+  }
+  for (int s = s0; s < s1; ++s) {
+    const int j0 = s * ATT_KC, kn = min(ATT_KC, a.nk - j0);
+    attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec, c0, cw);
+    for (int hw = warp; hw < hn; hw += MT / 32) {
+      const int h = h0 + hw;
+      if (lane < kn) sE[hw][lane] = exp_f(__fsub_rn(lrow[(long long)h * maxKeys + j0 + lane], sM[hw]));
+      __syncwarp();
+      if (lane == 0) {
+        float l = 0.0f;
+        for (int j = 0; j < kn; ++j) l = __fadd_rn(l, sE[hw][j]);
+        sL[hw] = l;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int v = 0; v < ATT_MAXV; ++v) {
+      const int i = tid + v * MT;  // channel c0 + i
+      if (i >= cw) break;
+      float o[HG];
+#pragma unroll
+      for (int h = 0; h < HG; ++h) o[h] = 0.0f;
+      for (int j = 0; j < kn; ++j) {
+        const float kv = ks[j * cw + i];
+#pragma unroll
+        for (int h = 0; h < HG; ++h) o[h] = __fmaf_rn(sE[h][j], kv, o[h]);
+      }
+#pragma unroll
+      for (int h = 0; h < HG; ++h) {
+        if (h >= hn) break;
+        if (split) po[(((long long)tl * heads + h0 + h) * gridDim.z + s) * dim + c0 + i] = o[h];
+        else acc[h][v] = __fadd_rn(acc[h][v], o[h]);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < HG; ++h) {
+      if (h >= hn) break;
+      if (split) {
+        if (tid == 0 && ds == 0) pl[((long long)tl * heads + h0 + h) * gridDim.z + s] = sL[h];
+      } else {
+        den[h] = __fadd_rn(den[h], sL[h]);
+      }
+    }
+    __syncthreads();
+  }
+  if (split) {
+    if (s0 == 0 && ds == 0 && tid < hn) pm[(long long)tl * heads + h0 + tid] = sM[tid];
+    return;
+  }
+#pragma unroll
+  for (int h = 0; h < HG; ++h) {
+    if (h >= hn) break;
+    const float d = __fadd_rn(exp_f(__fsub_rn(sink[h0 + h], sM[h])), den[h]);
+#pragma unroll
+    for (int v = 0; v < ATT_MAXV; ++v) {
+      const int i = tid + v * MT;
+      if (i >= dim) break;
+      out[((long long)t * heads + h0 + h) * dim + i] = __fdiv_rn(acc[h][v], d);
+    }
+  }
+}
+
+
+// The entries: HG heads a block (4, or 16 where many tokens give enough
+// blocks: each block decodes its chunk's keys once for all of its heads).
+// Every logit and every value sum is computed in the same order whatever
+// HG, so both give the same bits.
+#define ATTN_ENTRIES(SUF, HG)                                                                                       \
+  extern "C" __global__ void __launch_bounds__(MT)                                                                 \
+      attn_logits##SUF(float* lg, int t0, const float* Q, const float* KV, const int* tab, int nspans,              \
+                       const int* pos, Paged win, int winSize, Paged comp, int hasComp, int rate, const int* sel,  \
+                       const int* cnt, int selK, int heads, int dim, float scale, int maxKeys, int vec, int kc) {  \
+    PDL_WAIT();                                                                                                     \
+    attn_logits_body<HG>(lg, t0, Q, KV, tab, nspans, pos, win, winSize, comp, hasComp, rate, sel, cnt, selK, heads, \
+                         dim, scale, maxKeys, vec, kc);                                                             \
+  }                                                                                                                 \
+  extern "C" __global__ void __launch_bounds__(MT)                                                                 \
+      attn_values##SUF(float* out, float* po, float* pl, float* pm, int split, const float* lg, int t0,             \
+                       const float* KV, const int* tab, int nspans, const int* pos, Paged win, int winSize,         \
+                       Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK,                 \
+                       const float* sink, int heads, int dim, int maxKeys, int vec, int dsplit) {                   \
+    PDL_WAIT();                                                                                                     \
+    attn_values_body<HG>(out, po, pl, pm, split, lg, t0, KV, tab, nspans, pos, win, winSize, comp, hasComp, rate,   \
+                         sel, cnt, selK, sink, heads, dim, maxKeys, vec, dsplit);                                   \
+  }
+ATTN_ENTRIES(, 4)
+ATTN_ENTRIES(_h16, 16)
+
+// attn_combine: out of the split attn_values' chunk sums. Grid (tokens,
+// heads); S chunks a row of the partials.
+extern "C" __global__ void __launch_bounds__(MT)
+    attn_combine(float* out, const float* po, const float* pl, const float* pm, int S, int t0, const int* tab,
+                 int nspans, const int* pos, int winSize, int hasComp, int rate, const int* sel, const int* cnt,
+                 const float* sink, int heads, int dim, int maxKeys) { PDL_WAIT();
+  const int tl = blockIdx.x, t = t0 + tl, h = blockIdx.y;
+  const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
+  float* o = out + ((long long)t * heads + h) * dim;
+  if (a.bad) {
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = __uint_as_float(QNAN_BITS);
+    return;
+  }
+  const int nchunks = (a.nk + ATT_KC - 1) / ATT_KC;
+  const long long row = (long long)tl * heads + h;
+  // The chunks in order (hc_seg_sum: 8 loads in flight at a time).
+  const float den = hc_seg_sum(pl + row * S, nchunks, 1);
+  const float d = __fadd_rn(exp_f(__fsub_rn(sink[h], pm[row])), den);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = __fdiv_rn(hc_seg_sum(po + row * S * dim + i, nchunks, dim), d);
+}
+
+// ---- attention tiled over the heads' shared keys (attn_qk, attn_pv) ----
+//
+// The same logits and value sums as attn_logits and attn_values, bit for
+// bit, with a block's work laid out for what a DeepSeek-V4 layer's heads
+// share: one key (K = V) serves every head, so a block decodes its keys
+// once for 8 or 16 heads and each thread keeps many heads' chains at once.
+//   attn_qk: a block takes kb keys (a multiple of 4) and hb heads (8 or
+//     16); a warp takes tiles of QK_TK keys × QK_TH heads, lane l keeping
+//     the tile's 32 dot-product chains over its channels i = l, l + 32,
+//     ... (attn_logits' chains, in the same order): 12 shared loads for 32
+//     multiply-adds instead of 5 for 4. The 32 warp sums are one
+//     reduce-scatter (qk_scatter32): warp_sum's additions, 31 shuffles
+//     instead of 160.
+//   attn_pv: a block takes PV_HB heads and one chunk of ATT_KC keys (split)
+//     or all of them in order; a thread keeps TH heads × 4 consecutive
+//     channels of attn_values' chains over the chunk's keys (a 16-byte
+//     load of the key and TH/4 of the weights for 4·TH multiply-adds,
+//     against 1 + HG for HG).
+// attn_combine adds their chunks as it adds attn_values'.
+
+#define QK_TK 4
+#define QK_TH 8
+#define PV_HB 16
+
+// qk_scatter32 returns on lane o the warp's sum of v[o] (each lane's 32
+// sums), with warp_sum's additions: at distance d = 16, 8, ..., 1 a lane
+// keeps the half of its remaining sums whose index has its own bit d and
+// adds the partner's, so every partial sum is the one warp_sum forms (a +
+// b and b + a are the same float).
+__device__ __forceinline__ float qk_scatter32(float (&v)[32]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) {
+    const bool up = (lane & d) != 0;
+#pragma unroll
+    for (int k = 0; k < d; ++k) {
+      const float send = up ? v[k] : v[k + d];
+      const float keep = up ? v[k + d] : v[k];
+      v[k] = __fadd_rn(keep, __shfl_xor_sync(0xFFFFFFFFu, send, d));
+    }
+  }
+  return v[0];
+}
+
+// attn_qk: lg[t - t0][h][j] for the keys j of chunk blockIdx.z (kb keys)
+// and heads [blockIdx.y·hb, +hb). Grid (tokens, ceil(heads/hb),
+// ceil(maxKeys/kb)), 32·(kb/4)·(hb/8) threads up to MT; dynamic shared
+// memory: (kb + hb)·dim floats + kb·12 bytes.
+extern "C" __global__ void __launch_bounds__(MT)
+    attn_qk(float* lg, int t0, const float* Q, const float* KV, const int* tab, int nspans, const int* pos, Paged win,
+            int winSize, Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK, int heads,
+            int dim, float scale, int maxKeys, int vec, int kb, int hb) {
+  PDL_WAIT();
+  DYN_SHARED(float, sm);
+  float* ks = sm;
+  float* qs = ks + kb * dim;
+  const u8** kp = (const u8**)(qs + hb * dim);
+  int* kind = (int*)(kp + kb);
+  const int tl = blockIdx.x, t = t0 + tl, h0 = blockIdx.y * hb, j0 = blockIdx.z * kb;
+  const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
+  if (a.bad || j0 >= a.nk) return;
+  const int kn = min(kb, a.nk - j0), hn = min(hb, heads - h0);
+  // Heads past hn read zeros (their sums are not stored).
+  for (int i = threadIdx.x; i < hb * dim; i += blockDim.x) qs[i] = i < hn * dim ? Q[((long long)t * heads + h0) * dim + i] : 0.0f;
+  attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec, 0, dim);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int nkt = (kn + QK_TK - 1) / QK_TK, nht = (hn + QK_TH - 1) / QK_TH;
+  for (int tile = warp; tile < nkt * nht; tile += nw) {
+    const int kt = tile % nkt, ht = tile / nkt;
+    // Rows past kn are in the block's buffer and not stored either.
+    const float* kr = ks + kt * QK_TK * dim;
+    const float* qr = qs + ht * QK_TH * dim;
+    float v[QK_TK * QK_TH];
+#pragma unroll
+    for (int o = 0; o < QK_TK * QK_TH; ++o) v[o] = 0.0f;
+    for (int i = lane; i < dim; i += 32) {
+      float k[QK_TK], q[QK_TH];
+#pragma unroll
+      for (int jj = 0; jj < QK_TK; ++jj) k[jj] = kr[jj * dim + i];
+#pragma unroll
+      for (int hh = 0; hh < QK_TH; ++hh) q[hh] = qr[hh * dim + i];
+#pragma unroll
+      for (int jj = 0; jj < QK_TK; ++jj)
+#pragma unroll
+        for (int hh = 0; hh < QK_TH; ++hh) v[jj * QK_TH + hh] = __fmaf_rn(q[hh], k[jj], v[jj * QK_TH + hh]);
+    }
+    const float s = qk_scatter32(v);
+    const int j = kt * QK_TK + lane / QK_TH, h = ht * QK_TH + lane % QK_TH;
+    if (j < kn && h < hn) lg[((long long)tl * heads + h0 + h) * maxKeys + j0 + j] = __fmul_rn(s, scale);
+  }
+}
+
+// attn_pv: attn_values' outputs (or, with split, its chunk sums) for the
+// heads [blockIdx.y / dsplit · PV_HB, +PV_HB), threads (cw/4)·(PV_HB/TH)
+// of MT (cw = dim/dsplit, a multiple of 4); grid and dynamic shared memory
+// as attn_values'.
+template <int TH>
+__device__ __forceinline__ void attn_pv_body(float* out, float* po, float* pl, float* pm, int split, const float* lg,
+                                             int t0, const float* KV, const int* tab, int nspans, const int* pos,
+                                             Paged win, int winSize, Paged comp, int hasComp, int rate, const int* sel,
+                                             const int* cnt, int selK, const float* sink, int heads, int dim,
+                                             int maxKeys, int vec, int dsplit) {
+  __shared__ float sM[PV_HB], sL[PV_HB];
+  __shared__ __align__(16) float sE[ATT_KC][PV_HB];
+  DYN_SHARED(float, sm);
+  if (!split) dsplit = 1;
+  const int cw = dim / dsplit, ds = blockIdx.y % dsplit, c0 = ds * cw;
+  float* ks = sm;
+  const u8** kp = (const u8**)(ks + ATT_KC * cw);
+  int* kind = (int*)(kp + ATT_KC);
+  const int tl = blockIdx.x, t = t0 + tl, h0 = blockIdx.y / dsplit * PV_HB;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
+  const int hn = min(PV_HB, heads - h0);
+  if (a.bad) {
+    if (!split)
+      for (int i = tid; i < hn * dim; i += blockDim.x) out[((long long)t * heads + h0) * dim + i] = __uint_as_float(QNAN_BITS);
+    return;
+  }
+  const int nchunks = (a.nk + ATT_KC - 1) / ATT_KC;
+  int s0 = 0, s1 = nchunks;
+  if (split) {
+    s0 = blockIdx.z;
+    s1 = s0 + 1;
+    if (s0 >= nchunks) return;
+  }
+  const float* lrow = lg + (long long)tl * heads * maxKeys;
+  // Each head's maximum over all the token's logits and its sink, as
+  // attn_values takes it.
+  for (int hw = warp; hw < hn; hw += MT / 32) {
+    const int h = h0 + hw;
+    float mx = sink[h];
+    for (int j0 = lane; j0 < a.nk; j0 += 8 * 32) {
+      float l[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int j = j0 + 32 * u;
+        l[u] = j < a.nk ? lrow[(long long)h * maxKeys + j] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (j0 + 32 * u < a.nk) mx = fmaxf(mx, l[u]);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+    if (lane == 0) sM[hw] = mx;
+  }
+  // The thread's item: heads [hg0, hg0 + TH) of the block's, channels
+  // c0 + [4·qd, 4·qd + 4).
+  const int nq = cw / 4, g = tid / nq, qd = tid - g * nq, hg0 = g * TH;
+  const bool act = hg0 < hn;
+  float acc[TH][4], den[TH];
+#pragma unroll
+  for (int h = 0; h < TH; ++h) {
+    den[h] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[h][c] = 0.0f;
+  }
+  for (int s = s0; s < s1; ++s) {
+    const int j0 = s * ATT_KC, kn = min(ATT_KC, a.nk - j0);
+    attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec, c0, cw);
+    for (int hw = warp; hw < hn; hw += MT / 32) {
+      const int h = h0 + hw;
+      if (lane < kn) sE[lane][hw] = exp_f(__fsub_rn(lrow[(long long)h * maxKeys + j0 + lane], sM[hw]));
+      __syncwarp();
+      if (lane == 0) {
+        float l = 0.0f;
+        for (int j = 0; j < kn; ++j) l = __fadd_rn(l, sE[j][hw]);
+        sL[hw] = l;
+      }
+    }
+    __syncthreads();
+    if (act) {
+      float o[TH][4];
+#pragma unroll
+      for (int h = 0; h < TH; ++h)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) o[h][c] = 0.0f;
+      const float* kq = ks + 4 * qd;
+      for (int j = 0; j < kn; ++j) {
+        const float4 kv = *(const float4*)(kq + j * cw);
+        float e[TH];
+#pragma unroll
+        for (int h4 = 0; h4 < TH; h4 += 4) {
+          const float4 w = *(const float4*)(&sE[j][hg0 + h4]);
+          e[h4] = w.x, e[h4 + 1] = w.y, e[h4 + 2] = w.z, e[h4 + 3] = w.w;
+        }
+#pragma unroll
+        for (int h = 0; h < TH; ++h) {
+          o[h][0] = __fmaf_rn(e[h], kv.x, o[h][0]);
+          o[h][1] = __fmaf_rn(e[h], kv.y, o[h][1]);
+          o[h][2] = __fmaf_rn(e[h], kv.z, o[h][2]);
+          o[h][3] = __fmaf_rn(e[h], kv.w, o[h][3]);
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < TH; ++h) {
+        if (hg0 + h >= hn) break;
+        if (split) {
+          float* p = po + (((long long)tl * heads + h0 + hg0 + h) * gridDim.z + s) * dim + c0 + 4 * qd;
+#pragma unroll
+          for (int c = 0; c < 4; ++c) p[c] = o[h][c];
+        } else {
+#pragma unroll
+          for (int c = 0; c < 4; ++c) acc[h][c] = __fadd_rn(acc[h][c], o[h][c]);
+          den[h] = __fadd_rn(den[h], sL[hg0 + h]);
+        }
+      }
+    }
+    if (split && tid == 0 && ds == 0)
+      for (int h = 0; h < hn; ++h) pl[((long long)tl * heads + h0 + h) * gridDim.z + s] = sL[h];
+    __syncthreads();
+  }
+  if (split) {
+    if (s0 == 0 && ds == 0 && tid < hn) pm[(long long)tl * heads + h0 + tid] = sM[tid];
+    return;
+  }
+  if (!act) return;
+#pragma unroll
+  for (int h = 0; h < TH; ++h) {
+    if (hg0 + h >= hn) break;
+    const float d = __fadd_rn(exp_f(__fsub_rn(sink[h0 + hg0 + h], sM[hg0 + h])), den[h]);
+    float* p = out + ((long long)t * heads + h0 + hg0 + h) * dim + 4 * qd;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) p[c] = __fdiv_rn(acc[h][c], d);
+  }
+}
+
+#define ATTN_PV_ENTRY(TH)                                                                                           \
+  extern "C" __global__ void __launch_bounds__(MT, 2)                                                              \
+      attn_pv##TH(float* out, float* po, float* pl, float* pm, int split, const float* lg, int t0, const float* KV, \
+                  const int* tab, int nspans, const int* pos, Paged win, int winSize, Paged comp, int hasComp,     \
+                  int rate, const int* sel, const int* cnt, int selK, const float* sink, int heads, int dim,       \
+                  int maxKeys, int vec, int dsplit) {                                                              \
+    PDL_WAIT();                                                                                                     \
+    attn_pv_body<TH>(out, po, pl, pm, split, lg, t0, KV, tab, nspans, pos, win, winSize, comp, hasComp, rate, sel, \
+                     cnt, selK, sink, heads, dim, maxKeys, vec, dsplit);                                            \
+  }
+ATTN_PV_ENTRY(4)
+ATTN_PV_ENTRY(8)
