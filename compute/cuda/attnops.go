@@ -304,6 +304,9 @@ func (b *Backend) attentionTiled(a *compute.AttentionArgs, sp compute.Spans, has
 	ds := 1
 	if split && tiny && d%(2*attnGroup) == 0 && !b.attnValuesWhole {
 		ds = 2
+		if b.attnTinyDS == 4 && d%(4*attnGroup) == 0 {
+			ds = 4
+		}
 	}
 	// A thread takes TH heads of 4 channels: 8 where a block's channels
 	// are more than 256 (the 256 threads cover 2 groups of 8 heads), else 4.

@@ -151,6 +151,10 @@ type Backend struct {
 	// attnTinyT > 0: the tiled kernels' small-launch layout up to that
 	// many tokens instead of attnTiledTiny's (the attn-tiny-8 A/B).
 	attnTinyT int
+	// attnTinyDS > 0: the tiled small-launch layout splits a head's channels
+	// over that many attn_pv blocks (2 or 4) instead of 2 (the
+	// attn-pv-ds4 A/B).
+	attnTinyDS int
 	// br are the backend's branches (branch.go).
 	br branches
 	// noPrefetch: Prefetch does nothing. The default: run 10 measured the

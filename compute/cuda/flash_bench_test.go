@@ -442,6 +442,8 @@ func BenchmarkFlash(b *testing.B) {
 	// The tiled kernels' small-launch layout (logits in chunks of 8 keys,
 	// half heads) up to 8 tokens instead of 2.
 	abAt("attn-tiny-8", []int{4, 8}, func(on bool) { be.attnTinyT = map[bool]int{true: 8}[on] })
+	// A head's channels over 4 attn_pv blocks at small launches, not 2.
+	abAt("attn-pv-ds4", []int{1, 2}, func(on bool) { be.attnTinyDS = map[bool]int{true: 4}[on] })
 	abAt("gemmx-o1", gemmBatches, func(on bool) { be.k.useO1 = on })
 	// The crossover: run 8's FastGEMVMaxT (32) against run 9's (8).
 	abAt("gemv-to-32", []int{16, 32}, func(on bool) { be.k.gemvMaxT = map[bool]int{true: 32, false: FastGEMVMaxT}[on] })

@@ -579,8 +579,26 @@ extern "C" __global__ void __launch_bounds__(MT)
   const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
   if (a.bad || j0 >= a.nk) return;
   const int kn = min(kb, a.nk - j0), hn = min(hb, heads - h0);
-  // Heads past hn read zeros (their sums are not stored).
-  for (int i = threadIdx.x; i < hb * dim; i += blockDim.x) qs[i] = i < hn * dim ? Q[((long long)t * heads + h0) * dim + i] : 0.0f;
+  // The block's queries, 8 loads of 16 bytes in flight a thread (dim is a
+  // multiple of 4); heads past hn read zeros (their sums are not stored).
+  {
+    const float4* q4 = (const float4*)(Q + ((long long)t * heads + h0) * dim);
+    float4* qs4 = (float4*)qs;
+    const int n4 = hn * dim / 4, m4 = hb * dim / 4;
+    float4 zero;
+    zero.x = zero.y = zero.z = zero.w = 0.0f;
+    for (int i0 = threadIdx.x; i0 < m4; i0 += 8 * blockDim.x) {
+      float4 v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int i = i0 + u * blockDim.x;
+        v[u] = i < n4 ? q4[i] : zero;
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (i0 + u * blockDim.x < m4) qs4[i0 + u * blockDim.x] = v[u];
+    }
+  }
   attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec, 0, dim);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int nkt = (kn + QK_TK - 1) / QK_TK, nht = (hn + QK_TH - 1) / QK_TH;
@@ -644,25 +662,36 @@ __device__ __forceinline__ void attn_pv_body(float* out, float* po, float* pl, f
     if (s0 >= nchunks) return;
   }
   const float* lrow = lg + (long long)tl * heads * maxKeys;
-  // Each head's maximum over all the token's logits and its sink, as
-  // attn_values takes it.
-  for (int hw = warp; hw < hn; hw += MT / 32) {
-    const int h = h0 + hw;
-    float mx = sink[h];
+  // Each head's maximum over all the token's logits and its sink (a
+  // maximum: the same whatever the order), a warp's two heads hw and hw +
+  // 8 at once (their loads in flight together).
+  for (int hw = warp; hw < hn; hw += 2 * (MT / 32)) {
+    const int hw2 = hw + MT / 32;
+    const bool two = hw2 < hn;
+    const float* la = lrow + (long long)(h0 + hw) * maxKeys;
+    const float* lb = lrow + (long long)(h0 + (two ? hw2 : hw)) * maxKeys;
+    float ma = sink[h0 + hw], mb = sink[h0 + (two ? hw2 : hw)];
     for (int j0 = lane; j0 < a.nk; j0 += 8 * 32) {
-      float l[8];
+      float l[8], m[8];
 #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int j = j0 + 32 * u;
-        l[u] = j < a.nk ? lrow[(long long)h * maxKeys + j] : 0.0f;
+        l[u] = j < a.nk ? la[j] : 0.0f;
+        m[u] = j < a.nk ? lb[j] : 0.0f;
       }
 #pragma unroll
       for (int u = 0; u < 8; ++u)
-        if (j0 + 32 * u < a.nk) mx = fmaxf(mx, l[u]);
+        if (j0 + 32 * u < a.nk) ma = fmaxf(ma, l[u]), mb = fmaxf(mb, m[u]);
     }
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
-    if (lane == 0) sM[hw] = mx;
+    for (int o = 16; o > 0; o >>= 1) {
+      ma = fmaxf(ma, __shfl_xor_sync(0xFFFFFFFFu, ma, o));
+      mb = fmaxf(mb, __shfl_xor_sync(0xFFFFFFFFu, mb, o));
+    }
+    if (lane == 0) {
+      sM[hw] = ma;
+      if (two) sM[hw2] = mb;
+    }
   }
   // The thread's item: heads [hg0, hg0 + TH) of the block's, channels
   // c0 + [4·qd, 4·qd + 4).
@@ -678,14 +707,23 @@ __device__ __forceinline__ void attn_pv_body(float* out, float* po, float* pl, f
   for (int s = s0; s < s1; ++s) {
     const int j0 = s * ATT_KC, kn = min(ATT_KC, a.nk - j0);
     attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec, c0, cw);
-    for (int hw = warp; hw < hn; hw += MT / 32) {
-      const int h = h0 + hw;
-      if (lane < kn) sE[lane][hw] = exp_f(__fsub_rn(lrow[(long long)h * maxKeys + j0 + lane], sM[hw]));
+    // The chunk's weights and their sum in key order, two heads a warp.
+    for (int hw = warp; hw < hn; hw += 2 * (MT / 32)) {
+      const int hw2 = hw + MT / 32;
+      const bool two = hw2 < hn;
+      if (lane < kn) {
+        sE[lane][hw] = exp_f(__fsub_rn(lrow[(long long)(h0 + hw) * maxKeys + j0 + lane], sM[hw]));
+        if (two) sE[lane][hw2] = exp_f(__fsub_rn(lrow[(long long)(h0 + hw2) * maxKeys + j0 + lane], sM[hw2]));
+      }
       __syncwarp();
       if (lane == 0) {
-        float l = 0.0f;
-        for (int j = 0; j < kn; ++j) l = __fadd_rn(l, sE[j][hw]);
+        float l = 0.0f, l2 = 0.0f;
+        for (int j = 0; j < kn; ++j) {
+          l = __fadd_rn(l, sE[j][hw]);
+          if (two) l2 = __fadd_rn(l2, sE[j][hw2]);
+        }
         sL[hw] = l;
+        if (two) sL[hw2] = l2;
       }
     }
     __syncthreads();
