@@ -166,6 +166,17 @@ type Backend struct {
 	// take the float32 GEMV (run 9's) instead of gemvx (other bits);
 	// gemvxNoBF16 only those of BF16 weights (the output head).
 	gemvxOff, gemvxNoBF16 bool
+	// gemvh: Fast FP8 products of one token take gemvh (the float16
+	// tensor cores, other bits) instead of the float32 GEMV (gemvp,
+	// gemv2's bits). Off until measured faster: run 17's first version
+	// took a batch-1 step 9.7% longer (BenchmarkFlash's gemvh A/B).
+	gemvh bool
+	// gemvhMinTiles: one-token products of fewer tiles of 16 rows (all
+	// groups) take gemvp instead of gemvh (0: none; the gemvh-min128
+	// A/B).
+	gemvhMinTiles int
+	// gemvhLaunches counts the gemvh launches recorded (tests).
+	gemvhLaunches int
 	// gemvxMoeOff: Fast FP4 experts in tiles of 2 pairs or more take the
 	// float32 _sx kernels (run 9's) instead of gemvx_moe_fp4 (other bits).
 	gemvxMoeOff bool

@@ -444,6 +444,13 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("attn-tiny-8", []int{4, 8}, func(on bool) { be.attnTinyT = map[bool]int{true: 8}[on] })
 	// A head's channels over 4 attn_pv blocks at small launches, not 2.
 	abAt("attn-pv-ds4", []int{1, 2}, func(on bool) { be.attnTinyDS = map[bool]int{true: 4}[on] })
+	// One token's FP8 products on the float16 tensor cores (gemvh; other
+	// bits) instead of the float32 GEMV (gemvp); with gemvh's rings of 4
+	// stages instead of 3 (the same bits); with products of fewer than
+	// 128 tiles of 16 rows (wq_a, wkv) left on gemvp.
+	abAt("gemvh", []int{1}, func(on bool) { be.gemvh = on })
+	abAt("gemvh-s4", []int{1}, func(on bool) { be.gemvh, be.k.gemvhS = on, map[bool]int{true: 1}[on] })
+	abAt("gemvh-min128", []int{1}, func(on bool) { be.gemvh, be.gemvhMinTiles = on, map[bool]int{true: 128}[on] })
 	abAt("gemmx-o1", gemmBatches, func(on bool) { be.k.useO1 = on })
 	// The crossover: run 8's FastGEMVMaxT (32) against run 9's (8).
 	abAt("gemv-to-32", []int{16, 32}, func(on bool) { be.k.gemvMaxT = map[bool]int{true: 32, false: FastGEMVMaxT}[on] })

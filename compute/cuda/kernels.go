@@ -67,6 +67,12 @@ type Kernels struct {
 	// steps). The same bits either way.
 	gemvp, gemvpG [2][4]Func
 	gemvpV        int
+	// gemvh are gemvh.cu's entries, [ring depth (gemvhStages)][split 1,
+	// 2, 4, 8], and gemvhG their grouped forms: the Fast FP8 products of
+	// one token on the float16 tensor cores; gemvhS selects the depth
+	// (the default 0: 3 stages).
+	gemvh, gemvhG [2][4]Func
+	gemvhS        int
 	// gemvxpCols: FP8 products of 1 to 8 tokens in Fast mode with at most
 	// this many columns take gemvxp_fp8 (gemvx with its loads in a ring)
 	// instead of gemvx's entries; the same bits. Run 11 (BenchmarkGEMVX):
@@ -278,6 +284,22 @@ func loadKernels(t *Thread, units []built, tensorCores bool, sms int, keepGoing 
 				fn(e.f, e.name)
 				if *e.f != 0 {
 					if err := t.SetMaxDynamicShared(*e.f, gemvpMaxShared); err != nil {
+						missing = append(missing, fmt.Errorf("cuda: %s: %w", e.name, err))
+						*e.f = 0
+					}
+				}
+			}
+		}
+	}
+	for ri, S := range gemvhStages {
+		for si, sp := range []int{1, 2, 4, 8} {
+			for _, e := range []struct {
+				f    *Func
+				name string
+			}{{&k.gemvh[ri][si], gemvhName(S, sp)}, {&k.gemvhG[ri][si], gemvhName(S, sp) + "_g"}} {
+				fn(e.f, e.name)
+				if *e.f != 0 {
+					if err := t.SetMaxDynamicShared(*e.f, gemvhMaxShared); err != nil {
 						missing = append(missing, fmt.Errorf("cuda: %s: %w", e.name, err))
 						*e.f = 0
 					}

@@ -541,7 +541,7 @@ func (b *Backend) moeShared(x compute.Tensor, s *compute.SwiGLU, limit float32) 
 	gu := b.Scratch(compute.F32, 2*T, Is)
 	gs, us := gu.Slice(0, T), gu.Slice(T, 2*T)
 	if tab, w0, ok := b.groupTable([]*compute.Matrix{s.W1, s.W3}); ok && b.useGEMVX(w0, T, b.mode) {
-		b.fail(b.k.gemvx(b.rt, 0, b.ptr(gu), Is, T*Is, b.ptr(x), D, 0, T, w0, 2, tab))
+		b.fail(b.gemvx(b.ptr(gu), Is, T*Is, b.ptr(x), D, 0, T, w0, 2, tab))
 	} else if tab, w0, ok := b.groupTable([]*compute.Matrix{s.W1, s.W3}); ok && !b.k.groupedR5 && (b.mode == Strict || T <= b.k.gemvMaxT || !bf16Exact(w0.DType) || !b.k.tensorCores) {
 		// W1 and W3 in one grouped launch on the same input (the
 		// split chosen for their 2·Is rows together).

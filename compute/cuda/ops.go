@@ -45,7 +45,7 @@ func (b *Backend) matMul(y, x compute.Tensor, w *compute.Matrix, mode Mode) {
 	m := b.mustMat(w)
 	T := x.Rows
 	if b.useGEMVX(m, T, mode) {
-		b.fail(b.k.gemvx(b.rt, 0, b.ptr(y), w.Rows, 0, b.ptr(x), x.Cols, 0, T, m, 1, 0))
+		b.fail(b.gemvx(b.ptr(y), w.Rows, 0, b.ptr(x), x.Cols, 0, T, m, 1, 0))
 		return
 	}
 	if mode != Fast || T <= b.k.gemvMaxT || !bf16Exact(m.DType) || !b.k.tensorCores {
@@ -103,12 +103,38 @@ func (b *Backend) splitX(x Ptr, n int) (xh, xl Ptr) {
 	return xh, xl
 }
 
-// useGEMVX reports whether a product of T tokens by m takes gemvx: Fast
-// mode, GEMVXMinT to FastGEMVMaxT (at most 8) tokens, an FP8 or BF16
-// matrix gemvx fits.
+// useGEMVX reports whether a product of T tokens by m takes the Fast
+// products of few tokens (Backend.gemvx): Fast mode and either gemvx
+// (GEMVXMinT to FastGEMVMaxT, at most 8, tokens, an FP8 or BF16 matrix
+// gemvx fits) or gemvh (one token, an FP8 matrix gemvh fits).
 func (b *Backend) useGEMVX(m *Matrix, T int, mode Mode) bool {
+	if mode == Fast && T == 1 && b.useGEMVH(m) {
+		return true
+	}
 	return mode == Fast && !b.gemvxOff && T >= b.k.gemvxMinT && T <= min(b.k.gemvMaxT, 8) && b.k.gemvxFits(m) &&
 		!(b.gemvxNoBF16 && m.DType == compute.BF16)
+}
+
+// useGEMVH reports whether gemvh takes Fast products of one token by m.
+func (b *Backend) useGEMVH(m *Matrix) bool { return b.gemvh && b.k.gemvhFits(m) }
+
+// gemvx records the Fast product of T ≤ 8 tokens that useGEMVX chose, with
+// Kernels.gemvx's arguments: gemvh's at one token where it takes m, else
+// gemvx's.
+func (b *Backend) gemvx(y Ptr, ldy, ygs int, x Ptr, ldx, xgs, T int, m *Matrix, G int, tab Ptr) error {
+	if T == 1 && b.useGEMVH(m) {
+		if G*((m.Rows+15)/16) < b.gemvhMinTiles {
+			// Too few tiles of 16 rows to fill the device: the float32
+			// GEMV's rows of 2 (gemvp).
+			if tab == 0 {
+				return b.k.matMulGEMV(b.rt, 0, y, x, 1, m)
+			}
+			return b.k.groupedGEMVStrided(b.rt, 0, y, ldy, ygs, x, ldx, xgs, 1, m, G, tab)
+		}
+		b.gemvhLaunches++
+		return b.k.gemvhAt(b.rt, 0, y, ygs, x, xgs, m, G, tab, -1, 0)
+	}
+	return b.k.gemvx(b.rt, 0, y, ldy, ygs, x, ldx, xgs, T, m, G, tab)
 }
 
 // bf16Exact reports whether every weight of a format is a bfloat16 value
@@ -143,7 +169,7 @@ func (b *Backend) GroupedMatMul(y, x compute.Tensor, ws []*compute.Matrix) {
 		return
 	}
 	if tab, w0, ok := b.groupTable(ws); ok && b.useGEMVX(w0, T, b.mode) {
-		b.fail(b.k.gemvx(b.rt, 0, b.ptr(y), G*R, R, b.ptr(x), G*n, n, T, w0, G, tab))
+		b.fail(b.gemvx(b.ptr(y), G*R, R, b.ptr(x), G*n, n, T, w0, G, tab))
 		return
 	}
 	if tab, w0, ok := b.groupTable(ws); ok && (b.mode == Strict || T <= b.k.gemvMaxT || !bf16Exact(w0.DType) || !b.k.tensorCores) {

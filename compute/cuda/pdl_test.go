@@ -20,7 +20,7 @@ func TestKernelsOpenWithPDLWait(t *testing.T) {
 		t.Fatalf("no kernel sources: %v", err)
 	}
 	body := regexp.MustCompile(`^\s*(\\\s*)?PDL_WAIT\(\);`)
-	early := regexp.MustCompile(`^\s*(\\\s*)?PDL_OPEN_EARLY\(\);[\s\\]*(const int g = blockIdx\.y;[\s\\]*)?(gemv2_body|gemvm_body|gemv_rows|gemvp_rows|gemvxp_body)<`)
+	early := regexp.MustCompile(`^\s*(\\\s*)?PDL_OPEN_EARLY\(\);[\s\\]*(const int g = blockIdx\.y;[\s\\]*)?(gemv2_body|gemvm_body|gemv_rows|gemvp_rows|gemvh_rows|gemvxp_body)<`)
 	common, err := kernelFS.ReadFile("kernels/gemv_common.cuh")
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +29,7 @@ func TestKernelsOpenWithPDLWait(t *testing.T) {
 	if w, l := strings.Index(rows, "PDL_WAIT_LATE();"), strings.Index(rows, "x + (long long)"); w < 0 || l < 0 || w > l {
 		t.Error("gemv_rows does not wait (PDL_WAIT_LATE) before it reads its activations")
 	}
-	for _, f := range [][2]string{{"gemvp.cu", "gemvp_rows"}, {"gemvx.cu", "gemvxp_body"}} {
+	for _, f := range [][2]string{{"gemvp.cu", "gemvp_rows"}, {"gemvh.cu", "gemvh_rows"}, {"gemvx.cu", "gemvxp_body"}} {
 		src, err := kernelFS.ReadFile("kernels/" + f[0])
 		if err != nil {
 			t.Fatal(err)

@@ -46,7 +46,7 @@ SYN=$!
 
 stage tests
 [ "${TESTS:-1}" = 1 ] && timeout $(left 150) "$B/cuda.test" -test.v -test.timeout 200s \
-	-test.run "${TESTS_RUN:-TestBackend|TestMatMul|TestRMSNorm|TestRoPE|TestSoftmax|TestTopK|TestGather|TestGEMV2Split|TestGEMVVariants|TestGEMV5|TestKernelsOpenWithPDLWait|TestHandOff|TestDeviceMemory|TestEventsAndGraph|TestBranches|TestGEMVX|TestGEMVP|TestGEMVXP}" \
+	-test.run "${TESTS_RUN:-TestBackend|TestMatMul|TestRMSNorm|TestRoPE|TestSoftmax|TestTopK|TestGather|TestGEMV2Split|TestGEMVVariants|TestGEMV5|TestKernelsOpenWithPDLWait|TestHandOff|TestDeviceMemory|TestEventsAndGraph|TestBranches|TestGEMVX|TestGEMVP|TestGEMVXP|TestGEMVH}" \
 	> "$OUT/tests.log" 2>&1
 echo "tests rc=$?" >> "$OUT/tests.log"
 if [ "${PDLTEST:-0}" = 1 ]; then

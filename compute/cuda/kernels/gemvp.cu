@@ -43,26 +43,6 @@
 
 #define GEMVP_ROWS 2
 
-
-// gemvp_cursor walks a block's tasks in order: unit i of the block
-// (gemv2's block b of group g's matrix), step of it. No divisions: the
-// cursors advance by additions (b by the grid, wrapping into g).
-struct gemvp_cursor {
-  int i, step, b, g;
-};
-
-__device__ __forceinline__ void gemvp_next(gemvp_cursor& c, int steps, int units) {
-  if (++c.step == steps) {
-    c.step = 0;
-    ++c.i;
-    c.b += gridDim.x;
-    while (c.b >= units) {
-      c.b -= units;
-      ++c.g;
-    }
-  }
-}
-
 // gemvp_rows: see the top of the file. rs and cs are log2 of the FP8
 // scale block's rows and of its columns in chunks (the host takes gemvp
 // only when both are powers of two); a matrix of another format ignores

@@ -107,3 +107,36 @@ __device__ __forceinline__ void mma_f16(float* d, const u32* a, const u32* b) {
 #endif
 }
 #endif
+
+// f16_rn_soft returns the float16 bits nearest f (ties to even; NaN stays NaN,
+// overflow goes to infinity), in software for the emulator.
+__device__ __forceinline__ u32 f16_rn_soft(float f) {
+  const u32 b = __float_as_uint(f), s = (b >> 16) & 0x8000u, a = b & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return s | 0x7E00u;
+  if (a >= 0x477FF000u) return s | 0x7C00u;
+  if (a < 0x38800000u) {  // below 2^-14: a subnormal (or zero) of 2^-24 steps
+    const float v = __fmul_rn(__uint_as_float(a), 0x1p24f);
+    u32 m = (u32)v;
+    const float r = __fsub_rn(v, (float)m);
+    if (r > 0.5f || (r == 0.5f && (m & 1u))) ++m;
+    return s | m;
+  }
+  u32 h = (((a >> 23) - 112u) << 10) | ((a >> 13) & 0x3FFu);
+  const u32 rem = a & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return s | h;
+}
+
+// f16x2_rn packs f16(a) (low) and f16(b) (high).
+__device__ __forceinline__ u32 f16x2_rn(float a, float b) {
+#ifdef STRATA_EMU
+  return f16_rn_soft(a) | (f16_rn_soft(b) << 16);
+#else
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+  return r;
+#endif
+}
+
+__device__ __forceinline__ float f16_lo(u32 w) { return f16_to_f32(w & 0xFFFFu); }
+__device__ __forceinline__ float f16_hi(u32 w) { return f16_to_f32(w >> 16); }

@@ -1,5 +1,5 @@
 // ring.cuh: the copies behind the shared-memory rings of gemvp.cu,
-// gemvx.cu's gemvxp_body and moe.cu's moep_body: each thread copies
+// gemvh.cu, gemvx.cu's gemvxp_body and moe.cu's moep_body: each thread copies
 // 16-byte chunks of global memory into its own slots (cp.async, no register held while a copy is in flight) and later
 // reads only those slots, after waiting for its own older copy groups,
 // so no barrier orders a ring. The emulator copies at once.
@@ -29,3 +29,22 @@ __device__ __forceinline__ void ring_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 #endif
+
+// gemvp_cursor walks a persistent block's tasks in order (gemvp.cu,
+// gemvh.cu): unit i of the block (block b of group g's matrix), step of it. No divisions: the
+// cursors advance by additions (b by the grid, wrapping into g).
+struct gemvp_cursor {
+  int i, step, b, g;
+};
+
+__device__ __forceinline__ void gemvp_next(gemvp_cursor& c, int steps, int units) {
+  if (++c.step == steps) {
+    c.step = 0;
+    ++c.i;
+    c.b += gridDim.x;
+    while (c.b >= units) {
+      c.b -= units;
+      ++c.g;
+    }
+  }
+}
