@@ -451,6 +451,8 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("gemvh", []int{1}, func(on bool) { be.gemvh = on })
 	abAt("gemvh-s4", []int{1}, func(on bool) { be.gemvh, be.k.gemvhS = on, map[bool]int{true: 1}[on] })
 	abAt("gemvh-min128", []int{1}, func(on bool) { be.gemvh, be.gemvhMinTiles = on, map[bool]int{true: 128}[on] })
+	// gemvh with the L2 prefetches on: what gemvh reads from the L2.
+	abAt("gemvh-pf", []int{1, 8}, func(on bool) { be.gemvh, be.noPrefetch = on, !on })
 	abAt("gemmx-o1", gemmBatches, func(on bool) { be.k.useO1 = on })
 	// The crossover: run 8's FastGEMVMaxT (32) against run 9's (8).
 	abAt("gemv-to-32", []int{16, 32}, func(on bool) { be.k.gemvMaxT = map[bool]int{true: 32, false: FastGEMVMaxT}[on] })

@@ -43,16 +43,17 @@ func (k *Kernels) gemvhFits(w *Matrix) bool {
 
 // gemvhSplit is the split gemvh takes for G matrices of R rows of K
 // columns: the fewest warps a tile (1, 2, 4 or 8; at most the 128-column
-// blocks of a row) whose units (8/split tiles of 16 rows) fill the
-// persistent grid. It depends on the shape and the device alone, and so
-// does every sum.
+// blocks of a row) whose units (8/split tiles of 16 rows) fill 7/8 of the
+// persistent grid (run 17: wq_b's 256 units of split 1 on 264 blocks in
+// 10.8 us, its 512 of split 2 in 11.1). It depends on the shape and the
+// device alone, and so does every sum.
 func (k *Kernels) gemvhSplit(G, R, K int) (si int) {
 	tiles := (R + 15) / 16
 	grid := gemvpBlocksPerSM * max(k.sms, 1)
 	nkb := K / 128
 	for si = 0; si < 3; si++ {
 		sp := 1 << si
-		if 2*sp > nkb || G*tiles*sp/8 >= grid {
+		if 2*sp > nkb || 8*G*tiles*sp/8 >= 7*grid {
 			break
 		}
 	}

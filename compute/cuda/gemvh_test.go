@@ -12,13 +12,15 @@ import (
 )
 
 // gemvhCases: partial tiles of 16 rows, one to many 128-column blocks a
-// row (3: a split of 2 or more leaves warps without blocks), scale
-// blocks of 32 and 128 rows and of 128 and 256 columns.
+// row (3: a split of 2 or more leaves warps without blocks; 65: more than
+// 8 blocks a warp to stage), scale blocks of 16, 32 and 128 rows and of
+// 128 and 256 columns.
 var gemvhCases = []mmCase{
 	{compute.FP8, 37, 1024, 128, 128},
 	{compute.FP8, 300, 4096, 128, 128},
 	{compute.FP8, 70, 384, 32, 256},
 	{compute.FP8, 16, 128, 16, 128},
+	{compute.FP8, 16, 8320, 16, 128}, // 65 blocks: warp 0 stages two rounds of 8
 }
 
 func skipNoGEMVH(t *testing.T) {
@@ -195,4 +197,71 @@ func TestBackendGEMVH(t *testing.T) {
 		sameBitsNaN(t, "MatMuls, second", read(yb), runH(t, ms[1:], x, 0, -1, 0), -1)
 	}
 	be.gemvh, be.gemvhMinTiles = false, 0
+}
+
+// BenchmarkGEMVH times one token's FP8 products on the Flash model's
+// shapes through gemvp (the float32 GEMV, the default grid) and gemvh at
+// every split and both ring depths, graph replays of launches over >= 512
+// MB of copies (L2 does not serve them), and (-l2) of launches on one
+// copy (what the L2 serves); one line each: GEMVH shape kernel us GB/s,
+// the default split marked.
+func BenchmarkGEMVH(b *testing.B) {
+	for _, c := range []benchMatrix{
+		{compute.FP8, 32768, 1024}, {compute.FP8, 4096, 8192}, {compute.FP8, 4096, 4096}, {compute.FP8, 4096, 2048},
+		{compute.FP8, 1024, 4096}, {compute.FP8, 512, 4096},
+	} {
+		b.Run(c.String(), func(b *testing.B) {
+			k := device(b).Kernels()
+			if !k.gemvhFits(&Matrix{DType: compute.FP8, Rows: 16, Cols: 128, BlockRows: 128, BlockCols: 128}) {
+				b.Skip("cuda: no gemvh on this device")
+			}
+			m := c.make()
+			for b.Loop() {
+				benchDo(b, func(th *Thread) error {
+					ws, x, y, free, err := productOperands(th, m, 1)
+					if err != nil {
+						return err
+					}
+					defer free()
+					report := func(name string, call func(i int) error) error {
+						ms, err := timeGraph(th, 4*len(ws), 7, call)
+						if err != nil {
+							return err
+						}
+						fmt.Printf("GEMVH %v %s %.2f us %.0f GB/s\n", c, name, ms*1e3, float64(m.Bytes())/ms/1e6)
+						return nil
+					}
+					if err := report("gemvp", func(i int) error { return k.matMulGEMV(th, th.Stream(), y, x, 1, ws[i%len(ws)]) }); err != nil {
+						return err
+					}
+					// The same matrix every launch: what the L2 serves.
+					if err := report("gemvp-l2", func(int) error { return k.matMulGEMV(th, th.Stream(), y, x, 1, ws[0]) }); err != nil {
+						return err
+					}
+					def := k.gemvhSplit(1, c.rows, c.cols)
+					defer func(s int) { k.gemvhS = s }(k.gemvhS)
+					for ri, S := range gemvhStages {
+						k.gemvhS = ri
+						for si := range 4 {
+							mark := map[bool]string{true: "*"}[si == def]
+							if err := report(fmt.Sprintf("gemvh-s%d-p%d%s", S, 1<<si, mark), func(i int) error {
+								return k.gemvhAt(th, th.Stream(), y, 0, x, 0, ws[i%len(ws)], 1, 0, si, 0)
+							}); err != nil {
+								return err
+							}
+							if si != def {
+								continue
+							}
+							if err := report(fmt.Sprintf("gemvh-s%d-p%d-l2", S, 1<<si), func(int) error {
+								return k.gemvhAt(th, th.Stream(), y, 0, x, 0, ws[0], 1, 0, si, 0)
+							}); err != nil {
+								return err
+							}
+						}
+					}
+					return nil
+				})
+			}
+		})
+	}
 }

@@ -84,7 +84,6 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 	// The queries, q = wq_b·qr, per-head unweighted rms, RoPE: on laneQ
 	// beside the indexer's queries and top-k where the layer has an
 	// indexer (the longest chain), else on the main branch.
-	m.ahead(L, aheadOut) // returns to the main branch
 	if A.indexer != nil {
 		m.branch(laneQ)
 	}
@@ -99,6 +98,9 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 	}
 	m.join(laneQ)
 	m.join(laneKV)
+	// The output projections' weights into the cache while the attention
+	// runs (HBM idles there), after wq_b, which they would compete with.
+	m.ahead(L, aheadOut) // returns to the main branch
 
 	// Attention per token over the window and the compressed entries; then
 	// the window ring keeps each span's last `window` kv vectors.

@@ -20,7 +20,7 @@ import "github.com/strata-inference/strata/compute"
 // lanePrefetch loads each stretch's weights while the small ops before the
 // stretch leave the memory idle: the attention's input products at the
 // layer's start (under mHC pre and the norm), the output projections
-// after qr's norm (under the queries and the attention), the shared expert after wo_b (under
+// after wq_b (under the attention), the shared expert after wo_b (under
 // mHC and the routing). Neither changes a value: the ops and their inputs
 // are the same, only the schedule is.
 const (

@@ -14,7 +14,7 @@
 # the golden and invariance tests again with programmatic dependent launch,
 # STRATA_CUDA_PDL=PDLMODE: 1, or early for SetPDLEarly);
 # BenchmarkFlash (decode table, A/B lines, kernel breakdowns at
-# PROFILE batches, 8K prefill); the GEMV benchmarks (GEMV=1); gemmx
+# PROFILE batches, 8K prefill); the GEMV benchmarks (GEMV=1, GEMV_BENCH the -test.bench pattern); gemmx
 # against run 8's fast products (GEMMX=1); what an L2 prefetch buys a
 # product (PREFETCH=1); ncu on the T = 1 FP8 products (NCU=1) and on a
 # batch-1 step's kernels (NCU_FLASH=1, NCU_K); perplexity
@@ -66,7 +66,7 @@ echo "flash rc=$?" >> "$OUT/flash.log"
 
 if [ "${GEMV:-1}" = 1 ]; then
 	stage gemv
-	timeout $(left 15) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkGEMVVariants|BenchmarkGEMVGrouped' -test.benchtime 1x -test.timeout 300s \
+	timeout $(left 15) "$B/cuda.test" -test.run '^$' -test.bench "${GEMV_BENCH:-BenchmarkGEMVVariants|BenchmarkGEMVGrouped}" -test.benchtime 1x -test.timeout 300s \
 		> "$OUT/gemv.log" 2>&1
 	echo "gemv rc=$?" >> "$OUT/gemv.log"
 fi

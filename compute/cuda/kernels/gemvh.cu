@@ -124,32 +124,47 @@ __device__ __forceinline__ void gemvh_rows(float* __restrict__ y0, int ygs, cons
   PDL_WAIT_LATE();
 
   // stage_x scales and splits group gi's input into xs (the caller syncs):
-  // warp w the blocks w, w + 8, ..., lane l its columns 4l..4l+3.
+  // warp w the blocks w, w + 8, ..., lane l its columns 4l..4l+3. Eight
+  // blocks' loads go out before any is used (their latency once, not
+  // once a block).
   auto stage_x = [&](int gi) {
     const float* src = x0 + (long long)gi * xgs;
-    for (int kb = warp; kb < nkb; kb += 8) {
-      const float4 v = __ldg((const float4*)(src + (kb << 7)) + lane);
-      u32 m = max(max(__float_as_uint(v.x) & 0x7FFFFFFFu, __float_as_uint(v.y) & 0x7FFFFFFFu),
-                  max(__float_as_uint(v.z) & 0x7FFFFFFFu, __float_as_uint(v.w) & 0x7FFFFFFFu));
+    float4 zero;
+    zero.x = zero.y = zero.z = zero.w = 0.0f;
+    for (int k0 = warp; k0 < nkb; k0 += 64) {
+      float4 v[8];
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) m = max(m, (u32)__shfl_xor_sync(0xFFFFFFFFu, (int)m, o));
-      // 2^fe, fe = 14 - e (e: the binary exponent of the largest |x|;
-      // NaN and infinity give e = 128 and stay what they are), within
-      // [-126, 126]: exact scalings both ways.
-      const int fe = min(126, max(-126, 14 - ((int)(m >> 23) - 127)));
-      const float f = __uint_as_float((u32)(fe + 127) << 23);
-      const float a0 = __fmul_rn(v.x, f), a1 = __fmul_rn(v.y, f), a2 = __fmul_rn(v.z, f), a3 = __fmul_rn(v.w, f);
-      const u32 h0 = f16x2_rn(a0, a1), h1 = f16x2_rn(a2, a3);
-      const u32 l0 = f16x2_rn(__fsub_rn(a0, f16_lo(h0)), __fsub_rn(a1, f16_hi(h0)));
-      const u32 l1 = f16x2_rn(__fsub_rn(a2, f16_lo(h1)), __fsub_rn(a3, f16_hi(h1)));
-      // Lane l's 4 columns are half (l & 1) of unit l / 2.
-      u32* hp = (u32*)(xs + kb * 33 + (lane >> 1)) + 2 * (lane & 1);
-      u32* lp = hp + 17 * 4;
-      hp[0] = h0;
-      hp[1] = h1;
-      lp[0] = l0;
-      lp[1] = l1;
-      if (lane == 0) xsc[kb] = __uint_as_float((u32)(127 - fe) << 23);
+      for (int u = 0; u < 8; ++u) {
+        const int kb = k0 + 8 * u;
+        v[u] = kb < nkb ? __ldg((const float4*)(src + (kb << 7)) + lane) : zero;
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int kb = k0 + 8 * u;
+        if (kb >= nkb) break;  // the same for the whole warp
+        u32 m = max(max(__float_as_uint(v[u].x) & 0x7FFFFFFFu, __float_as_uint(v[u].y) & 0x7FFFFFFFu),
+                    max(__float_as_uint(v[u].z) & 0x7FFFFFFFu, __float_as_uint(v[u].w) & 0x7FFFFFFFu));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) m = max(m, (u32)__shfl_xor_sync(0xFFFFFFFFu, (int)m, o));
+        // 2^fe, fe = 14 - e (e: the binary exponent of the largest |x|;
+        // NaN and infinity give e = 128 and stay what they are), within
+        // [-126, 126]: exact scalings both ways.
+        const int fe = min(126, max(-126, 14 - ((int)(m >> 23) - 127)));
+        const float f = __uint_as_float((u32)(fe + 127) << 23);
+        const float a0 = __fmul_rn(v[u].x, f), a1 = __fmul_rn(v[u].y, f), a2 = __fmul_rn(v[u].z, f),
+                    a3 = __fmul_rn(v[u].w, f);
+        const u32 h0 = f16x2_rn(a0, a1), h1 = f16x2_rn(a2, a3);
+        const u32 l0 = f16x2_rn(__fsub_rn(a0, f16_lo(h0)), __fsub_rn(a1, f16_hi(h0)));
+        const u32 l1 = f16x2_rn(__fsub_rn(a2, f16_lo(h1)), __fsub_rn(a3, f16_hi(h1)));
+        // Lane l's 4 columns are half (l & 1) of unit l / 2.
+        u32* hp = (u32*)(xs + kb * 33 + (lane >> 1)) + 2 * (lane & 1);
+        u32* lp = hp + 17 * 4;
+        hp[0] = h0;
+        hp[1] = h1;
+        lp[0] = l0;
+        lp[1] = l1;
+        if (lane == 0) xsc[kb] = __uint_as_float((u32)(127 - fe) << 23);
+      }
     }
   };
   int staged = at.g;
