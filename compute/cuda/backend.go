@@ -169,7 +169,8 @@ type Backend struct {
 	// gemvh: Fast FP8 products of one token take gemvh (the float16
 	// tensor cores, other bits) instead of the float32 GEMV (gemvp,
 	// gemv2's bits). Off until measured faster: run 17's first version
-	// took a batch-1 step 9.7% longer (BenchmarkFlash's gemvh A/B).
+	// took a batch-1 step 10.8% longer, its second 1.7% (BenchmarkFlash's
+	// gemvh A/B).
 	gemvh bool
 	// gemvhMinTiles: one-token products of fewer tiles of 16 rows (all
 	// groups) take gemvp instead of gemvh (0: none; the gemvh-min128

@@ -53,7 +53,7 @@ func (k *Kernels) gemvhSplit(G, R, K int) (si int) {
 	nkb := K / 128
 	for si = 0; si < 3; si++ {
 		sp := 1 << si
-		if 2*sp > nkb || 8*G*tiles*sp/8 >= 7*grid {
+		if 2*sp > nkb || G*tiles*sp >= 7*grid { // units = G·tiles·sp/8 >= 7/8 of the grid
 			break
 		}
 	}
