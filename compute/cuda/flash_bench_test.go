@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/strata-inference/strata/cache"
 	"github.com/strata-inference/strata/compute"
@@ -264,6 +265,12 @@ func BenchmarkFlash(b *testing.B) {
 	}
 	for _, l := range hostLines {
 		fmt.Println(l)
+	}
+	// The logits' read-back at each batch: into Go (pageable) memory, as
+	// Forward reads them, against pinned memory (with and without the copy
+	// into the Go slice after it); medians of 21.
+	for _, B := range batches {
+		fmt.Println(flashReadLine(b, be, B, cfg.VocabSize))
 	}
 	be.SetGraphs(false)
 	sec, _ := decode(1, contexts[0], 6, false)
@@ -674,4 +681,56 @@ func argmax(v []float32) int {
 		}
 	}
 	return best
+}
+
+// flashReadLine times reading B rows of vocab float32 logits from the
+// device: the medians of 21 reads into a Go slice (Backend.Read), into
+// pinned memory, and into pinned memory then copied into the Go slice.
+func flashReadLine(b *testing.B, be *Backend, B, vocab int) string {
+	src, err := be.Alloc(compute.F32, B, vocab)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Free(src)
+	dst := make([]float32, B*vocab)
+	n := 4 * B * vocab
+	var pinned HostBuf
+	be.do(func(t *Thread) error { var err error; pinned, err = t.AllocHost(n); return err })
+	if be.err != nil {
+		b.Fatal(be.err)
+	}
+	defer be.do(func(t *Thread) error { return t.FreeHost(pinned) })
+	med := func(fn func()) float64 {
+		var v []float64
+		for range 21 {
+			t0 := time.Now()
+			fn()
+			v = append(v, time.Since(t0).Seconds())
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	goMem := med(func() {
+		if err := be.Read(dst, src); err != nil {
+			b.Fatal(err)
+		}
+	})
+	p := be.ptr(src)
+	pin := func(copyBack bool) func() {
+		return func() {
+			be.do(func(t *Thread) error {
+				if err := t.CopyFromDevice(pinned.Bytes(), p, t.Stream()); err != nil {
+					return err
+				}
+				return t.Sync(t.Stream())
+			})
+			if copyBack {
+				copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), n), pinned.Bytes())
+			}
+		}
+	}
+	pinOnly, pinCopy := med(pin(false)), med(pin(true))
+	gbs := func(s float64) float64 { return float64(n) / s / 1e9 }
+	return fmt.Sprintf("FLASH read | batch %d | %d KB | go memory %.1f us (%.1f GB/s) | pinned %.1f us (%.1f GB/s) | pinned + copy %.1f us |",
+		B, n>>10, 1e6*goMem, gbs(goMem), 1e6*pinOnly, gbs(pinOnly), 1e6*pinCopy)
 }

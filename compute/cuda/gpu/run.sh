@@ -97,9 +97,16 @@ if [ "${NCU_FLASH:-0}" = 1 ]; then
 	STRATA_FLASH_DIR=$CK STRATA_FLASH_MOE_MINPT=${NCU_MINPT:-0} STRATA_FLASH_MOEH=${NCU_MOEH:-0} STRATA_FLASH_BATCHES=${NCU_B:-1} STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
 		timeout $(left 15) "$NCUB" --clock-control none -k "regex:^(${NCU_K:-attn_logits|attn_values|attn_combine})" -c ${NCU_C:-12} \
 		--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis --section InstructionStats \
-		--metrics "$ST" "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
+		--metrics "$ST" ${NCU_SRC:+--section SourceCounters --import-source no -o /tmp/strata-ncu-flash -f} "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
 		> "$OUT/ncu-flash.log" 2>&1
 	echo "ncu-flash rc=$?" >> "$OUT/ncu-flash.log"
+	if [ -n "${NCU_SRC:-}" ]; then
+		# NCU_SRC=1: the report's pages read back, details and (SASS, per
+		# instruction: executions and stall samples) source, as CSV.
+		"$NCUB" -i /tmp/strata-ncu-flash.ncu-rep --page details >> "$OUT/ncu-flash.log" 2>&1
+		"$NCUB" -i /tmp/strata-ncu-flash.ncu-rep --page source --csv --print-source sass 2>&1 | gzip -c > "$OUT/ncu-src.csv.gz"
+		echo "ncu-src rc=$?" >> "$OUT/ncu-flash.log"
+	fi
 fi
 if [ "${NCU_T:-0}" = 1 ]; then
 	# Every kernel's duration (Nsight Compute, one metric, caches and
