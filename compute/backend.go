@@ -312,6 +312,17 @@ type FusedMixing interface {
 	HCPostPreNorm(h, y, postIn, combIn, x, post, comb Tensor, w *HC, p HCParams, norm Tensor, eps float32)
 }
 
+// HostMemory is optionally implemented by a backend whose Read is faster
+// into host memory of its own (a GPU's page-locked memory, which its copy
+// engine writes directly, where a Go slice is staged through a driver
+// buffer: run 18 on the H200 read a batch-1 step's 505 KB of logits in
+// 77 us into Go memory, 24 us into page-locked). HostFloats returns n
+// float32s of such memory, zeroed, or nil when the backend has none to
+// give. The memory stays valid until the backend's Close.
+type HostMemory interface {
+	HostFloats(n int) []float32
+}
+
 // Branches is optionally implemented by a backend that can run independent
 // ops at once (a GPU's streams). Branch(i), 1 ≤ i ≤ MaxBranches, queues the
 // ops that follow on branch i until the next Branch or Join: they start

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/strata-inference/strata/compute"
 )
@@ -14,6 +15,7 @@ import (
 var (
 	_ compute.Backend     = (*Backend)(nil)
 	_ compute.FusedMixing = (*Backend)(nil)
+	_ compute.HostMemory  = (*Backend)(nil)
 )
 
 // pdlDefault is SetPDL's default: off (run 6 measured PDL 2-4% slower
@@ -59,9 +61,13 @@ type Backend struct {
 	peak     int64
 	overflow []*buffer // scratch beyond the arena, freed at the next full reset
 
-	allocs  map[*buffer]struct{} // Alloc and Vector memory, freed at Close
-	mats    []*Matrix
-	moeTabs map[*compute.Matrix]*moeTables
+	allocs map[*buffer]struct{} // Alloc and Vector memory, freed at Close
+	// hostBufs: HostFloats' page-locked memory, freed at Close;
+	// noHostMem (STRATA_CUDA_PAGEABLE=1) turns HostFloats off.
+	hostBufs  []HostBuf
+	noHostMem bool
+	mats      []*Matrix
+	moeTabs   map[*compute.Matrix]*moeTables
 	// hcCnt: hc_post_pre's counters (HCPostPreNorm), freed at Close.
 	hcCnt Ptr
 	// groupTabs are GroupedMatMul's tables, by the group's first matrix.
@@ -301,6 +307,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 	b.rt = newRecorder(&b.rec)
 	b.rt.pdl = pdlDefault()
 	b.rt.pdlEarly = pdlEarlyDefault()
+	b.noHostMem = os.Getenv("STRATA_CUDA_PAGEABLE") == "1"
 	if os.Getenv("STRATA_CUDA_PDL") == "small" {
 		b.rt.pdlSmall = dev.Props().SMs
 	}
@@ -586,6 +593,10 @@ func (b *Backend) Close() error {
 		for buf := range b.allocs {
 			errs = append(errs, t.Free(buf.p))
 		}
+		for _, h := range b.hostBufs {
+			errs = append(errs, t.FreeHost(h))
+		}
+		b.hostBufs = nil
 		for _, m := range b.mats {
 			errs = append(errs, t.FreeMatrix(m))
 		}
@@ -660,6 +671,30 @@ func (b *Backend) Alloc(dt compute.DType, rows, cols int) (compute.Tensor, error
 	}
 	b.allocs[buf] = struct{}{}
 	return compute.Tensor{Buf: buf, DT: dt, Rows: rows, Cols: cols}, nil
+}
+
+// HostFloats implements compute.HostMemory: n float32s of page-locked
+// host memory (cuMemAllocHost), which Read fills by DMA at the copy
+// engine's rate instead of through the driver's staging buffer (run 18,
+// H200: 505 KB in 24 us against 77 us; 129 MB in 2.4 ms against 9.9).
+// It returns nil when the allocation fails or STRATA_CUDA_PAGEABLE=1.
+func (b *Backend) HostFloats(n int) []float32 {
+	if b.noHostMem || b.closed || n <= 0 {
+		return nil
+	}
+	var h HostBuf
+	err := b.dev.Do(b.ctx, func(t *Thread) error {
+		var err error
+		h, err = t.AllocHost(4 * n)
+		return err
+	})
+	if err != nil {
+		return nil
+	}
+	b.hostBufs = append(b.hostBufs, h)
+	bs := h.Bytes()
+	clear(bs)
+	return unsafe.Slice((*float32)(unsafe.Pointer(&bs[0])), n)
 }
 
 // Free implements compute.Memory.

@@ -304,3 +304,41 @@ func TestBackendInvariance(t *testing.T) {
 		t.Error("the prefix cache never hit")
 	}
 }
+
+// TestBackendHostFloats: HostFloats gives zeroed page-locked memory that
+// Read fills with the same values as a Go slice, and none when turned off.
+func TestBackendHostFloats(t *testing.T) {
+	be := newBackend(t, Strict)
+	const n = 3*4096 + 7
+	src := make([]float32, n)
+	for i := range src {
+		src[i] = float32(i)*0.25 - 1000
+	}
+	dev, err := be.Alloc(compute.F32, 1, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.Write(dev, src)
+	pinned := be.HostFloats(n)
+	if len(pinned) != n {
+		t.Fatalf("HostFloats(%d) gave %d floats", n, len(pinned))
+	}
+	for i, v := range pinned {
+		if v != 0 {
+			t.Fatalf("HostFloats: element %d is %g, want 0", i, v)
+		}
+	}
+	goMem := make([]float32, n)
+	for i, dst := range [][]float32{pinned, goMem} {
+		if err := be.Read(dst, dev); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(dst, src) {
+			t.Fatalf("Read into %s memory differs from what was written", []string{"page-locked", "Go"}[i])
+		}
+	}
+	be.noHostMem = true
+	if v := be.HostFloats(n); v != nil {
+		t.Fatalf("HostFloats with noHostMem gave %d floats", len(v))
+	}
+}

@@ -20,6 +20,8 @@ type passBufs struct {
 	rtab  []int32
 
 	logits []float32
+	// hostMem says logits is the backend's host memory (never shrunk).
+	hostMem bool
 	// boxed is logits[:boxedN] as an any, made again only when the
 	// length changes (Read takes an any, and boxing a slice allocates).
 	boxed  any
@@ -63,8 +65,8 @@ func (h *hostInts) upload(be compute.Backend, v []int32) compute.Tensor {
 // again.
 func (p *passBufs) readLogits(be compute.Backend, out compute.Tensor) ([]float32, error) {
 	n := out.Len()
-	if cap(p.logits) < n || (cap(p.logits) > 4*n && cap(p.logits) > 1<<20) {
-		p.logits = make([]float32, n)
+	if cap(p.logits) < n || (!p.hostMem && cap(p.logits) > 4*n && cap(p.logits) > 1<<20) {
+		p.logits, p.hostMem = hostFloats(be, p.logits, n)
 		p.boxed = nil
 	}
 	lg := p.logits[:n]
@@ -76,6 +78,25 @@ func (p *passBufs) readLogits(be compute.Backend, out compute.Tensor) ([]float32
 	}
 	return lg, nil
 }
+
+// hostFloats returns a logits buffer of at least n floats in place of
+// old: the backend's own host memory where it has it (compute.HostMemory:
+// reads into it are direct), else Go memory. The backend's memory lives
+// until the backend closes (a caller may still hold rows of old), so it
+// grows by doubling, never shrinks, and is not used past maxHostLogits.
+func hostFloats(be compute.Backend, old []float32, n int) (v []float32, backend bool) {
+	if hm, ok := be.(compute.HostMemory); ok && n <= maxHostLogits {
+		if v := hm.HostFloats(min(max(n, 2*cap(old)), maxHostLogits)); v != nil {
+			return v, true
+		}
+	}
+	return make([]float32, n), false
+}
+
+// maxHostLogits bounds the logits buffers taken from the backend's host
+// memory (256 MB: a decode step of 512 rows at the Flash vocabulary);
+// longer reads (prefill with every row's logits) go to Go memory.
+const maxHostLogits = 1 << 26
 
 // opArgs are the argument structs of the ops that take them by pointer,
 // reused call to call (a pointer passed through the Backend interface
