@@ -695,7 +695,11 @@ func flashReadLine(b *testing.B, be *Backend, B, vocab int) string {
 	dst := make([]float32, B*vocab)
 	n := 4 * B * vocab
 	var pinned HostBuf
-	be.do(func(t *Thread) error { var err error; pinned, err = t.AllocHost(n); return err })
+	be.do(func(t *Thread) error {
+		var err error
+		pinned, err = t.AllocHost(n)
+		return err
+	})
 	if be.err != nil {
 		b.Fatal(be.err)
 	}
