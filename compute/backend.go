@@ -252,6 +252,11 @@ type AttentionArgs struct {
 	Sink       Tensor // F32 [Heads]
 	Heads, Dim int
 	Scale      float32
+	// OutRoPE, when valid (F32 [nf]), turns each head's output back at its
+	// token's position: Out is then exactly what RoPE(Out as [T·Heads,
+	// Dim], sp.Pos, Heads, OutRoPE, true) makes of the attention's output
+	// (one op where a backend fuses the two).
+	OutRoPE Tensor
 }
 
 // Scoring is a router's scoring function.

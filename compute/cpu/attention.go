@@ -253,6 +253,9 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 	const minWork = 1 << 16 // multiply-adds per worker worth a wake-up
 	s.parallel(j, min(j.items, max(1, 2*keys*H*d/minWork)))
 	*j = attnJob{}
+	if a.OutRoPE.Valid() {
+		b.RoPE(a.Out.Reshape(T*H, d), sp.Pos, H, a.OutRoPE, true)
+	}
 }
 
 // attnJob is one SparseAttention call.

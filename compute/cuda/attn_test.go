@@ -21,6 +21,7 @@ type flashAttnCase struct {
 	ringBytes, compBytes      [][][]byte
 	sel                       []int32
 	cnt                       []int32
+	outRoPE                   []float32 // AttentionArgs.OutRoPE's inverse frequencies (nil: none)
 }
 
 func newFlashAttnCase(rng *rand.Rand, T, selK, rate, nComp int) *flashAttnCase {
@@ -174,6 +175,9 @@ func (c *flashAttnCase) run(t *testing.T, be *Backend) []float32 {
 	if c.sel != nil {
 		a.Sel, a.N = i32(c.sel, T, c.selK), i32(c.cnt, T, 1)
 	}
+	if c.outRoPE != nil {
+		a.OutRoPE = f32(c.outRoPE, 1, len(c.outRoPE))
+	}
 	be.SparseAttention(a, compute.Spans{Tab: i32(tab, T, 3), Pos: i32(pos, T, 1)})
 	got := make([]float32, T*H*d)
 	if err := be.Read(got, out); err != nil {
@@ -228,5 +232,63 @@ func TestBackendAttentionFlash(t *testing.T) {
 			}
 		}
 		fmt.Printf("ATTNFLASH %s: tiled = 4-head = 16-head kernels bit for bit, split and not; within 2e-5 of float64\n", name)
+	}
+}
+
+// TestBackendAttentionOutRoPE: with OutRoPE, SparseAttention's output is
+// its output without, each head's last 2·nf channels turned back at the
+// token's position (rope_heads' inverse turn): in attn_combine where the
+// launch splits, the same bits as rope_heads after it (attnRoPEApart) and
+// as the unsplit path's; and those values are the turn computed here.
+func TestBackendAttentionOutRoPE(t *testing.T) {
+	be := newBackend(t, Strict)
+	rng := rand.New(rand.NewPCG(5, 23))
+	for _, tc := range []struct{ T, selK, rate, nComp int }{{1, 48, 4, 60}, {3, 0, 16, 12}} {
+		name := fmt.Sprintf("T %d selK %d rate %d", tc.T, tc.selK, tc.rate)
+		c := newFlashAttnCase(rng, tc.T, tc.selK, tc.rate, tc.nComp)
+		plain := c.run(t, be)
+		nf := c.rope / 2
+		c.outRoPE = make([]float32, nf)
+		for i := range c.outRoPE {
+			c.outRoPE[i] = float32(math.Pow(10000, -2*float64(i)/float64(c.rope)))
+		}
+		fused := c.run(t, be)
+		be.attnRoPEApart = true
+		apart := c.run(t, be)
+		be.attnRoPEApart, be.attnNoSplit = false, true
+		unsplit := c.run(t, be)
+		be.attnNoSplit = false
+		inv := c.outRoPE
+		c.outRoPE = nil
+		for i := range fused {
+			if math.Float32bits(fused[i]) != math.Float32bits(apart[i]) || math.Float32bits(fused[i]) != math.Float32bits(unsplit[i]) {
+				t.Fatalf("%s: output %d: turned in attn_combine %g, by rope_heads after %g, unsplit %g", name, i, fused[i], apart[i], unsplit[i])
+			}
+		}
+		turned := 0
+		for r := range tc.T * c.H {
+			p := c.pos[r/c.H]
+			row := r * c.d
+			for i := range c.d {
+				want := float64(plain[row+i])
+				if k := i - (c.d - 2*nf); k >= 0 {
+					// The kernels' float32 angle, its cosine and sine in float64.
+					ang := float64(float32(p) * inv[k/2])
+					cs, sn := math.Cos(ang), -math.Sin(ang)
+					pair := row + c.d - 2*nf + k - k%2
+					a, b := float64(plain[pair]), float64(plain[pair+1])
+					if k%2 == 0 {
+						want = a*cs - b*sn
+					} else {
+						want = b*cs + a*sn
+					}
+					turned++
+				}
+				if e := math.Abs(float64(fused[row+i]) - want); !(e <= 1e-5*(math.Abs(want)+1e-3)) {
+					t.Fatalf("%s: row %d channel %d = %g, want %g (unturned %g)", name, r, i, fused[row+i], want, plain[row+i])
+				}
+			}
+		}
+		fmt.Printf("ATTNROPE %s: %d channels turned back in attn_combine, the same bits as rope_heads after and unsplit, within 1e-5 of float64\n", name, turned)
 	}
 }

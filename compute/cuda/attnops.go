@@ -237,6 +237,13 @@ func (b *Backend) attentionLaunches(a *compute.AttentionArgs, sp compute.Spans, 
 	if b.attnScalar {
 		vec = 0
 	}
+	// attn_combine turns the output back (OutRoPE) as it writes it; without
+	// it, rope_heads does after the last slice.
+	nf := a.OutRoPE.Len()
+	if 2*nf > d {
+		panic(fmt.Sprintf("cuda: SparseAttention turns %d channels of heads of %d", 2*nf, d))
+	}
+	combineTurns := split && nf <= opThreads && !b.attnRoPEApart
 	for t0 := 0; t0 < T; t0 += Tn {
 		n := min(Tn, T-t0)
 		ar := b.args().Ptr(b.ptr(lg)).Int(t0).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.KV))
@@ -256,8 +263,16 @@ func (b *Backend) attentionLaunches(a *compute.AttentionArgs, sp compute.Spans, 
 			ar = b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(po)).Ptr(b.ptr(pl)).Ptr(b.ptr(pm)).Int(S).Int(t0)
 			b.spanArgs(ar, sp).Ptr(pos).Int(a.WindowSize).Int(hasComp).Int(rate).Ptr(sel).Ptr(cnt).Ptr(sink).
 				Int(H).Int(d).Int(maxKeys)
+			if combineTurns {
+				ar.Ptr(b.ptr(a.OutRoPE)).Int(nf)
+			} else {
+				ar.Ptr(0).Int(0)
+			}
 			b.launch("attn_combine", Dim3{X: n, Y: H}, Dim3{X: opThreads}, 0, ar)
 		}
+	}
+	if nf > 0 && !combineTurns {
+		b.RoPE(a.Out.Reshape(T*H, d), sp.Pos, H, a.OutRoPE, true)
 	}
 }
 

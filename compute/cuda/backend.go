@@ -150,6 +150,10 @@ type Backend struct {
 	attnTiledOff bool
 	// attnTiledCalls counts the SparseAttention calls that took them (tests).
 	attnTiledCalls int
+	// attnRoPEApart: SparseAttention turns its output back (OutRoPE) with
+	// rope_heads after the attention instead of in attn_combine (tests,
+	// the attn-rope-apart A/B: the same bits).
+	attnRoPEApart bool
 	// attnNoSplit: every attention launch loops over a token's key chunks
 	// in one block (the path of large batches) instead of splitting them
 	// over blocks at small ones (tests: the same bits).

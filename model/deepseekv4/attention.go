@@ -80,6 +80,9 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 		KV: kvAttn, Window: st.kind(refs.window), WindowSize: cfg.Window,
 		Compressed: st.kind(refs.compressed), Rate: kind.Rate,
 		Sink: A.sink, Heads: H, Dim: d, Scale: float32(1 / math.Sqrt(float64(d))),
+		// The values' rotation at the query position undone on the way
+		// out (one op with the attention where the backend fuses them).
+		OutRoPE: inv,
 	}
 	// The queries, q = wq_b·qr, per-head unweighted rms, RoPE: on laneQ
 	// beside the indexer's queries and top-k where the layer has an
@@ -113,10 +116,8 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 	be.StoreRing(st.kind(refs.window), cfg.Window, kv, st.spans)
 	m.branch(0)
 
-	// Undo the values' rotation at the query position, then the grouped
-	// output projection: group g's heads through wo_a[g], all groups through wo_b.
-	Oh := args.Out.Reshape(T*H, d)
-	be.RoPE(Oh, pos, H, inv, true)
+	// The grouped output projection (of the output turned back, OutRoPE):
+	// group g's heads through wo_a[g], all groups through wo_b.
 	u := be.Scratch(compute.F32, T, cfg.OGroups*cfg.OLoraRank)
 	be.GroupedMatMul(u, args.Out, A.woA)
 	y := be.Scratch(compute.F32, T, D)

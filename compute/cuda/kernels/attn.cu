@@ -497,24 +497,40 @@ ATTN_ENTRIES(, 4)
 ATTN_ENTRIES(_h16, 16)
 
 // attn_combine: out of the split attn_values' chunk sums. Grid (tokens,
-// heads); S chunks a row of the partials.
+// heads); S chunks a row of the partials. With nf > 0 (at most MT) the
+// last 2·nf channels are then turned back at the token's position by
+// invFreq (AttentionArgs.OutRoPE): rope_heads' inverse turn of the same
+// values, so the same bits as the two kernels.
 extern "C" __global__ void __launch_bounds__(MT)
     attn_combine(float* out, const float* po, const float* pl, const float* pm, int S, int t0, const int* tab,
                  int nspans, const int* pos, int winSize, int hasComp, int rate, const int* sel, const int* cnt,
-                 const float* sink, int heads, int dim, int maxKeys) { PDL_WAIT();
-  const int tl = blockIdx.x, t = t0 + tl, h = blockIdx.y;
+                 const float* sink, int heads, int dim, int maxKeys, const float* invFreq, int nf) { PDL_WAIT();
+  __shared__ float tail[2 * MT];
+  const int tl = blockIdx.x, t = t0 + tl, h = blockIdx.y, tid = threadIdx.x, n0 = dim - 2 * nf;
   const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
   float* o = out + ((long long)t * heads + h) * dim;
   if (a.bad) {
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = __uint_as_float(QNAN_BITS);
+    for (int i = tid; i < dim; i += blockDim.x) o[i] = __uint_as_float(QNAN_BITS);
     return;
   }
+  // Pair tid's turn (rope_heads': one pair a thread), while the sums load.
+  float c = 0.0f, sn = 0.0f;
+  if (tid < nf) rope_cs(pos[t], invFreq[tid], true, &c, &sn);
   const int nchunks = (a.nk + ATT_KC - 1) / ATT_KC;
   const long long row = (long long)tl * heads + h;
   // The chunks in order (hc_seg_sum: 8 loads in flight at a time).
   const float den = hc_seg_sum(pl + row * S, nchunks, 1);
   const float d = __fadd_rn(exp_f(__fsub_rn(sink[h], pm[row])), den);
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = __fdiv_rn(hc_seg_sum(po + row * S * dim + i, nchunks, dim), d);
+  for (int i = tid; i < dim; i += blockDim.x) {
+    const float v = __fdiv_rn(hc_seg_sum(po + row * S * dim + i, nchunks, dim), d);
+    if (i >= n0)
+      tail[i - n0] = v;
+    else
+      o[i] = v;
+  }
+  if (nf == 0) return;
+  __syncthreads();
+  if (tid < nf) rope_turn(tail[2 * tid], tail[2 * tid + 1], c, sn, &o[n0 + 2 * tid], &o[n0 + 2 * tid + 1]);
 }
 
 // ---- attention tiled over the heads' shared keys (attn_qk, attn_pv) ----
