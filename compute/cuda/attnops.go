@@ -264,6 +264,7 @@ func (b *Backend) attentionLaunches(a *compute.AttentionArgs, sp compute.Spans, 
 			b.spanArgs(ar, sp).Ptr(pos).Int(a.WindowSize).Int(hasComp).Int(rate).Ptr(sel).Ptr(cnt).Ptr(sink).
 				Int(H).Int(d).Int(maxKeys)
 			if combineTurns {
+				b.attnTurnLaunches++
 				ar.Ptr(b.ptr(a.OutRoPE)).Int(nf)
 			} else {
 				ar.Ptr(0).Int(0)

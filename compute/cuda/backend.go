@@ -109,6 +109,10 @@ type Backend struct {
 	// moe_sort instead of moe_route_sort (the same results; the
 	// route-sort-off A/B).
 	routeSortOff bool
+	// hcLate: hc_post_pre launches as other kernels do instead of early
+	// (LaunchEarly: its mix weights in flight while the kernel before it
+	// finishes; the hc-late A/B, the same bits).
+	hcLate bool
 	// hcFusedLaunches counts hc_post_pre's launches (tests).
 	hcFusedLaunches int
 	// moeSXP: FP4 and FP8 tiles of 1 and 2 pairs take moe.cu's _sxp
@@ -150,10 +154,17 @@ type Backend struct {
 	attnTiledOff bool
 	// attnTiledCalls counts the SparseAttention calls that took them (tests).
 	attnTiledCalls int
+	// normMatOff: MatMulNorm runs RMSNorm and MatMul as two launches
+	// instead of gemvp's normalizing entry (tests, the norm-mat-off A/B:
+	// the same bits); normMatLaunches counts the fused ones (tests).
+	normMatOff      bool
+	normMatLaunches int
 	// attnRoPEApart: SparseAttention turns its output back (OutRoPE) with
 	// rope_heads after the attention instead of in attn_combine (tests,
 	// the attn-rope-apart A/B: the same bits).
 	attnRoPEApart bool
+	// attnTurnLaunches counts the attn_combine launches that turned (tests).
+	attnTurnLaunches int
 	// attnNoSplit: every attention launch loops over a token's key chunks
 	// in one block (the path of large batches) instead of splitting them
 	// over blocks at small ones (tests: the same bits).

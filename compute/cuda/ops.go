@@ -366,6 +366,33 @@ func (b *Backend) RMSNorm(y, x, w compute.Tensor, eps float32) {
 	b.fail(b.k.RMSNorm(b.rt, 0, b.ptr(y), b.ptr(x), b.ptr(w), x.Rows, x.Cols, eps))
 }
 
+// MatMulNorm implements compute.NormedLinear: where MatMul would take
+// gemvp (one token, FP8) its normalizing entry, which normalizes x in
+// each block's staging with rmsnorm's bits (rows of up to gemvpNormMax),
+// unless Backend.normMatOff; else RMSNorm into scratch and MatMul.
+func (b *Backend) MatMulNorm(y, x, norm compute.Tensor, eps float32, w *compute.Matrix) {
+	if x.Cols != w.Cols || y.Cols != w.Rows || y.Rows != x.Rows {
+		panic(fmt.Sprintf("cuda: MatMulNorm of x %d×%d by W %d×%d into y %d×%d", x.Rows, x.Cols, w.Rows, w.Cols, y.Rows, y.Cols))
+	}
+	if norm.Valid() && norm.Len() != x.Cols {
+		panic(fmt.Sprintf("cuda: MatMulNorm weight of %d for rows of %d", norm.Len(), x.Cols))
+	}
+	m := b.mustMat(w)
+	if !b.normMatOff && !b.useGEMVX(m, x.Rows, b.mode) {
+		ok, err := b.k.matMulGEMVPNorm(b.rt, 0, b.ptr(y), b.ptr(x), x.Rows, m, b.ptr(norm), eps)
+		if ok || err != nil {
+			b.normMatLaunches++
+			b.fail(err)
+			return
+		}
+	}
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	xn := b.Scratch(compute.F32, x.Rows, x.Cols)
+	b.RMSNorm(xn, x, norm, eps)
+	b.MatMul(y, xn, w)
+}
+
 // rmsRegs is rows.cu's RMS_REGS: rmsnorm_rope's rows are at most
 // rmsRegs·opThreads wide.
 const rmsRegs = 16
@@ -592,10 +619,21 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	defer b.ResetScratch(mark)
 	part := b.Scratch(compute.F32, T*S, nMix+1)
 	b.hcFusedLaunches++
-	b.launch("hc_post_pre", Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
-		b.args().Ptr(b.ptr(h)).Ptr(yp).Ptr(pip).Ptr(cip).Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).
-			Ptr(b.ptr(part)).Ptr(cnt).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).
-			Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps))
+	a := b.args().Ptr(b.ptr(h)).Ptr(yp).Ptr(pip).Ptr(cip).Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).
+		Ptr(b.ptr(part)).Ptr(cnt).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).
+		Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps)
+	f := b.k.fns["hc_post_pre"]
+	if f == 0 {
+		b.fail(fmt.Errorf("cuda: kernel hc_post_pre unavailable: %v", b.k.unavailable))
+		return
+	}
+	// Its mix weights' loads come before its wait (hc_fn_load): it may
+	// start early, as the weight products do (SetPDLEarly), unless hcLate.
+	if b.hcLate {
+		b.fail(b.rt.Launch(f, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0, 0, a))
+		return
+	}
+	b.fail(b.rt.LaunchEarly(f, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0, 0, a))
 }
 
 // hcCounters returns hc_post_pre's counters (hcFusedMaxT uint32s, zero

@@ -165,20 +165,34 @@ __device__ __forceinline__ bool hc_seg_elem(int tid, int s, int w, int hc, int D
   return valid;
 }
 
+// hc_fn_load loads rows [r0, r0 + HC_MIX_ROWS) of fn's element k (zeros
+// past nMix or where not valid).
+__device__ __forceinline__ void hc_fn_load(float (&f)[HC_MIX_ROWS], const float* __restrict__ fn, int r0, int nMix,
+                                           int n, long long k, bool valid) {
+#pragma unroll
+  for (int i = 0; i < HC_MIX_ROWS; ++i) f[i] = valid && r0 + i < nMix ? __ldg(fn + (long long)(r0 + i) * n + k) : 0.0f;
+}
+
 // hc_mix_sums writes one block's partial sums of the mix products: thread
 // tid holds element k (flat index j·D + i) of value v when valid; fn has
-// nMix rows of n. part points at the block's nMix + 1 floats (the squares
-// last). Every thread of the block calls it.
+// nMix rows of n, the first HC_MIX_ROWS of them already in f0 (hc_fn_load)
+// when f0 is given. part points at the block's nMix + 1 floats (the
+// squares last). Every thread of the block calls it.
 __device__ __forceinline__ void hc_mix_sums(float* __restrict__ part, float v, bool valid, long long k,
-                                            const float* __restrict__ fn, int nMix, int n, float (*red)[HC_MIX_MAX + 1]) {
+                                            const float* __restrict__ fn, int nMix, int n, float (*red)[HC_MIX_MAX + 1],
+                                            const float (*f0)[HC_MIX_ROWS] = nullptr) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   float ss = valid ? __fmaf_rn(v, v, 0.0f) : 0.0f;
   ss = warp_sum(ss);
   if (lane == 0) red[warp][nMix] = ss;
   for (int r0 = 0; r0 < nMix; r0 += HC_MIX_ROWS) {
     float f[HC_MIX_ROWS];
+    if (f0 && r0 == 0) {
 #pragma unroll
-    for (int i = 0; i < HC_MIX_ROWS; ++i) f[i] = valid && r0 + i < nMix ? __ldg(fn + (long long)(r0 + i) * n + k) : 0.0f;
+      for (int i = 0; i < HC_MIX_ROWS; ++i) f[i] = (*f0)[i];
+    } else {
+      hc_fn_load(f, fn, r0, nMix, n, k, valid);
+    }
 #pragma unroll
     for (int i = 0; i < HC_MIX_ROWS; ++i) {
       const float a = warp_sum(__fmaf_rn(f[i], v, 0.0f));
@@ -447,7 +461,7 @@ extern "C" __global__ void __launch_bounds__(MT)
                 const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
                 float* part, unsigned* cnt, const float* __restrict__ fn, const float* __restrict__ base,
                 const float* __restrict__ scale, const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                float eps, int iters, float rmsEps) { PDL_WAIT();
+                float eps, int iters, float rmsEps) { PDL_OPEN_EARLY();
   __shared__ float red[MT / 32][HC_MIX_MAX + 1];
   __shared__ float mix[HC_MIX_MAX];
   __shared__ float pre[HC_MAX];
@@ -460,6 +474,11 @@ extern "C" __global__ void __launch_bounds__(MT)
   float* ht = h + (long long)t * hc * D;
   int j, i;
   const bool valid = hc_seg_elem(tid, s, w, hc, D, &j, &i);
+  // This thread's mix weights (immutable) before the wait: in flight while
+  // the kernel before this one finishes, when launched early (PDL).
+  float f0[HC_MIX_ROWS];
+  hc_fn_load(f0, fn, 0, nMix, hc * D, (long long)j * D + i, valid);
+  PDL_WAIT_LATE();
   float v = 0.0f;
   if (y) {
     float old[HC_FUSED];
@@ -479,7 +498,8 @@ extern "C" __global__ void __launch_bounds__(MT)
     v = ht[(long long)j * D + i];
   }
   const int np = S * (nMix + 1);
-  hc_mix_sums(part + (long long)t * np + (long long)s * (nMix + 1), v, valid, (long long)j * D + i, fn, nMix, hc * D, red);
+  hc_mix_sums(part + (long long)t * np + (long long)s * (nMix + 1), v, valid, (long long)j * D + i, fn, nMix, hc * D, red,
+              &f0);
   // Every thread's h' and partial sums before the counter (threadfence
   // reduction).
   __threadfence();
