@@ -307,14 +307,6 @@ type NormedRoPE interface {
 	RMSNormRoPE(x, w Tensor, eps float32, pos Tensor, heads int, invFreq Tensor)
 }
 
-// NormedLinear is optionally implemented by a backend that can normalize
-// a product's input as it reads it: MatMulNorm computes exactly
-// RMSNorm(x', x, norm, eps) followed by MatMul(y, x', w), the same bits,
-// and leaves x as it was. A model calls it only when its backend has it.
-type NormedLinear interface {
-	MatMulNorm(y, x, norm Tensor, eps float32, w *Matrix)
-}
-
 // FusedMixing is optionally implemented by a backend that can write one
 // mHC site's output back and start the next site in one pass:
 // HCPostPreNorm computes exactly HCPost(h, y, postIn, combIn, p) (left

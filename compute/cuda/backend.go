@@ -154,11 +154,6 @@ type Backend struct {
 	attnTiledOff bool
 	// attnTiledCalls counts the SparseAttention calls that took them (tests).
 	attnTiledCalls int
-	// normMatOff: MatMulNorm runs RMSNorm and MatMul as two launches
-	// instead of gemvp's normalizing entry (tests, the norm-mat-off A/B:
-	// the same bits); normMatLaunches counts the fused ones (tests).
-	normMatOff      bool
-	normMatLaunches int
 	// attnRoPEApart: SparseAttention turns its output back (OutRoPE) with
 	// rope_heads after the attention instead of in attn_combine (tests,
 	// the attn-rope-apart A/B: the same bits).

@@ -431,7 +431,6 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("norm-rope-off", []int{1, 8, 64}, func(on bool) { be.normRoPEOff = on })
 	abAt("hc-fused-off", []int{1, 8, 64}, func(on bool) { be.hcFusedOff = on })
 	abAt("attn-rope-apart", []int{1, 8}, func(on bool) { be.attnRoPEApart = on })
-	abAt("norm-mat-off", []int{1}, func(on bool) { be.normMatOff = on })
 	abAt("hc-late", []int{1, 8}, func(on bool) { be.hcLate = on })
 	abAt("route-sort-off", []int{1}, func(on bool) { be.routeSortOff = on })
 	abAt("route-r8", []int{1, 8, 64}, func(on bool) { be.routeR8 = on })

@@ -88,30 +88,6 @@ func (k *Kernels) matMulGEMVP(t *Thread, s Stream, y, x Ptr, T int, w *Matrix) (
 	return true, k.gemvpAt(t, s, y, 0, x, 0, w, 1, 0, ui, si, rowsPerBlock, 0)
 }
 
-// gemvpNormMax is the widest row gemvp's normalizing entries take
-// (RMS_REGS · 256: rmsnorm's register path, whose order they follow).
-const gemvpNormMax = 16 * 256
-
-// matMulGEMVPNorm is matMulGEMVP of RMSNorm(x, norm, eps) (norm 0: no
-// weight), normalized in each block's staging with rmsnorm's bits; it
-// reports false where matMulGEMVP would, or the row is wider than
-// gemvpNormMax.
-func (k *Kernels) matMulGEMVPNorm(t *Thread, s Stream, y, x Ptr, T int, w *Matrix, norm Ptr, eps float32) (bool, error) {
-	ui := k.gemvpIndex()
-	if _, _, ok := gemvpShifts(T, w); ui < 0 || !ok || w.Cols > gemvpNormMax {
-		return false, nil
-	}
-	si, rowsPerBlock := gemv2Split(w.Rows, int(w.rowBytes()/16))
-	rs, cs, _ := gemvpShifts(1, w)
-	f, units := k.gemvpN[ui][si], (w.Rows+rowsPerBlock-1)/rowsPerBlock
-	if f == 0 {
-		return false, nil
-	}
-	a := t.Args().Ptr(y).Ptr(x).Ptr(w.Data).Ptr(w.Scale).Int(units).Int(w.Rows).Int(w.Cols).Int(rs).Int(cs).
-		Int(w.scaleCols()).Ptr(norm).F32(eps)
-	return true, t.LaunchEarly(f, Dim3{X: k.gemvpGrid(units)}, Dim3{X: 256}, gemvpShared(ui, w.Cols), s, a)
-}
-
 // groupedGEMVP is groupedGEMVStrided for one token through gemvp's
 // grouped entries, at the split groupedGEMVStrided takes (its bits); it
 // reports false when gemvp does not take the product.

@@ -67,9 +67,6 @@ type Kernels struct {
 	// steps). The same bits either way.
 	gemvp, gemvpG [2][4]Func
 	gemvpV        int
-	// gemvpN are gemvp's normalizing entries (gemvp.cu's NORM: RMSNorm of
-	// x in the staging, MatMulNorm), as gemvp.
-	gemvpN [2][4]Func
 	// gemvh are gemvh.cu's entries, [ring depth (gemvhStages)][split 1,
 	// 2, 4, 8], and gemvhG their grouped forms: the Fast FP8 products of
 	// one token on the float16 tensor cores; gemvhS selects the depth
@@ -283,7 +280,7 @@ func loadKernels(t *Thread, units []built, tensorCores bool, sms int, keepGoing 
 			for _, e := range []struct {
 				f    *Func
 				name string
-			}{{&k.gemvp[ri][si], r.name(sp)}, {&k.gemvpG[ri][si], r.name(sp) + "_g"}, {&k.gemvpN[ri][si], r.name(sp) + "_n"}} {
+			}{{&k.gemvp[ri][si], r.name(sp)}, {&k.gemvpG[ri][si], r.name(sp) + "_g"}} {
 				fn(e.f, e.name)
 				if *e.f != 0 {
 					if err := t.SetMaxDynamicShared(*e.f, gemvpMaxShared); err != nil {

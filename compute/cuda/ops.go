@@ -366,33 +366,6 @@ func (b *Backend) RMSNorm(y, x, w compute.Tensor, eps float32) {
 	b.fail(b.k.RMSNorm(b.rt, 0, b.ptr(y), b.ptr(x), b.ptr(w), x.Rows, x.Cols, eps))
 }
 
-// MatMulNorm implements compute.NormedLinear: where MatMul would take
-// gemvp (one token, FP8) its normalizing entry, which normalizes x in
-// each block's staging with rmsnorm's bits (rows of up to gemvpNormMax),
-// unless Backend.normMatOff; else RMSNorm into scratch and MatMul.
-func (b *Backend) MatMulNorm(y, x, norm compute.Tensor, eps float32, w *compute.Matrix) {
-	if x.Cols != w.Cols || y.Cols != w.Rows || y.Rows != x.Rows {
-		panic(fmt.Sprintf("cuda: MatMulNorm of x %d×%d by W %d×%d into y %d×%d", x.Rows, x.Cols, w.Rows, w.Cols, y.Rows, y.Cols))
-	}
-	if norm.Valid() && norm.Len() != x.Cols {
-		panic(fmt.Sprintf("cuda: MatMulNorm weight of %d for rows of %d", norm.Len(), x.Cols))
-	}
-	m := b.mustMat(w)
-	if !b.normMatOff && !b.useGEMVX(m, x.Rows, b.mode) {
-		ok, err := b.k.matMulGEMVPNorm(b.rt, 0, b.ptr(y), b.ptr(x), x.Rows, m, b.ptr(norm), eps)
-		if ok || err != nil {
-			b.normMatLaunches++
-			b.fail(err)
-			return
-		}
-	}
-	mark := b.ScratchMark()
-	defer b.ResetScratch(mark)
-	xn := b.Scratch(compute.F32, x.Rows, x.Cols)
-	b.RMSNorm(xn, x, norm, eps)
-	b.MatMul(y, xn, w)
-}
-
 // rmsRegs is rows.cu's RMS_REGS: rmsnorm_rope's rows are at most
 // rmsRegs·opThreads wide.
 const rmsRegs = 16

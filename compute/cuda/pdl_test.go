@@ -20,7 +20,7 @@ func TestKernelsOpenWithPDLWait(t *testing.T) {
 		t.Fatalf("no kernel sources: %v", err)
 	}
 	body := regexp.MustCompile(`^\s*(\\\s*)?PDL_WAIT\(\);`)
-	early := regexp.MustCompile(`^\s*(\\\s*)?PDL_OPEN_EARLY\(\);[\s\\]*(const int g = blockIdx\.y;[\s\\]*)?(gemv2_body|gemvm_body|gemv_rows|gemvp_rows|gemvh_rows|gemvxp_body)<`)
+	early := regexp.MustCompile(`^\s*(\\\s*)?PDL_OPEN_EARLY\(\);[\s\\]*(const int g = blockIdx\.y;[\s\\]*)?(gemv2_body|gemvm_body|gemv_rows|gemvp_rows|gemvh_rows|gemvxp_body)<|^\s*PDL_OPEN_EARLY\(\);\s*hc_post_pre_body\(`)
 	common, err := kernelFS.ReadFile("kernels/gemv_common.cuh")
 	if err != nil {
 		t.Fatal(err)
@@ -29,14 +29,17 @@ func TestKernelsOpenWithPDLWait(t *testing.T) {
 	if w, l := strings.Index(rows, "PDL_WAIT_LATE();"), strings.Index(rows, "x + (long long)"); w < 0 || l < 0 || w > l {
 		t.Error("gemv_rows does not wait (PDL_WAIT_LATE) before it reads its activations")
 	}
-	for _, f := range [][2]string{{"gemvp.cu", "gemvp_rows"}, {"gemvh.cu", "gemvh_rows"}, {"gemvx.cu", "gemvxp_body"}} {
+	// Each early body's first read of what a launch before it writes: the
+	// products' activations, hc_post_pre's streams.
+	for _, f := range [][3]string{{"gemvp.cu", "gemvp_rows", "x0 + (long long)"}, {"gemvh.cu", "gemvh_rows", "x0 + (long long)"},
+		{"gemvx.cu", "gemvxp_body", "x0 + (long long)"}, {"model.cu", "hc_post_pre_body", "ht["}} {
 		src, err := kernelFS.ReadFile("kernels/" + f[0])
 		if err != nil {
 			t.Fatal(err)
 		}
 		body := string(src)[strings.Index(string(src), "__device__ __forceinline__ void "+f[1]+"("):]
-		if w, l := strings.Index(body, "PDL_WAIT_LATE();"), strings.Index(body, "x0 + (long long)"); w < 0 || l < 0 || w > l {
-			t.Errorf("%s does not wait (PDL_WAIT_LATE) before it reads its activations", f[1])
+		if w, l := strings.Index(body, "PDL_WAIT_LATE();"), strings.Index(body, f[2]); w < 0 || l < 0 || w > l {
+			t.Errorf("%s does not wait (PDL_WAIT_LATE) before it reads what launches before it write", f[1])
 		}
 	}
 	total := 0

@@ -69,15 +69,12 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 		m.compress(ia, iz, &A.indexer.comp, cfg.IndexHeadDim, true, kind.Rate, st.kind(refs.indexer), st.kind(refs.idxComp), st)
 	}
 
-	// qr = RMSNorm(wq_a·x), which the queries and the indexer read (each
-	// product normalizing it as it reads it where the backend can: qProduct).
+	// qr = RMSNorm(wq_a·x), which the queries and the indexer read.
 	m.branch(0)
 	if split {
 		be.MatMul(qr, x, A.wqA)
 	}
-	if m.nl == nil {
-		be.RMSNorm(qr, qr, A.qNorm, eps)
-	}
+	be.RMSNorm(qr, qr, A.qNorm, eps)
 	args := &m.args.attn
 	*args = compute.AttentionArgs{
 		KV: kvAttn, Window: st.kind(refs.window), WindowSize: cfg.Window,
@@ -94,13 +91,13 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 		m.branch(laneQ)
 	}
 	Q := be.Scratch(compute.F32, T, H*d)
-	m.qProduct(Q, qr, A, A.wqB)
+	be.MatMul(Q, qr, A.wqB)
 	Qh := Q.Reshape(T*H, d)
 	m.normRoPE(Qh, compute.Tensor{}, eps, pos, H, inv)
 	// The indexer's choice of compressed entries, once its keys are in.
 	if A.indexer != nil {
 		m.branch(0)
-		args.Sel, args.N = m.indexerSelect(A, kind.Rate, st.kind(refs.indexer), wt, qr, st)
+		args.Sel, args.N = m.indexerSelect(A.indexer, kind.Rate, st.kind(refs.indexer), wt, qr, st)
 	}
 	m.join(laneQ)
 	m.join(laneKV)
@@ -140,27 +137,16 @@ func (m *Model) normRoPE(x, w compute.Tensor, eps float32, pos compute.Tensor, h
 	m.be.RoPE(x, pos, heads, invFreq, false)
 }
 
-// qProduct computes y = w·RMSNorm(qr) with A's q_norm: qr is wq_a·x,
-// normalized by the product as it reads it where the backend can
-// (NormedLinear), else already normalized in place.
-func (m *Model) qProduct(y, qr compute.Tensor, A *rAttention, w *compute.Matrix) {
-	if m.nl != nil {
-		m.nl.MatMulNorm(y, qr, A.qNorm, float32(m.Cfg.RMSEps), w)
-		return
-	}
-	m.be.MatMul(y, qr, w)
-}
-
-// indexerSelect runs the lightning indexer of A (a CSA layer's) and
-// returns, per token of the batch, the compressed entries its attention
-// uses (Sel, and their count N): all entries closed at or before the token
-// when there are at most index_topk of them, else the index_topk best by
-// score. wt is weights_proj·x; qr as qProduct's.
-func (m *Model) indexerSelect(A *rAttention, rate int, keys compute.Paged, wt, qr compute.Tensor, st *step) (sel, n compute.Tensor) {
-	be, cfg, Ix := m.be, m.Cfg, A.indexer
+// indexerSelect runs the lightning indexer of a CSA layer and returns, per
+// token of the batch, the compressed entries its attention uses (Sel, and
+// their count N): all entries closed at or before the token when there are
+// at most index_topk of them, else the index_topk best by score. wt is
+// weights_proj·x.
+func (m *Model) indexerSelect(Ix *rIndexer, rate int, keys compute.Paged, wt, qr compute.Tensor, st *step) (sel, n compute.Tensor) {
+	be, cfg := m.be, m.Cfg
 	T, nI, dI := st.T, cfg.IndexHeads, cfg.IndexHeadDim
 	qI := be.Scratch(compute.F32, T, nI*dI)
-	m.qProduct(qI, qr, A, Ix.wqB)
+	be.MatMul(qI, qr, Ix.wqB)
 	be.RoPE(qI.Reshape(T*nI, dI), st.spans.Pos, nI, m.rope.compress, false)
 	m.join(laneIndexer) // the keys
 	sel = be.Scratch(compute.I32, T, cfg.IndexTopK)

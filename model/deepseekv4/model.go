@@ -42,10 +42,7 @@ type Model struct {
 	sub compute.Submitter
 	// fm is be's optional fused mHC (HCPostPreNorm): each site's pre
 	// starts as the site before it writes its output back.
-	fm compute.FusedMixing
-	// nl is be's optional MatMulNorm: the queries' products normalize qr
-	// as they read it (qProduct).
-	nl     compute.NormedLinear
+	fm     compute.FusedMixing
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
 	hcp    compute.HCParams
@@ -317,5 +314,4 @@ func (m *Model) findOps() {
 	m.nr, _ = m.be.(compute.NormedRoPE)
 	m.sub, _ = m.be.(compute.Submitter)
 	m.fm, _ = m.be.(compute.FusedMixing)
-	m.nl, _ = m.be.(compute.NormedLinear)
 }

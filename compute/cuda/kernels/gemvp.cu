@@ -47,18 +47,11 @@
 // scale block's rows and of its columns in chunks (the host takes gemvp
 // only when both are powers of two); a matrix of another format ignores
 // them.
-//
-// With NORM (one matrix, K <= RMS_REGS·256) the staged x is first
-// normalized as rmsnorm(x, normW, normEps) normalizes it: every block
-// computes the row's factor from its own copy, thread tid's elements tid +
-// m·256 and block_sum (rms_factor: rmsnorm's order), so y has the bits of
-// rmsnorm's launch followed by this product's.
-template <int FMT, int SPLIT, int U, int S, bool NORM>
+template <int FMT, int SPLIT, int U, int S>
 __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, const float* __restrict__ x0, int xgs,
                                            const u8* __restrict__ w0, const u8* __restrict__ s0,
                                            const u64* __restrict__ tab, int units, int groups, int rows, int K,
-                                           int rs, int cs, int scaleCols, const float* __restrict__ normW,
-                                           float normEps) {
+                                           int rs, int cs, int scaleCols) {
   typedef gemv_fmt<FMT> F;
   enum { XP = (F::PER / 4) % 2 == 0 ? F::PER + 4 : F::PER };
   const int R = GEMVP_ROWS, G = 8 / SPLIT, NT = 256;
@@ -129,25 +122,6 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
   int staged = at.g;
   if (mine > 0) stage_x(staged);
   __syncthreads();
-  if (NORM && mine > 0) {  // the same for every thread of the block
-    __shared__ float nbuf[32];
-    float v[RMS_REGS];
-#pragma unroll
-    for (int m = 0; m < RMS_REGS; ++m) {
-      const int col = tid + m * NT, c = col / F::PER;
-      v[m] = col < K ? xs[c * XP + (col - c * F::PER)] : 0.0f;
-    }
-    const float r = rms_factor(v, K, normEps, nbuf);
-#pragma unroll
-    for (int m = 0; m < RMS_REGS; ++m) {
-      const int col = tid + m * NT, c = col / F::PER;
-      if (col < K) {
-        const float u = __fmul_rn(v[m], r);
-        xs[c * XP + (col - c * F::PER)] = normW ? __fmul_rn(__ldg(normW + col), u) : u;
-      }
-    }
-    __syncthreads();
-  }
 
   float acc[R];
   const u8* srow[R];
@@ -252,22 +226,14 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
                                   const u8* __restrict__ sc, int units, int rows, int K, int rs, int cs,           \
                                   int scaleCols) {                                                                 \
     PDL_OPEN_EARLY();                                                                                              \
-    gemvp_rows<FMT, SPLIT, U, S, false>(y, 0, x, 0, w, sc, 0, units, 1, rows, K, rs, cs, scaleCols, nullptr, 0.0f); \
-  }                                                                                                                \
-  extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
-      gemvp_##F##_u##U##s##S##_s##SPLIT##_n(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w, \
-                                  const u8* __restrict__ sc, int units, int rows, int K, int rs, int cs,           \
-                                  int scaleCols, const float* __restrict__ normW, float normEps) {                 \
-    PDL_OPEN_EARLY();                                                                                              \
-    gemvp_rows<FMT, SPLIT, U, S, true>(y, 0, x, 0, w, sc, 0, units, 1, rows, K, rs, cs, scaleCols, normW, normEps); \
+    gemvp_rows<FMT, SPLIT, U, S>(y, 0, x, 0, w, sc, 0, units, 1, rows, K, rs, cs, scaleCols);                      \
   }                                                                                                                \
   extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
       gemvp_##F##_u##U##s##S##_s##SPLIT##_g(float* __restrict__ y, int ygs, const float* __restrict__ x, int xgs,          \
                                       const u64* __restrict__ tab, int units, int groups, int rows, int K, int rs,  \
                                       int cs, int scaleCols) {                                                     \
     PDL_OPEN_EARLY();                                                                                              \
-    gemvp_rows<FMT, SPLIT, U, S, false>(y, ygs, x, xgs, 0, 0, tab, units, groups, rows, K, rs, cs, scaleCols,       \
-                                        nullptr, 0.0f);                                                            \
+    gemvp_rows<FMT, SPLIT, U, S>(y, ygs, x, xgs, 0, 0, tab, units, groups, rows, K, rs, cs, scaleCols);             \
   }
 #define GEMVP_SPLITS(F, FMT, U, S) \
   GEMVP_ENTRY(F, FMT, U, S, 1)     \

@@ -456,12 +456,15 @@ extern "C" __global__ void __launch_bounds__(MT)
 // The host takes it where hc <= HC_FUSED, S·(nMix + 1) <= HC_STAGE and
 // D <= RMS_REGS·MT. Grid (T, S), S = ceil(D/w).
 #define HC_FUSED 4
-extern "C" __global__ void __launch_bounds__(MT)
-    hc_post_pre(float* __restrict__ h, const float* __restrict__ y, const float* __restrict__ postIn,
-                const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
-                float* part, unsigned* cnt, const float* __restrict__ fn, const float* __restrict__ base,
-                const float* __restrict__ scale, const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                float eps, int iters, float rmsEps) { PDL_OPEN_EARLY();
+// It opens with PDL_OPEN_EARLY: hc_post_pre_body reads only fn (weights)
+// before its PDL_WAIT_LATE, so it may start early (LaunchEarly).
+__device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const float* __restrict__ y,
+                                                 const float* __restrict__ postIn, const float* __restrict__ combIn,
+                                                 float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
+                                                 float* part, unsigned* cnt, const float* __restrict__ fn,
+                                                 const float* __restrict__ base, const float* __restrict__ scale,
+                                                 const float* __restrict__ normW, int hc, int D, int w, float normEps,
+                                                 float eps, int iters, float rmsEps) {
   __shared__ float red[MT / 32][HC_MIX_MAX + 1];
   __shared__ float mix[HC_MIX_MAX];
   __shared__ float pre[HC_MAX];
@@ -567,6 +570,16 @@ extern "C" __global__ void __launch_bounds__(MT)
     }
   }
   if (combHere && tid < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+}
+extern "C" __global__ void __launch_bounds__(MT)
+    hc_post_pre(float* __restrict__ h, const float* __restrict__ y, const float* __restrict__ postIn,
+                const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
+                float* part, unsigned* cnt, const float* __restrict__ fn, const float* __restrict__ base,
+                const float* __restrict__ scale, const float* __restrict__ normW, int hc, int D, int w, float normEps,
+                float eps, int iters, float rmsEps) {
+  PDL_OPEN_EARLY();
+  hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
+                   rmsEps);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
