@@ -70,13 +70,6 @@ type Backend struct {
 	moeTabs   map[*compute.Matrix]*moeTables
 	// hcCnt: hc_post_pre's counters (HCPostPreNorm), freed at Close.
 	hcCnt Ptr
-	// moeCnt: the combining moeq down entries' counters (moeMaxRowGroups
-	// row groups), freed at Close; moeCombineApart keeps moe_combine's
-	// launch instead (the moe-combine-apart A/B, the same bits), and
-	// moeCombined counts the entries' launches (tests).
-	moeCnt          Ptr
-	moeCombineApart bool
-	moeCombined     int
 	// groupTabs are GroupedMatMul's tables, by the group's first matrix.
 	groupTabs map[*compute.Matrix]groupTab
 	optin     int // dynamic shared memory a block may use
@@ -634,10 +627,8 @@ func (b *Backend) Close() error {
 		for _, mt := range b.moeTabs {
 			errs = append(errs, t.Free(mt.tab))
 		}
-		for _, c := range []Ptr{b.hcCnt, b.moeCnt} {
-			if c != 0 {
-				errs = append(errs, t.Free(c))
-			}
+		if b.hcCnt != 0 {
+			errs = append(errs, t.Free(b.hcCnt))
 		}
 		for _, gt := range b.groupTabs {
 			if gt.tab != 0 {

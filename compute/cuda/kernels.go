@@ -146,12 +146,8 @@ func init() {
 			moeSXKernels = append(moeSXKernels, fmt.Sprintf("%s_fp4_p%d_q", kind, pt))
 		}
 		moeSXKernels = append(moeSXKernels, kind+"_fp4_p1_q4")
+
 	}
-	// The down entries' combining forms (moeqDownCombine).
-	for _, pt := range []int{1, 2, 4, 8} {
-		moeSXKernels = append(moeSXKernels, fmt.Sprintf("moe_down_fp4_p%d_q_c", pt))
-	}
-	moeSXKernels = append(moeSXKernels, "moe_down_fp4_p1_q4_c")
 	modelKernels = append(modelKernels, moeSXKernels...)
 	for _, dn := range dtypeNames {
 		modelKernels = append(modelKernels, "moe_gemm_"+dn)

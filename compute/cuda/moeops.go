@@ -519,9 +519,6 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	} else if grouped {
 		sxp := b.moeSXP && P > K // more than one token's pairs (moeSXP)
 		b.moeGrouped("moe_gateup", mt.w1, pt, sxp, b.ptr(g), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3, a.Limit)
-		if b.moeqDownCombine(mt.w2, pt, y, ye, g, wt, idx, order, chunks, tiles, tab2, shared, K, T, a.Limit) {
-			return
-		}
 		b.moeGrouped("moe_down", mt.w2, pt, sxp, b.ptr(ye), b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0, a.Limit)
 	} else {
 		u := b.Scratch(compute.F32, P, I)
@@ -533,39 +530,6 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	b.opJoin(laneShared)
 	b.launch("moe_combine", Dim3{X: T, Y: blocks(D, 256)}, Dim3{X: 256}, 0,
 		b.args().Ptr(b.ptr(y)).Ptr(b.ptr(ye)).Ptr(b.ptr(wt)).Ptr(b.ptr(idx)).Ptr(shared).Int(K).Int(D))
-}
-
-// moeMaxRowGroups bounds the row groups of a combining moeq down launch
-// (its counters).
-const moeMaxRowGroups = 1024
-
-// moeqDownCombine records the down products of moeGrouped's moeq entry
-// for pt, in its _c form, which also combines (moe_combine's bits: y from
-// ye, wt, idx and the shared expert's output), after joining the shared
-// expert's lane; it reports false, recording nothing, where moeGrouped
-// would not take moeq, with moeCombineApart, or K over moe_order's 16.
-func (b *Backend) moeqDownCombine(m *Matrix, pt int, y, ye, g, wt, idx, order, chunks compute.Tensor, tiles int, tab2, shared Ptr, K, T int, limit float32) bool {
-	entry, sh, perSM := b.moeqEntry("moe_down", m, pt)
-	if entry == "" || b.moeCombineApart || K > 16 || b.k.fns[entry+"_c"] == 0 {
-		return false
-	}
-	gr := b.moeqGroups(m.Rows, 8*4, tiles, perSM)
-	nx := blocks(m.Rows, 8*4*gr)
-	if nx > moeMaxRowGroups {
-		return false
-	}
-	cnt := b.counters(&b.moeCnt, moeMaxRowGroups, "moe_down")
-	if cnt == 0 {
-		return false
-	}
-	b.opJoin(laneShared)
-	b.moeqLaunches++
-	b.moeCombined++
-	b.launch(entry+"_c", Dim3{X: nx, Y: tiles}, Dim3{X: 256}, sh,
-		b.args().Ptr(b.ptr(ye)).Ptr(b.ptr(g)).Int(1).Ptr(b.ptr(order)).Ptr(b.ptr(idx)).Ptr(b.ptr(chunks)).Ptr(tab2).Ptr(0).
-			Int(m.Rows).Int(m.Cols).F32(limit).Int(gr).
-			Ptr(b.ptr(y)).Ptr(b.ptr(wt)).Ptr(shared).Int(K).Int(T).Ptr(cnt))
-	return true
 }
 
 // moeShared queues the shared expert s on x [T, D] (SwiGLU with limit) and

@@ -642,36 +642,31 @@ func (b *Backend) joinPending(p, end Ptr) {
 // hcCounters returns hc_post_pre's counters (hcFusedMaxT uint32s, zero
 // between launches: each launch's last blocks reset theirs), allocated and
 // zeroed on first use; 0 after a failure (recorded in b.err).
-func (b *Backend) hcCounters() Ptr { return b.counters(&b.hcCnt, hcFusedMaxT, "hc_post_pre") }
-
-// counters returns *p, n uint32 counters allocated and zeroed on first use
-// for the kernels named what (each launch's last blocks reset theirs, so
-// they are zero between launches); 0 after a failure (recorded in b.err).
-func (b *Backend) counters(p *Ptr, n int, what string) Ptr {
-	if *p != 0 {
-		return *p
+func (b *Backend) hcCounters() Ptr {
+	if b.hcCnt != 0 {
+		return b.hcCnt
 	}
 	err := b.do(func(t *Thread) error {
-		c, err := t.Alloc(int64(4 * n))
+		p, err := t.Alloc(4 * hcFusedMaxT)
 		if err != nil {
 			return err
 		}
-		if err := t.Memset32(c, 0, int64(n), t.Stream()); err != nil {
-			t.Free(c)
+		if err := t.Memset32(p, 0, hcFusedMaxT, t.Stream()); err != nil {
+			t.Free(p)
 			return err
 		}
 		if err := t.Sync(t.Stream()); err != nil {
-			t.Free(c)
+			t.Free(p)
 			return err
 		}
-		*p = c
+		b.hcCnt = p
 		return nil
 	})
 	if err != nil {
-		b.fail(fmt.Errorf("cuda: %s counters: %w", what, err))
+		b.fail(fmt.Errorf("cuda: hc_post_pre counters: %w", err))
 		return 0
 	}
-	return *p
+	return b.hcCnt
 }
 
 // HCHead implements compute.Mixing.

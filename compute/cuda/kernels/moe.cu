@@ -314,9 +314,11 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_act(float* g, const flo
 // moe_combine: y[t] = Σ_k wt[t][k]·ye[t·K+k] over the token's choices in
 // the CPU's order (by expert, then choice), plus shared[t] when given.
 // Grid (T, ceil(D/256)).
-// moe_order writes token t's K choices in the CPU's order (by expert, then
-// choice: a stable insertion sort of idx) into ord.
-__device__ __forceinline__ void moe_order(int (&ord)[16], const int* idx, int t, int K) {
+extern "C" __global__ void __launch_bounds__(256)
+    moe_combine(float* y, const float* ye, const float* wt, const int* idx, const float* shared, int K, int D) { PDL_WAIT();
+  const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
+  if (i >= D) return;
+  int ord[16];
   for (int k = 0; k < K; ++k) {
     int j = k;
     const int ek = idx[(long long)t * K + k];
@@ -326,52 +328,13 @@ __device__ __forceinline__ void moe_order(int (&ord)[16], const int* idx, int t,
     }
     ord[j] = k;
   }
-}
-
-// moe_combine_at returns y[t][i] of moe_combine: Σ_k wt·ye in ord's
-// order, plus shared[t][i] when given; ye through L2 (__ldcg: the launch
-// that calls it may have written it).
-__device__ __forceinline__ float moe_combine_at(const float* ye, const float* wt, const int (&ord)[16],
-                                                const float* shared, int t, int K, int D, int i) {
   float acc = 0.0f;
   for (int m = 0; m < K; ++m) {
     const long long q = (long long)t * K + ord[m];
-    acc = __fadd_rn(acc, __fmul_rn(wt[q], __ldcg(ye + q * D + i)));
+    acc = __fadd_rn(acc, __fmul_rn(wt[q], ye[q * D + i]));
   }
   if (shared) acc = __fadd_rn(acc, shared[(long long)t * D + i]);
-  return acc;
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-    moe_combine(float* y, const float* ye, const float* wt, const int* idx, const float* shared, int K, int D) { PDL_WAIT();
-  const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
-  if (i >= D) return;
-  int ord[16];
-  moe_order(ord, idx, t, K);
-  y[(long long)t * D + i] = moe_combine_at(ye, wt, ord, shared, t, K, D, i);
-}
-
-// moe_combine_rows is moe_combine of rows [r0, r1) of all T tokens, by
-// the block of a launch that is the last of the ny blocks of row group x
-// to arrive at cnt[x] (which it resets for the next launch): each block
-// calls it after its own outputs are stored.
-__device__ __forceinline__ void moe_combine_rows(float* y, const float* ye, const float* wt, const int* idx,
-                                                 const float* shared, int K, int D, int T, int r0, int r1,
-                                                 unsigned* cnt, int x, int ny) {
-  __shared__ unsigned arrived;
-  __threadfence();  // this block's outputs before its arrival (threadfence reduction)
-  __syncthreads();
-  if (threadIdx.x == 0) arrived = atomicAdd(cnt + x, 1u);
-  __syncthreads();
-  if (arrived != (unsigned)(ny - 1)) return;
-  if (threadIdx.x == 0) cnt[x] = 0;
-  __threadfence();
-  r1 = min(r1, D);
-  for (int t = 0; t < T; ++t) {
-    int ord[16];
-    moe_order(ord, idx, t, K);
-    for (int i = r0 + threadIdx.x; i < r1; i += blockDim.x) y[(long long)t * D + i] = moe_combine_at(ye, wt, ord, shared, t, K, D, i);
-  }
+  y[(long long)t * D + i] = acc;
 }
 
 // ---- grouped expert products (rows that allow 16-byte loads) ----
@@ -1300,10 +1263,7 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
 // (the scale words' alignment): rings of 3 stages (60 KB), the registers
 // of 3 blocks an SM for tiles of 1 pair (shared memory allowing 3 up to
 // 4096 columns), 2 for 2 and 4, 1 for 8; the _q4 entries (run 14's first,
-// measured beside: the same bits) rings of 4 stages (80 KB) at 2. The
-// down entries' _c forms then combine (moe_combine_rows): the last block
-// of each row group to finish writes out = moe_combine(y, wt, idx, shared)
-// for its rows, one launch fewer on the experts' path.
+// measured beside: the same bits) rings of 4 stages (80 KB) at 2.
 #define MOEQ_ENTRY(PT, SUF, S, MINB)                                                                             \
   extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
       moe_gateup_fp4_p##PT##_q##SUF(float* h, const float* x, int xDiv, const int* order, const int* idx,       \
@@ -1316,15 +1276,6 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
                                   const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,    \
                                   float L, int G) { PDL_WAIT();                                                 \
     moeq_body<PT, 1, 4, S>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, L, G);                      \
-  }                                                                                                              \
-  extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
-      moe_down_fp4_p##PT##_q##SUF##_c(float* y, const float* x, int xDiv, const int* order, const int* idx,     \
-                                      const int* chunks, const u64* tab2, const u64* unused, int rows, int cols, \
-                                      float L, int G, float* out, const float* wt, const float* shared, int K,  \
-                                      int T, unsigned* cnt) { PDL_WAIT();                                       \
-    moeq_body<PT, 1, 4, S>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, L, G);                      \
-    const int r0 = blockIdx.x * G * 8 * 4;                                                                       \
-    moe_combine_rows(out, y, wt, idx, shared, K, rows, T, r0, r0 + G * 8 * 4, cnt, blockIdx.x, gridDim.y);       \
   }
 MOEQ_ENTRY(1, , 3, 3)
 MOEQ_ENTRY(2, , 3, 2)
