@@ -113,14 +113,6 @@ type Backend struct {
 	// (LaunchEarly: its mix weights in flight while the kernel before it
 	// finishes; the hc-late A/B, the same bits).
 	hcLate bool
-	// hcCombInline: hc_post_pre's Sinkhorn in a block of its own beside
-	// the last instead of hc_comb on laneHC (the hc-comb-inline A/B, the
-	// same bits); hcCombLaunches counts hc_comb's (tests). hcPend are the
-	// device ranges of comb outputs an hc_comb on laneHC may still write
-	// (pendComb, joinPending).
-	hcCombInline   bool
-	hcCombLaunches int
-	hcPend         [][2]Ptr
 	// hcFusedLaunches counts hc_post_pre's launches (tests).
 	hcFusedLaunches int
 	// moeSXP: FP4 and FP8 tiles of 1 and 2 pairs take moe.cu's _sxp
@@ -659,11 +651,7 @@ func (b *Backend) ptr(t compute.Tensor) Ptr {
 	if t.Off < 0 || t.Off+t.Bytes() > buf.n {
 		panic(fmt.Sprintf("cuda: tensor %v outside its buffer of %d bytes", t, buf.n))
 	}
-	p := buf.p.Add(t.Off)
-	if len(b.hcPend) > 0 {
-		b.joinPending(p, p.Add(t.Bytes()))
-	}
-	return p
+	return buf.p.Add(t.Off)
 }
 
 func sizeOf(dt compute.DType, rows, cols int) int64 {

@@ -40,10 +40,7 @@ const (
 	// laneShared: the MoE's shared expert, beside its routing and routed
 	// experts (moe_combine joins it).
 	laneShared = compute.MaxBranches + 1 + iota
-	// laneHC: hc_comb, a site's Sinkhorn, beside the ops after the site
-	// (joined where comb is read: Backend.ptr).
-	laneHC
-	lanes // the lanes, the main stream's 0 included
+	lanes      // the lanes, the main stream's 0 included
 )
 
 // Branch implements compute.Branches.
@@ -80,9 +77,6 @@ func (b *Backend) opBranch(i int) bool {
 	b.fork(i)
 	return true
 }
-
-// canBranch reports whether opBranch would fork.
-func (b *Backend) canBranch() bool { return !b.br.serial && b.rt.lane == 0 }
 
 // opMain returns an op's launches to the main stream after opBranch.
 func (b *Backend) opMain() { b.rt.lane = 0 }
@@ -141,9 +135,6 @@ func (b *Backend) joinLane(i int) {
 	b.scanLanes()
 	b.rec.launches = append(b.rec.launches, launchRec{op: opJoin, lane: uint8(i)})
 	b.br.forked[i], b.br.busy[i] = false, false
-	if i == laneHC {
-		b.hcPend = b.hcPend[:0] // its hc_comb launches are joined
-	}
 	b.br.scanned = len(b.rec.launches)
 }
 

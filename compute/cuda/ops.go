@@ -592,13 +592,9 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	defer b.ResetScratch(mark)
 	part := b.Scratch(compute.F32, T*S, nMix+1)
 	b.hcFusedLaunches++
-	// The Sinkhorn of comb on laneHC (hc_comb) where the op may fork one,
-	// instead of in a block of hc_post_pre beside the last (hcCombInline):
-	// nothing in the site reads comb.
-	later := !b.hcCombInline && hc*hc <= 32 && b.canBranch()
 	a := b.args().Ptr(b.ptr(h)).Ptr(yp).Ptr(pip).Ptr(cip).Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).
 		Ptr(b.ptr(part)).Ptr(cnt).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).
-		Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps).Int(map[bool]int{true: 1}[later])
+		Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps)
 	f := b.k.fns["hc_post_pre"]
 	if f == 0 {
 		b.fail(fmt.Errorf("cuda: kernel hc_post_pre unavailable: %v", b.k.unavailable))
@@ -608,35 +604,9 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	// start early, as the weight products do (SetPDLEarly), unless hcLate.
 	if b.hcLate {
 		b.fail(b.rt.Launch(f, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0, 0, a))
-	} else {
-		b.fail(b.rt.LaunchEarly(f, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0, 0, a))
+		return
 	}
-	if later {
-		b.opBranch(laneHC)
-		b.launch("hc_comb", Dim3{X: T}, Dim3{X: 32}, 0, b.args().Ptr(b.ptr(comb)).Int(hc).F32(p.Eps).Int(p.SinkhornIters))
-		b.opMain()
-		b.hcCombLaunches++
-		b.pendComb(comb)
-	}
-}
-
-// pendComb records that hc_comb, on laneHC, still writes comb: the next
-// launch that names memory overlapping it joins laneHC first (ptr).
-func (b *Backend) pendComb(comb compute.Tensor) {
-	p := b.ptr(comb)
-	b.hcPend = append(b.hcPend, [2]Ptr{p, p.Add(comb.Bytes())})
-}
-
-// joinPending joins laneHC before a launch that names [p, end) where a
-// hc_comb still writes part of it.
-func (b *Backend) joinPending(p, end Ptr) {
-	for _, r := range b.hcPend {
-		if p < r[1] && r[0] < end {
-			b.hcPend = b.hcPend[:0]
-			b.opJoin(laneHC)
-			return
-		}
-	}
+	b.fail(b.rt.LaunchEarly(f, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0, 0, a))
 }
 
 // hcCounters returns hc_post_pre's counters (hcFusedMaxT uint32s, zero

@@ -329,13 +329,6 @@ __device__ __forceinline__ void hc_pre_weights(float* mix, float* pre, float* __
   }
 }
 
-// hc_comb_logit is comb entry e's logit before the softmax: mix·scale[2]
-// + base.
-__device__ __forceinline__ float hc_comb_logit(const float* mix, const float* __restrict__ base,
-                                               const float* __restrict__ scale, int hc, int e) {
-  return __fadd_rn(__fmul_rn(mix[2 * hc + e], scale[2]), base[2 * hc + e]);
-}
-
 // hc_pre_comb is warp 0's second part: comb (row softmax + eps, then
 // Sinkhorn, each sum taken in the CPU's order) from token t's mix, into
 // comb[t]; c is hc·hc floats of shared scratch. Every lane of warp 0
@@ -347,7 +340,7 @@ __device__ __forceinline__ void hc_pre_comb(float* __restrict__ comb, float* c, 
   if (hh <= 32) {
     // One entry a lane, in a register; rows and columns through shuffles.
     const int e = lane < hh ? lane : 0;
-    float v = hc_comb_logit(mix, base, scale, hc, e);
+    float v = __fadd_rn(__fmul_rn(mix[2 * hc + e], scale[2]), base[2 * hc + e]);
     v = hc == 4 ? hc_sinkhorn_lane<4>(v, hc, e, iters, eps) : hc_sinkhorn_lane<0>(v, hc, e, iters, eps);
     if (lane < hh) comb[(long long)t * hh + lane] = v;
     return;
@@ -471,7 +464,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
                                                  float* part, unsigned* cnt, const float* __restrict__ fn,
                                                  const float* __restrict__ base, const float* __restrict__ scale,
                                                  const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                                                 float eps, int iters, float rmsEps, int combLater) {
+                                                 float eps, int iters, float rmsEps) {
   __shared__ float red[MT / 32][HC_MIX_MAX + 1];
   __shared__ float mix[HC_MIX_MAX];
   __shared__ float pre[HC_MAX];
@@ -519,15 +512,13 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   // The last block to arrive computes x; the one before it (on the GPU:
   // the emulator runs blocks one at a time) waits for the last and
   // computes comb meanwhile, and resets the counter.
-  // With combLater the last block writes comb's logits instead and no
-  // block waits: hc_comb turns them into comb on a lane of its own.
 #ifdef STRATA_EMU
   const bool combHere = true;
   if (arrived != (unsigned)(S - 1)) return;
   if (tid == 0) cnt[t] = 0;
 #else
-  const bool combHere = S == 1 || combLater;
-  if (S > 1 && !combLater && arrived == (unsigned)(S - 2)) {
+  const bool combHere = S == 1;
+  if (S > 1 && arrived == (unsigned)(S - 2)) {
     if (tid == 0) {
       while (atomicAdd(cnt + t, 0u) != (unsigned)S) __nanosleep(20);
       cnt[t] = 0;
@@ -542,7 +533,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
     return;
   }
   if (arrived != (unsigned)(S - 1)) return;
-  if ((S == 1 || combLater) && tid == 0) cnt[t] = 0;
+  if (S == 1 && tid == 0) cnt[t] = 0;
 #endif
   __threadfence();
   const float* pt = part + (long long)t * np;
@@ -578,33 +569,17 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
       x[(long long)t * D + col] = normW ? __fmul_rn(normW[col], u) : u;
     }
   }
-  if (combHere && combLater) {
-    if (tid < hc * hc) comb[(long long)t * hc * hc + tid] = hc_comb_logit(mix, base, scale, hc, tid);
-  } else if (combHere && tid < 32) {
-    hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
-  }
+  if (combHere && tid < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
 }
 extern "C" __global__ void __launch_bounds__(MT)
     hc_post_pre(float* __restrict__ h, const float* __restrict__ y, const float* __restrict__ postIn,
                 const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
                 float* part, unsigned* cnt, const float* __restrict__ fn, const float* __restrict__ base,
                 const float* __restrict__ scale, const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                float eps, int iters, float rmsEps, int combLater) {
+                float eps, int iters, float rmsEps) {
   PDL_OPEN_EARLY();
   hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
-                   rmsEps, combLater);
-}
-
-// hc_comb turns the comb logits hc_post_pre left (combLater) into comb in
-// place: hc_pre_comb's row softmax and Sinkhorn (hc_sinkhorn_lane, the
-// same bits) off the streams' path. Grid (T), 32 threads; hc·hc <= 32.
-extern "C" __global__ void __launch_bounds__(32)
-    hc_comb(float* comb, int hc, float eps, int iters) { PDL_WAIT();
-  const int t = blockIdx.x, lane = threadIdx.x, hh = hc * hc;
-  const int e = lane < hh ? lane : 0;
-  float v = comb[(long long)t * hh + e];
-  v = hc == 4 ? hc_sinkhorn_lane<4>(v, hc, e, iters, eps) : hc_sinkhorn_lane<0>(v, hc, e, iters, eps);
-  if (lane < hh) comb[(long long)t * hh + lane] = v;
+                   rmsEps);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
