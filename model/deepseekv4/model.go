@@ -42,7 +42,10 @@ type Model struct {
 	sub compute.Submitter
 	// fm is be's optional fused mHC (HCPostPreNorm): each site's pre
 	// starts as the site before it writes its output back.
-	fm     compute.FusedMixing
+	fm compute.FusedMixing
+	// fh is be's optional fused head (HCPostHeadNorm): with fm, the last
+	// site's write-back and the head's mHC and norm in one op.
+	fh     compute.FusedHead
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
 	hcp    compute.HCParams
@@ -314,4 +317,5 @@ func (m *Model) findOps() {
 	m.nr, _ = m.be.(compute.NormedRoPE)
 	m.sub, _ = m.be.(compute.Submitter)
 	m.fm, _ = m.be.(compute.FusedMixing)
+	m.fh, _ = m.be.(compute.FusedHead)
 }
