@@ -310,15 +310,12 @@ func (b *Backend) attnTiled(d int) bool {
 		4*(attnChunk+attnQKHeads)*d+12*attnChunk <= b.optin && 4*attnChunk*d+12*attnChunk <= b.optin
 }
 
-// attnQNormMaxPairs is attn.cu's ATT_QN_NF.
-const attnQNormMaxPairs = 32
-
 // attnQNormFits reports whether attn_qk normalizes and turns a's queries
 // (attn_q_norm): rows of at most rmsRegs·opThreads channels, at most
-// attnQNormMaxPairs pairs turning, unless Backend.qNormApart.
+// opThreads pairs turning, unless Backend.qNormApart.
 func (b *Backend) attnQNormFits(a *compute.AttentionArgs) bool {
 	nf := a.QRoPE.Len()
-	return !b.qNormApart && a.Dim <= rmsRegs*opThreads && nf <= attnQNormMaxPairs && 2*nf <= a.Dim
+	return !b.qNormApart && a.Dim <= rmsRegs*opThreads && nf <= opThreads && 2*nf <= a.Dim
 }
 
 // attentionTiled is SparseAttention on attn_qk and attn_pv; qnf >= 0 has

@@ -577,11 +577,8 @@ __device__ __forceinline__ float qk_scatter32(float (&v)[32]) {
   return v[0];
 }
 
-// ATT_QN_HB: the most heads attn_q_norm normalizes (attn_qk's hb);
-// ATT_QN_NF: the most pairs it turns. Its static shared memory stays
-// under the 1 KB the host leaves beside attn_qk's dynamic opt-in.
+// ATT_QN_HB: the most heads attn_q_norm normalizes (attn_qk's hb).
 #define ATT_QN_HB 16
-#define ATT_QN_NF 32
 
 // attn_q_norm normalizes and turns the hn staged query rows qs (dim <=
 // RMS_REGS·ROW_THREADS floats each) as rmsnorm_rope, without a weight,
@@ -590,14 +587,14 @@ __device__ __forceinline__ float qk_scatter32(float (&v)[32]) {
 // virtual warp, then the virtual warps in order (rms_factor and
 // block_sum's operations), whatever this block's threads; then each
 // row's product by its factor and the turn of its last 2·nf channels by
-// pos·invFreq (nf <= ATT_QN_NF). So the rows have rmsnorm_rope's bits.
+// pos·invFreq (nf <= ROW_THREADS). So the rows have rmsnorm_rope's bits.
 // Every thread of the block calls it.
 __device__ __forceinline__ void attn_q_norm(float* qs, int hn, int dim, float eps, int pos,
                                             const float* __restrict__ invFreq, int nf) {
   enum { NV = ROW_THREADS / 32 };
   __shared__ float wsum[ATT_QN_HB][NV];
   __shared__ float rs[ATT_QN_HB];
-  __shared__ float cs[2 * ATT_QN_NF];
+  __shared__ float cs[2 * ROW_THREADS];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
   for (int it = warp; it < hn * NV; it += nw) {
     const int hh = it / NV, vt = (it - hh * NV) * 32 + lane;
