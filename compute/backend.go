@@ -252,14 +252,6 @@ type AttentionArgs struct {
 	Sink       Tensor // F32 [Heads]
 	Heads, Dim int
 	Scale      float32
-	// QNorm asks for each head's query to be normalized and turned first:
-	// Q is read as RMSNormRoPE(Q as [T·Heads, Dim], no weight, QNormEps,
-	// sp.Pos, Heads, QRoPE) would leave it (one op where a backend fuses
-	// them; a backend may do it in place: Q's values after the call are
-	// unspecified).
-	QNorm    bool
-	QNormEps float32
-	QRoPE    Tensor // F32 [nf]
 	// OutRoPE, when valid (F32 [nf]), turns each head's output back at its
 	// token's position: Out is then exactly what RoPE(Out as [T·Heads,
 	// Dim], sp.Pos, Heads, OutRoPE, true) makes of the attention's output

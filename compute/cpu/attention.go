@@ -225,11 +225,6 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 	if T == 0 || H == 0 {
 		return
 	}
-	if a.QNorm {
-		qh := a.Q.Reshape(T*H, d)
-		b.RMSNorm(qh, qh, compute.Tensor{}, a.QNormEps)
-		b.RoPE(qh, sp.Pos, H, a.QRoPE, false)
-	}
 	s := b.s
 	j := &s.att
 	*j = attnJob{

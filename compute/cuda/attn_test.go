@@ -22,11 +22,7 @@ type flashAttnCase struct {
 	sel                       []int32
 	cnt                       []int32
 	outRoPE                   []float32 // AttentionArgs.OutRoPE's inverse frequencies (nil: none)
-	qRoPE                     []float32 // with QNorm: QRoPE's inverse frequencies (nil: no QNorm)
 }
-
-// qNormEps is the cases' AttentionArgs.QNormEps.
-const qNormEps = 1e-6
 
 func newFlashAttnCase(rng *rand.Rand, T, selK, rate, nComp int) *flashAttnCase {
 	c := &flashAttnCase{H: 64, d: 512, rope: 64, W: 128, rate: rate, selK: selK}
@@ -182,9 +178,6 @@ func (c *flashAttnCase) run(t *testing.T, be *Backend) []float32 {
 	if c.outRoPE != nil {
 		a.OutRoPE = f32(c.outRoPE, 1, len(c.outRoPE))
 	}
-	if c.qRoPE != nil {
-		a.QNorm, a.QNormEps, a.QRoPE = true, qNormEps, f32(c.qRoPE, 1, len(c.qRoPE))
-	}
 	be.SparseAttention(a, compute.Spans{Tab: i32(tab, T, 3), Pos: i32(pos, T, 1)})
 	got := make([]float32, T*H*d)
 	if err := be.Read(got, out); err != nil {
@@ -297,74 +290,5 @@ func TestBackendAttentionOutRoPE(t *testing.T) {
 			}
 		}
 		fmt.Printf("ATTNROPE %s: %d channels turned back in attn_combine, the same bits as rope_heads after and unsplit, within 1e-5 of float64\n", name, turned)
-	}
-}
-
-// TestBackendAttentionQNorm: with QNorm, attn_qk normalizes and turns the
-// queries it stages (attn_q_norm) with the bits of rmsnorm_rope on Q
-// before the attention (qNormApart) and of the untiled kernels' path
-// (which takes rmsnorm_rope first), at 1, 2 and 3 tokens (tiny and other
-// layouts, 128 and 256 threads); and the outputs are the float64
-// definition (the queries normalized and turned in float64) within 2e-5
-// of each output's sum of magnitudes.
-func TestBackendAttentionQNorm(t *testing.T) {
-	be := newBackend(t, Strict)
-	rng := rand.New(rand.NewPCG(3, 31))
-	for _, tc := range []struct{ T, selK, rate, nComp int }{{1, 48, 4, 60}, {3, 0, 16, 12}, {2, 48, 4, 60}} {
-		name := fmt.Sprintf("T %d selK %d rate %d", tc.T, tc.selK, tc.rate)
-		c := newFlashAttnCase(rng, tc.T, tc.selK, tc.rate, tc.nComp)
-		for i := range c.q {
-			c.q[i] *= 7 // far from unit rms: the norm matters
-		}
-		nf := c.rope / 2
-		inv := make([]float32, nf)
-		for i := range inv {
-			inv[i] = float32(math.Pow(10000, -2*float64(i)/float64(c.rope)))
-		}
-		c.qRoPE = inv
-		n := be.attnQNormLaunches
-		fused := c.run(t, be)
-		if be.attnQNormLaunches != n+1 {
-			t.Fatalf("%s: attn_qk did not normalize the queries", name)
-		}
-		be.qNormApart = true
-		apart := c.run(t, be)
-		be.qNormApart, be.attnTiledOff = false, true
-		untiled := c.run(t, be)
-		be.attnTiledOff = false
-		for i := range fused {
-			if math.Float32bits(fused[i]) != math.Float32bits(apart[i]) || math.Float32bits(fused[i]) != math.Float32bits(untiled[i]) {
-				t.Fatalf("%s: output %d: normed in attn_qk %g, by rmsnorm_rope first %g, untiled %g", name, i, fused[i], apart[i], untiled[i])
-			}
-		}
-		// The definition: each head's query over its rms, then turned.
-		raw := c.q
-		c.q, c.qRoPE = make([]float32, len(raw)), nil
-		for r := range tc.T * c.H {
-			row := raw[r*c.d : (r+1)*c.d]
-			var ss float64
-			for _, v := range row {
-				ss += float64(v) * float64(v)
-			}
-			rr := 1 / math.Sqrt(ss/float64(c.d)+qNormEps)
-			p := c.pos[r/c.H]
-			for i := 0; i < c.d; i++ {
-				c.q[r*c.d+i] = float32(float64(row[i]) * rr)
-			}
-			for k := range nf {
-				ang := float64(float32(p) * inv[k])
-				i := r*c.d + c.d - 2*nf + 2*k
-				a, b := float64(row[c.d-2*nf+2*k])*rr, float64(row[c.d-2*nf+2*k+1])*rr
-				c.q[i], c.q[i+1] = float32(a*math.Cos(ang)-b*math.Sin(ang)), float32(b*math.Cos(ang)+a*math.Sin(ang))
-			}
-		}
-		want, l1 := c.ref()
-		c.q = raw
-		for i, g := range fused {
-			if e := math.Abs(float64(g) - want[i]); !(e <= 2e-5*l1[i]+1e-7) {
-				t.Fatalf("%s: output %d = %g, float64 %g (sum of magnitudes %g)", name, i, g, want[i], l1[i])
-			}
-		}
-		fmt.Printf("ATTNQNORM %s: queries normed in attn_qk, the bits of rmsnorm_rope first and untiled; within 2e-5 of float64\n", name)
 	}
 }

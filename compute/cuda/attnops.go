@@ -157,17 +157,6 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 	if T == 0 {
 		return
 	}
-	// The queries' norm and turn: in attn_qk's staging where it takes
-	// them (attnQNormFits), else rmsnorm_rope on Q first.
-	qnf := -1
-	if a.QNorm {
-		if b.attnTiled(d) && b.attnQNormFits(a) {
-			qnf = a.QRoPE.Len()
-			b.attnQNormLaunches++
-		} else {
-			b.RMSNormRoPE(a.Q.Reshape(T*H, d), compute.Tensor{}, a.QNormEps, sp.Pos, H, a.QRoPE)
-		}
-	}
 	hasComp, selK := 0, 0
 	maxKeys := a.WindowSize
 	if a.Compressed.Pool.Valid() {
@@ -180,7 +169,7 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 		}
 	}
 	if b.attnTiled(d) {
-		b.attentionTiled(a, sp, hasComp, selK, maxKeys, qnf)
+		b.attentionTiled(a, sp, hasComp, selK, maxKeys)
 		return
 	}
 	hg, suffix := attnHeads, ""
@@ -310,17 +299,8 @@ func (b *Backend) attnTiled(d int) bool {
 		4*(attnChunk+attnQKHeads)*d+12*attnChunk <= b.optin && 4*attnChunk*d+12*attnChunk <= b.optin
 }
 
-// attnQNormFits reports whether attn_qk normalizes and turns a's queries
-// (attn_q_norm): rows of at most rmsRegs·opThreads channels, at most
-// opThreads pairs turning, unless Backend.qNormApart.
-func (b *Backend) attnQNormFits(a *compute.AttentionArgs) bool {
-	nf := a.QRoPE.Len()
-	return !b.qNormApart && a.Dim <= rmsRegs*opThreads && nf <= opThreads && 2*nf <= a.Dim
-}
-
-// attentionTiled is SparseAttention on attn_qk and attn_pv; qnf >= 0 has
-// attn_qk normalize and turn the queries (qnf pairs turning).
-func (b *Backend) attentionTiled(a *compute.AttentionArgs, sp compute.Spans, hasComp, selK, maxKeys, qnf int) {
+// attentionTiled is SparseAttention on attn_qk and attn_pv.
+func (b *Backend) attentionTiled(a *compute.AttentionArgs, sp compute.Spans, hasComp, selK, maxKeys int) {
 	H, d, T := a.Heads, a.Dim, a.Q.Rows
 	b.attnTiledCalls++
 	hb := attnQKHeads
@@ -354,7 +334,7 @@ func (b *Backend) attentionTiled(a *compute.AttentionArgs, sp compute.Spans, has
 	b.attentionLaunches(a, sp, hasComp, selK, maxKeys, split, ds, attnLaunch{
 		logits: "attn_qk", ly: blocks(H, hb), lz: blocks(maxKeys, kb), lthreads: min(opThreads, 32*tiles), lshared: 4*(kb+hb)*d + 12*kb,
 		values: values, vy: HGv * ds,
-		largs: func(ar *Args) { ar.Int(kb).Int(hb).Int(qnf).F32(a.QNormEps).Ptr(b.ptr(a.QRoPE)) },
+		largs: func(ar *Args) { ar.Int(kb).Int(hb) },
 	})
 }
 

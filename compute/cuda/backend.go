@@ -159,11 +159,6 @@ type Backend struct {
 	attnTiledOff bool
 	// attnTiledCalls counts the SparseAttention calls that took them (tests).
 	attnTiledCalls int
-	// qNormApart: SparseAttention's QNorm runs rmsnorm_rope on Q first
-	// instead of in attn_qk's staging (the q-norm-apart A/B, the same
-	// bits); attnQNormLaunches counts the fused calls (tests).
-	qNormApart        bool
-	attnQNormLaunches int
 	// attnRoPEApart: SparseAttention turns its output back (OutRoPE) with
 	// rope_heads after the attention instead of in attn_combine (tests,
 	// the attn-rope-apart A/B: the same bits).

@@ -301,20 +301,19 @@ func TestBackendRMSNormRoPE(t *testing.T) {
 
 // TestBackendFusedOps: a golden model's logits on the full and decode
 // paths, strict and fast, are the same bits with the fused launches
-// (rmsnorm_rope, hc_post_pre and its head form, attn_qk's query norm,
-// attn_combine's turn) as with
+// (rmsnorm_rope, hc_post_pre and its head form, attn_combine's turn) as with
 // each op on its own launches: the fusion changes the schedule, not a
 // value.
 func TestBackendFusedOps(t *testing.T) {
 	eachGoldenMode(t, fusedGoldens, func(t *testing.T, dir string, c *golden.Case, mode Mode) {
 		var fb *Backend
 		fused := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { fb = be })
-		if fb.hcFusedLaunches == 0 || fb.attnTurnLaunches == 0 || fb.hcHeadLaunches == 0 || fb.attnQNormLaunches == 0 {
-			t.Fatalf("fused: %d hc_post_pre, %d attn_combine turning, %d hc_post_pre's head form, %d attention norming its queries; want some of each",
-				fb.hcFusedLaunches, fb.attnTurnLaunches, fb.hcHeadLaunches, fb.attnQNormLaunches)
+		if fb.hcFusedLaunches == 0 || fb.attnTurnLaunches == 0 || fb.hcHeadLaunches == 0 {
+			t.Fatalf("fused launches: %d hc_post_pre, %d attn_combine turning, %d hc_post_pre's head form; want some of each",
+				fb.hcFusedLaunches, fb.attnTurnLaunches, fb.hcHeadLaunches)
 		}
 		apart := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) {
-			be.normRoPEOff, be.hcFusedOff, be.attnRoPEApart, be.hcHeadOff, be.qNormApart = true, true, true, true, true
+			be.normRoPEOff, be.hcFusedOff, be.attnRoPEApart, be.hcHeadOff = true, true, true, true
 		})
 		samePaths(t, fused, apart, "with the ops on their own launches")
 		fmt.Printf("FUSED %s %s: full and decode logits identical with the fused launches and without\n", filepath.Base(dir), modeName(mode))

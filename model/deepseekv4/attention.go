@@ -84,7 +84,7 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 		// out (one op with the attention where the backend fuses them).
 		OutRoPE: inv,
 	}
-	// The queries, q = wq_b·qr (then per-head unweighted rms, RoPE): on laneQ
+	// The queries, q = wq_b·qr, per-head unweighted rms, RoPE: on laneQ
 	// beside the indexer's queries and top-k where the layer has an
 	// indexer (the longest chain), else on the main branch.
 	if A.indexer != nil {
@@ -92,9 +92,8 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 	}
 	Q := be.Scratch(compute.F32, T, H*d)
 	be.MatMul(Q, qr, A.wqB)
-	// Each head's unweighted rms and RoPE: the attention's first step
-	// (QNorm; one op with it where the backend fuses them).
-	args.QNorm, args.QNormEps, args.QRoPE = true, eps, inv
+	Qh := Q.Reshape(T*H, d)
+	m.normRoPE(Qh, compute.Tensor{}, eps, pos, H, inv)
 	// The indexer's choice of compressed entries, once its keys are in.
 	if A.indexer != nil {
 		m.branch(0)

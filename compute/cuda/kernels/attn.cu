@@ -577,66 +577,14 @@ __device__ __forceinline__ float qk_scatter32(float (&v)[32]) {
   return v[0];
 }
 
-// ATT_QN_HB: the most heads attn_q_norm normalizes (attn_qk's hb).
-#define ATT_QN_HB 16
-
-// attn_q_norm normalizes and turns the hn staged query rows qs (dim <=
-// RMS_REGS·ROW_THREADS floats each) as rmsnorm_rope, without a weight,
-// does at ROW_THREADS threads a row: each sum of squares over virtual
-// thread vt's elements vt + m·ROW_THREADS in order, the butterfly of its
-// virtual warp, then the virtual warps in order (rms_factor and
-// block_sum's operations), whatever this block's threads; then each
-// row's product by its factor and the turn of its last 2·nf channels by
-// pos·invFreq (nf <= ROW_THREADS). So the rows have rmsnorm_rope's bits.
-// Every thread of the block calls it.
-__device__ __forceinline__ void attn_q_norm(float* qs, int hn, int dim, float eps, int pos,
-                                            const float* __restrict__ invFreq, int nf) {
-  enum { NV = ROW_THREADS / 32 };
-  __shared__ float wsum[ATT_QN_HB][NV];
-  __shared__ float rs[ATT_QN_HB];
-  __shared__ float cs[2 * ROW_THREADS];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
-  for (int it = warp; it < hn * NV; it += nw) {
-    const int hh = it / NV, vt = (it - hh * NV) * 32 + lane;
-    const float* row = qs + hh * dim;
-    float ss = 0.0f;
-#pragma unroll
-    for (int m = 0; m < RMS_REGS; ++m)
-      if (vt + m * ROW_THREADS < dim) ss = __fmaf_rn(row[vt + m * ROW_THREADS], row[vt + m * ROW_THREADS], ss);
-    ss = warp_sum(ss);
-    if (lane == 0) wsum[hh][it - hh * NV] = ss;
-  }
-  for (int p = tid; p < nf; p += blockDim.x) rope_cs(pos, invFreq[p], false, &cs[2 * p], &cs[2 * p + 1]);
-  __syncthreads();
-  if (tid < hn) {
-    float ss = wsum[tid][0];
-    for (int j = 1; j < NV; ++j) ss = __fadd_rn(ss, wsum[tid][j]);
-    rs[tid] = (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(ss, (float)dim), eps)));
-  }
-  __syncthreads();
-  const int n0 = dim - 2 * nf;
-  for (int e = tid; e < hn * dim; e += blockDim.x) {
-    const int hh = e / dim;
-    if (e - hh * dim < n0) qs[e] = __fmul_rn(qs[e], rs[hh]);
-  }
-  for (int e = tid; e < hn * nf; e += blockDim.x) {
-    const int hh = e / nf, pp = e - hh * nf;
-    float* q = qs + hh * dim + n0 + 2 * pp;
-    rope_turn(__fmul_rn(q[0], rs[hh]), __fmul_rn(q[1], rs[hh]), cs[2 * pp], cs[2 * pp + 1], &q[0], &q[1]);
-  }
-  __syncthreads();
-}
-
 // attn_qk: lg[t - t0][h][j] for the keys j of chunk blockIdx.z (kb keys)
 // and heads [blockIdx.y·hb, +hb). Grid (tokens, ceil(heads/hb),
 // ceil(maxKeys/kb)), 32·(kb/4)·(hb/8) threads up to MT; dynamic shared
-// memory: (kb + hb)·dim floats + kb·12 bytes. With qnf >= 0 the queries
-// are normalized and turned first (attn_q_norm: AttentionArgs.QNorm,
-// qnf pairs of qInv turning).
+// memory: (kb + hb)·dim floats + kb·12 bytes.
 extern "C" __global__ void __launch_bounds__(MT)
     attn_qk(float* lg, int t0, const float* Q, const float* KV, const int* tab, int nspans, const int* pos, Paged win,
             int winSize, Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK, int heads,
-            int dim, float scale, int maxKeys, int vec, int kb, int hb, int qnf, float qEps, const float* qInv) {
+            int dim, float scale, int maxKeys, int vec, int kb, int hb) {
   PDL_WAIT();
   DYN_SHARED(float, sm);
   float* ks = sm;
@@ -668,10 +616,6 @@ extern "C" __global__ void __launch_bounds__(MT)
     }
   }
   attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec, 0, dim);
-  if (qnf >= 0) {
-    __syncthreads();  // the queries staged
-    attn_q_norm(qs, hn, dim, qEps, pos[t], qInv, qnf);
-  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int nkt = (kn + QK_TK - 1) / QK_TK, nht = (hn + QK_TH - 1) / QK_TH;
   for (int tile = warp; tile < nkt * nht; tile += nw) {
