@@ -317,16 +317,6 @@ type FusedMixing interface {
 	HCPostPreNorm(h, y, postIn, combIn, x, post, comb Tensor, w *HC, p HCParams, norm Tensor, eps float32)
 }
 
-// FusedHead is optionally implemented by a backend that can write the
-// last mHC site's output back and collapse the streams for the output head
-// in one pass: HCPostHeadNorm computes exactly HCPost(h, y, postIn, combIn,
-// p) (left out when y is not Valid), then HCHead(x, h, w, p) and
-// RMSNorm(x, x, norm, eps) of every row, the same bits. A model calls it
-// only when its backend has it.
-type FusedHead interface {
-	HCPostHeadNorm(h, y, postIn, combIn, x Tensor, w *HC, p HCParams, norm Tensor, eps float32)
-}
-
 // HostMemory is optionally implemented by a backend whose Read is faster
 // into host memory of its own (a GPU's page-locked memory, which its copy
 // engine writes directly, where a Go slice is staged through a driver

@@ -113,11 +113,6 @@ type Backend struct {
 	// (LaunchEarly: its mix weights in flight while the kernel before it
 	// finishes; the hc-late A/B, the same bits).
 	hcLate bool
-	// hcHeadOff: HCPostHeadNorm runs HCPost, HCHead and RMSNorm as their
-	// launches instead of hc_post_pre's head form (the hc-head-off A/B,
-	// the same bits); hcHeadLaunches counts the fused ones (tests).
-	hcHeadOff      bool
-	hcHeadLaunches int
 	// hcFusedLaunches counts hc_post_pre's launches (tests).
 	hcFusedLaunches int
 	// moeSXP: FP4 and FP8 tiles of 1 and 2 pairs take moe.cu's _sxp

@@ -432,7 +432,6 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("hc-fused-off", []int{1, 8, 64}, func(on bool) { be.hcFusedOff = on })
 	abAt("attn-rope-apart", []int{1, 8}, func(on bool) { be.attnRoPEApart = on })
 	abAt("hc-late", []int{1, 8}, func(on bool) { be.hcLate = on })
-	abAt("hc-head-off", []int{1, 8}, func(on bool) { be.hcHeadOff = on })
 	abAt("route-sort-off", []int{1}, func(on bool) { be.routeSortOff = on })
 	abAt("route-r8", []int{1, 8, 64}, func(on bool) { be.routeR8 = on })
 	ab("attn-r5", func(on bool) { be.attnScalar = on })

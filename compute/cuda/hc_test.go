@@ -301,19 +301,18 @@ func TestBackendRMSNormRoPE(t *testing.T) {
 
 // TestBackendFusedOps: a golden model's logits on the full and decode
 // paths, strict and fast, are the same bits with the fused launches
-// (rmsnorm_rope, hc_post_pre and its head form, attn_combine's turn) as with
+// (rmsnorm_rope, hc_post_pre, attn_combine's turn) as with
 // each op on its own launches: the fusion changes the schedule, not a
 // value.
 func TestBackendFusedOps(t *testing.T) {
 	eachGoldenMode(t, fusedGoldens, func(t *testing.T, dir string, c *golden.Case, mode Mode) {
 		var fb *Backend
 		fused := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { fb = be })
-		if fb.hcFusedLaunches == 0 || fb.attnTurnLaunches == 0 || fb.hcHeadLaunches == 0 {
-			t.Fatalf("fused launches: %d hc_post_pre, %d attn_combine turning, %d hc_post_pre's head form; want some of each",
-				fb.hcFusedLaunches, fb.attnTurnLaunches, fb.hcHeadLaunches)
+		if fb.hcFusedLaunches == 0 || fb.attnTurnLaunches == 0 {
+			t.Fatalf("fused launches: %d hc_post_pre, %d attn_combine turning; want some of each", fb.hcFusedLaunches, fb.attnTurnLaunches)
 		}
 		apart := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) {
-			be.normRoPEOff, be.hcFusedOff, be.attnRoPEApart, be.hcHeadOff = true, true, true, true
+			be.normRoPEOff, be.hcFusedOff, be.attnRoPEApart = true, true, true
 		})
 		samePaths(t, fused, apart, "with the ops on their own launches")
 		fmt.Printf("FUSED %s %s: full and decode logits identical with the fused launches and without\n", filepath.Base(dir), modeName(mode))
@@ -328,95 +327,3 @@ var fusedGoldens = func() []string {
 	}
 	return []string{"testdata/golden/deepseek-v4/flash-ratios", "testdata/golden/deepseek-v4-extra/hc3-csa8"}
 }()
-
-// TestBackendHCPostHeadNorm: HCPostHeadNorm (hc_post_pre's head form)
-// gives the bits of HCPost, HCHead and RMSNorm on their own launches, and
-// the CPU's values within rounding, for the streams and x: the Flash
-// width, a width that leaves threads of a segment without columns, 3
-// streams, with and without a site before it, 1 and 3 tokens and again
-// (the counters reset), and a shape past the kernel's limits (the ops).
-func TestBackendHCPostHeadNorm(t *testing.T) {
-	be := newBackend(t, Strict)
-	ref := cpu.New(2)
-	for ci, c := range []struct{ hc, D int }{{4, 4096}, {4, 1000}, {3, 700}, {4, 4097}} {
-		rng := rand.New(rand.NewPCG(uint64(ci), 43))
-		hc, D := c.hc, c.D
-		fn := &compute.Matrix{DType: compute.F32, Rows: hc, Cols: hc * D, Data: make([]byte, 4*hc*hc*D)}
-		for i := range hc * hc * D {
-			binary.LittleEndian.PutUint32(fn.Data[4*i:], math.Float32bits(float32(rng.NormFloat64()/math.Sqrt(float64(hc*D)))))
-		}
-		base, scale, normW := randFloats(rng, hc), []float32{0.9}, randFloats(rng, D)
-		p := compute.HCParams{HC: hc, D: D, NormEps: 1e-6, Eps: 1e-6, SinkhornIters: 20}
-		const eps = 1e-5
-		vec := func(v []float32) compute.Tensor {
-			tv, err := be.Vector(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tv
-		}
-		hw := &compute.HC{Fn: fn, Base: vec(base), Scale: vec(scale)}
-		nw := vec(normW)
-		for _, T := range []int{1, 3, 1} {
-			h := randFloats(rng, T*hc*D)
-			y := randFloats(rng, T*D)
-			postIn := randFloats(rng, T*hc)
-			combIn := randFloats(rng, T*hc*hc)
-			for _, site := range []bool{true, false} {
-				name := fmt.Sprintf("hc %d D %d T %d site %v", hc, D, T, site)
-				run := func(fused bool) (out [2][]float32) {
-					t.Helper()
-					mark := be.ScratchMark()
-					defer be.ResetScratch(mark)
-					up := func(v []float32, r, cols int) compute.Tensor {
-						a := be.Scratch(compute.F32, r, cols)
-						if v != nil {
-							be.Write(a, v)
-						}
-						return a
-					}
-					ht, xt := up(h, T, hc*D), up(nil, T, D)
-					var yt, pit, cit compute.Tensor
-					if site {
-						yt, pit, cit = up(y, T, D), up(postIn, T, hc), up(combIn, T, hc*hc)
-					}
-					be.hcHeadOff = !fused
-					be.HCPostHeadNorm(ht, yt, pit, cit, xt, hw, p, nw, eps)
-					be.hcHeadOff = false
-					for i, r := range []compute.Tensor{ht, xt} {
-						out[i] = make([]float32, r.Len())
-						if err := be.Read(out[i], r); err != nil {
-							t.Fatal(err)
-						}
-					}
-					return out
-				}
-				n0 := be.hcHeadLaunches
-				apart, fused := run(false), run(true)
-				if want := D <= hcFusedMaxCol; (be.hcHeadLaunches > n0) != want {
-					t.Errorf("%s: the head form launched %d times (want it: %v)", name, be.hcHeadLaunches-n0, want)
-				}
-				for i, what := range []string{"h", "x"} {
-					if !slices.Equal(bitsOf(fused[i]), bitsOf(apart[i])) {
-						t.Errorf("%s: %s differs from the three ops'", name, what)
-					}
-				}
-				ch := slices.Clone(h)
-				if site {
-					ref.HCPost(cpu.Wrap(ch, T, hc*D), cpu.Wrap(y, T, D), cpu.Wrap(postIn, T, hc), cpu.Wrap(combIn, T, hc*hc), p)
-				}
-				cx := make([]float32, T*D)
-				cw := &compute.HC{Fn: fn, Base: cpu.Wrap(base, 1, hc), Scale: cpu.Wrap(scale, 1, 1)}
-				ref.HCHead(cpu.Wrap(cx, T, D), cpu.Wrap(ch, T, hc*D), cw, p)
-				ref.RMSNorm(cpu.Wrap(cx, T, D), cpu.Wrap(cx, T, D), cpu.Wrap(normW, 1, D), eps)
-				for i, want := range [2][]float32{ch, cx} {
-					for k := range want {
-						if d := math.Abs(float64(fused[i][k] - want[k])); d > 1e-4*(1+math.Abs(float64(want[k]))) {
-							t.Fatalf("%s: %s[%d] = %g, the CPU's %g", name, []string{"h", "x"}[i], k, fused[i][k], want[k])
-						}
-					}
-				}
-			}
-		}
-	}
-}

@@ -555,49 +555,23 @@ const (
 // streams of hcFusedMaxCol columns, hcFusedMaxT tokens; not
 // Backend.hcFusedOff), else the three ops.
 func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tensor, w *compute.HC, p compute.HCParams, norm compute.Tensor, eps float32) {
-	checkShape("HCPostPreNorm post", post, h.Rows, p.HC)
-	checkShape("HCPostPreNorm comb", comb, h.Rows, p.HC*p.HC)
-	if b.hcPostPre(h, y, postIn, combIn, x, post, comb, w, p, norm, eps, false) {
-		return
-	}
-	if y.Valid() {
-		b.HCPost(h, y, postIn, combIn, p)
-	}
-	b.HCPre(x, post, comb, h, w, p)
-	b.RMSNorm(x, x, norm, eps)
-}
-
-// HCPostHeadNorm implements compute.FusedHead: hc_post_pre's head form,
-// one launch, where HCPostPreNorm's limits allow (and not
-// Backend.hcHeadOff), else the three ops.
-func (b *Backend) HCPostHeadNorm(h, y, postIn, combIn, x compute.Tensor, w *compute.HC, p compute.HCParams, norm compute.Tensor, eps float32) {
-	if !b.hcHeadOff && b.hcPostPre(h, y, postIn, combIn, x, compute.Tensor{}, compute.Tensor{}, w, p, norm, eps, true) {
-		b.hcHeadLaunches++
-		return
-	}
-	if y.Valid() {
-		b.HCPost(h, y, postIn, combIn, p)
-	}
-	b.HCHead(x, h, w, p)
-	b.RMSNorm(x, x, norm, eps)
-}
-
-// hcPostPre records hc_post_pre (with head, its head form: fn of hc rows,
-// no post or comb) and reports whether its limits allowed it.
-func (b *Backend) hcPostPre(h, y, postIn, combIn, x, post, comb compute.Tensor, w *compute.HC, p compute.HCParams, norm compute.Tensor, eps float32, head bool) bool {
 	hc, D, T := p.HC, p.D, h.Rows
 	nMix := (2 + hc) * hc
-	if head {
-		nMix = hc
-	}
 	wc, S := hcMixCols(hc, D)
 	m := b.mustMat(w.Fn)
 	if b.hcFusedOff || T == 0 || T > hcFusedMaxT || hc > hcFused || D > hcFusedMaxCol || S*(nMix+1) > hcStage ||
 		m.DType != compute.F32 || m.Rows != nMix || m.Cols != hc*D {
-		return false
+		if y.Valid() {
+			b.HCPost(h, y, postIn, combIn, p)
+		}
+		b.HCPre(x, post, comb, h, w, p)
+		b.RMSNorm(x, x, norm, eps)
+		return
 	}
 	checkShape("HCPostPreNorm h", h, T, hc*D)
 	checkShape("HCPostPreNorm x", x, T, D)
+	checkShape("HCPostPreNorm post", post, T, hc)
+	checkShape("HCPostPreNorm comb", comb, T, hc*hc)
 	var yp, pip, cip Ptr
 	if y.Valid() {
 		checkShape("HCPostPreNorm y", y, T, D)
@@ -610,14 +584,9 @@ func (b *Backend) hcPostPre(h, y, postIn, combIn, x, post, comb compute.Tensor, 
 		checkShape("HCPostPreNorm norm", norm, 1, D)
 		nw = b.ptr(norm)
 	}
-	f := b.k.fns["hc_post_pre"]
-	if f == 0 {
-		b.fail(fmt.Errorf("cuda: kernel hc_post_pre unavailable: %v", b.k.unavailable))
-		return true
-	}
 	cnt := b.hcCounters()
 	if cnt == 0 {
-		return true // the failure is recorded
+		return
 	}
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
@@ -625,15 +594,19 @@ func (b *Backend) hcPostPre(h, y, postIn, combIn, x, post, comb compute.Tensor, 
 	b.hcFusedLaunches++
 	a := b.args().Ptr(b.ptr(h)).Ptr(yp).Ptr(pip).Ptr(cip).Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).
 		Ptr(b.ptr(part)).Ptr(cnt).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).
-		Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps).Int(map[bool]int{true: 1}[head])
+		Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps)
+	f := b.k.fns["hc_post_pre"]
+	if f == 0 {
+		b.fail(fmt.Errorf("cuda: kernel hc_post_pre unavailable: %v", b.k.unavailable))
+		return
+	}
 	// Its mix weights' loads come before its wait (hc_fn_load): it may
 	// start early, as the weight products do (SetPDLEarly), unless hcLate.
 	if b.hcLate {
 		b.fail(b.rt.Launch(f, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0, 0, a))
-	} else {
-		b.fail(b.rt.LaunchEarly(f, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0, 0, a))
+		return
 	}
-	return true
+	b.fail(b.rt.LaunchEarly(f, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0, 0, a))
 }
 
 // hcCounters returns hc_post_pre's counters (hcFusedMaxT uint32s, zero

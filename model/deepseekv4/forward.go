@@ -57,21 +57,13 @@ func (m *Model) Forward(ctx context.Context, b *Batch) ([]float32, error) {
 			m.sub.Submit()
 		}
 	}
-	// The last site's write-back, with the head's mHC and norm in the same
-	// op where the backend fuses them and every row's logits are asked for.
-	var hx compute.Tensor
 	if c != nil && c.pending {
-		if m.fh != nil && st.allRows {
-			hx = be.Scratch(compute.F32, T, cfg.Hidden)
-			m.fh.HCPostHeadNorm(h, c.y, c.post, c.comb, hx, &m.w.head.hc, m.hcp, m.w.head.norm, float32(cfg.RMSEps))
-		} else {
-			be.HCPost(h, c.y, c.post, c.comb, m.hcp)
-		}
+		be.HCPost(h, c.y, c.post, c.comb, m.hcp)
 	}
 	if err := m.recordHidden(b, h); err != nil {
 		return nil, err
 	}
-	logits, err := m.head(&m.w.head, st, h, hx, &m.fwd)
+	logits, err := m.head(&m.w.head, st, h, &m.fwd)
 	if err != nil {
 		return nil, err
 	}
@@ -194,21 +186,18 @@ func (m *Model) layer(L *rLayer, spec LayerSpec, lay *cacheLayout, refs *layerRe
 
 // head computes the logits of the rows the spans ask for: collapse the
 // streams with hc_head, RMSNorm, and the output projection, read into the
-// pass's logits buffer. A valid x is every row's collapsed and normalized
-// streams already (FusedHead).
-func (m *Model) head(w *rHead, st *step, h, x compute.Tensor, pb *passBufs) ([]float32, error) {
+// pass's logits buffer.
+func (m *Model) head(w *rHead, st *step, h compute.Tensor, pb *passBufs) ([]float32, error) {
 	be, cfg := m.be, m.Cfg
 	R := st.R
 	if R == 0 {
 		return nil, be.Sync()
 	}
-	if !x.Valid() {
-		sel := be.Scratch(compute.F32, R, h.Cols)
-		be.GatherRows(sel, h, st.rows)
-		x = be.Scratch(compute.F32, R, cfg.Hidden)
-		be.HCHead(x, sel, &w.hc, m.hcp)
-		be.RMSNorm(x, x, w.norm, float32(cfg.RMSEps))
-	}
+	sel := be.Scratch(compute.F32, R, h.Cols)
+	be.GatherRows(sel, h, st.rows)
+	x := be.Scratch(compute.F32, R, cfg.Hidden)
+	be.HCHead(x, sel, &w.hc, m.hcp)
+	be.RMSNorm(x, x, w.norm, float32(cfg.RMSEps))
 	out := be.Scratch(compute.F32, R, cfg.VocabSize)
 	be.MatMul(out, x, m.w.output)
 	return pb.readLogits(be, out)

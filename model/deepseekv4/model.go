@@ -42,10 +42,7 @@ type Model struct {
 	sub compute.Submitter
 	// fm is be's optional fused mHC (HCPostPreNorm): each site's pre
 	// starts as the site before it writes its output back.
-	fm compute.FusedMixing
-	// fh is be's optional fused head (HCPostHeadNorm): with fm, the last
-	// site's write-back and the head's mHC and norm in one op.
-	fh     compute.FusedHead
+	fm     compute.FusedMixing
 	ck     *safetensors.Checkpoint
 	rope   ropeTables
 	hcp    compute.HCParams
@@ -317,5 +314,4 @@ func (m *Model) findOps() {
 	m.nr, _ = m.be.(compute.NormedRoPE)
 	m.sub, _ = m.be.(compute.Submitter)
 	m.fm, _ = m.be.(compute.FusedMixing)
-	m.fh, _ = m.be.(compute.FusedHead)
 }

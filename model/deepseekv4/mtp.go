@@ -108,7 +108,7 @@ func (m *Model) mtpForward(ctx context.Context, k int, b *Batch, hidden []float3
 		}
 		be.StoreRing(ring, cfg.hiddenRing(), h, sp)
 	}
-	logits, err := m.head(&w.head, st, h, compute.Tensor{}, &m.mtp)
+	logits, err := m.head(&w.head, st, h, &m.mtp)
 	if err != nil {
 		return nil, err
 	}

@@ -18,8 +18,6 @@ type step struct {
 	spans  compute.Spans
 	rows   compute.Tensor // I32 [R]: the batch rows whose logits are asked for
 	R      int
-	// allRows: the rows are every row of the batch in order (R = T).
-	allRows bool
 	// paged[spec][j] is layer j's instance of spec (in the layout's order).
 	paged [][]compute.Paged
 }
@@ -82,10 +80,6 @@ func (m *Model) newStep(b *Batch, lay *cacheLayout, pb *passBufs) (*step, error)
 	all := pb.meta.upload(m.be, host)
 	st := &pb.st
 	st.T, st.R = T, len(rows)
-	st.allRows = len(rows) == T
-	for i, r := range rows {
-		st.allRows = st.allRows && int(r) == i
-	}
 	st.tokens = all.Elems(0, T)
 	st.spans.Pos = all.Elems(T, 2*T)
 	st.spans.Tab = all.Elems(2*T, 2*T+3*N).Reshape(N, 3)

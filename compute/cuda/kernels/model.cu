@@ -231,6 +231,15 @@ __device__ __forceinline__ void hc_mix_sum(float* mix, const float* part, int t,
   __syncwarp();
 }
 
+// hc_mix_reduce writes mix[t][r] from the partials. Grid T, one warp.
+extern "C" __global__ void __launch_bounds__(32)
+    hc_mix_reduce(float* mix, const float* part, int S, int nMix, int n, float normEps) { PDL_WAIT();
+  __shared__ float m[HC_MIX_MAX];
+  const int t = blockIdx.x;
+  hc_mix_sum(m, part, t, S, nMix, n, normEps);
+  for (int r = threadIdx.x; r < nMix; r += 32) mix[(long long)t * nMix + r] = m[r];
+}
+
 // hc_sinkhorn_lane: the row softmax (+ eps) and Sinkhorn of hc·hc <= 32
 // entries, entry e on lane e (lanes >= hc·hc pass e = 0 and discard the
 // result), rows and columns through shuffles, each sum in the CPU's
@@ -389,22 +398,6 @@ __device__ __forceinline__ bool hc_stage(float* stage, const float* __restrict__
   return true;
 }
 
-// hc_mix_reduce writes mix[t][r] from the partials: staged in hc_stage_mix's
-// order (hc_post_pre's, whose head form gives these bits) where they fit,
-// else hc_mix_sum's. Grid T, one warp.
-extern "C" __global__ void __launch_bounds__(32)
-    hc_mix_reduce(float* mix, const float* part, int S, int nMix, int n, float normEps) { PDL_WAIT();
-  __shared__ float m[HC_MIX_MAX];
-  __shared__ float stage[HC_STAGE];
-  __shared__ float gsum[HC_GSUM];
-  const int t = blockIdx.x;
-  if (hc_stage(stage, part, t, S * (nMix + 1)))
-    hc_stage_mix(m, gsum, stage, S, nMix, n, normEps);
-  else
-    hc_mix_sum(m, part, t, S, nMix, n, normEps);
-  for (int r = threadIdx.x; r < nMix; r += 32) mix[(long long)t * nMix + r] = m[r];
-}
-
 // hc_pre_split is hc_pre_finish from hc_mix_partial's sums. Every block
 // (t, y) computes token t's mix and pre on warp 0 (hc_pre_weights) and
 // writes x[t][i] = Σ_j pre_j·h[t][j][i] for the columns i of its slice
@@ -460,8 +453,6 @@ extern "C" __global__ void __launch_bounds__(MT)
 // comb (hc_pre_comb) at the same time, and resets cnt[t] for the next
 // launch. They read what the others wrote through L2 (__ldcg, after the
 // counter's fences).
-// With head, it is hc_post and the output head's mHC (hc_head_finish of
-// hc_mix_reduce's mix, fn of hc rows) and rmsnorm: no post, no comb.
 // The host takes it where hc <= HC_FUSED, S·(nMix + 1) <= HC_STAGE and
 // D <= RMS_REGS·MT. Grid (T, S), S = ceil(D/w).
 #define HC_FUSED 4
@@ -473,7 +464,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
                                                  float* part, unsigned* cnt, const float* __restrict__ fn,
                                                  const float* __restrict__ base, const float* __restrict__ scale,
                                                  const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                                                 float eps, int iters, float rmsEps, int head) {
+                                                 float eps, int iters, float rmsEps) {
   __shared__ float red[MT / 32][HC_MIX_MAX + 1];
   __shared__ float mix[HC_MIX_MAX];
   __shared__ float pre[HC_MAX];
@@ -482,7 +473,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   __shared__ float gsum[HC_GSUM];
   __shared__ float buf[32];
   __shared__ unsigned arrived;
-  const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y, tid = threadIdx.x, nMix = head ? hc : (2 + hc) * hc;
+  const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y, tid = threadIdx.x, nMix = (2 + hc) * hc;
   float* ht = h + (long long)t * hc * D;
   int j, i;
   const bool valid = hc_seg_elem(tid, s, w, hc, D, &j, &i);
@@ -522,12 +513,12 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   // the emulator runs blocks one at a time) waits for the last and
   // computes comb meanwhile, and resets the counter.
 #ifdef STRATA_EMU
-  const bool combHere = !head;
+  const bool combHere = true;
   if (arrived != (unsigned)(S - 1)) return;
   if (tid == 0) cnt[t] = 0;
 #else
-  const bool combHere = S == 1 && !head;
-  if (S > 1 && !head && arrived == (unsigned)(S - 2)) {
+  const bool combHere = S == 1;
+  if (S > 1 && arrived == (unsigned)(S - 2)) {
     if (tid == 0) {
       while (atomicAdd(cnt + t, 0u) != (unsigned)S) __nanosleep(20);
       cnt[t] = 0;
@@ -542,7 +533,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
     return;
   }
   if (arrived != (unsigned)(S - 1)) return;
-  if ((S == 1 || head) && tid == 0) cnt[t] = 0;
+  if (S == 1 && tid == 0) cnt[t] = 0;
 #endif
   __threadfence();
   const float* pt = part + (long long)t * np;
@@ -558,7 +549,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   }
   __syncthreads();
   hc_stage_mix(mix, gsum, stage, S, nMix, hc * D, normEps);
-  if (tid < 32) hc_pre_weights(mix, pre, post, !head, true, nullptr, t, S, nMix, hc * D, normEps, base, scale, hc, eps);
+  if (tid < 32) hc_pre_weights(mix, pre, post, true, true, nullptr, t, S, nMix, hc * D, normEps, base, scale, hc, eps);
   __syncthreads();
   float xv[RMS_REGS];
 #pragma unroll
@@ -585,10 +576,10 @@ extern "C" __global__ void __launch_bounds__(MT)
                 const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
                 float* part, unsigned* cnt, const float* __restrict__ fn, const float* __restrict__ base,
                 const float* __restrict__ scale, const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                float eps, int iters, float rmsEps, int head) {
+                float eps, int iters, float rmsEps) {
   PDL_OPEN_EARLY();
   hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
-                   rmsEps, head);
+                   rmsEps);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
