@@ -370,7 +370,7 @@ func (b *Backend) SetPDL(on bool) { b.rt.pdl = on }
 
 // SetPDLEarly turns programmatic dependent launch on or off (on by
 // default: pdlEarlyDefault) for the launches recorded from now on of the
-// kernels that load weights before they wait (gemvp, gemv2:
+// kernels that load weights before they wait (gemvp, gemv2, hc_post_pre:
 // Thread.LaunchEarly), whatever SetPDL says: each such product may start,
 // its first weights in flight, while the kernel before it finishes (every
 // kernel opens with PDL_WAIT and triggers its dependents there).

@@ -127,15 +127,18 @@
 //
 // Every kernel opens with PDL_WAIT (kernels/common.cuh), so that launches
 // may allow programmatic dependent launch: the results are the same
-// either way. By default only the products that load weights before they
-// wait (gemvp, gemv2) allow it (Backend.SetPDLEarly; a batch-1 step 1.5-1.8%
-// faster, NOTES.md run 15); every launch with STRATA_CUDA_PDL=1
+// either way. By default only the kernels that load weights before they
+// wait (gemvp, gemv2, and hc_post_pre its mix weights) allow it
+// (Backend.SetPDLEarly; a batch-1 step 1.5-1.8% faster, NOTES.md run 15);
+// every launch with STRATA_CUDA_PDL=1
 // (Backend.SetPDL: slower on the H200, run 6), none with STRATA_CUDA_PDL=0.
 //
 // The mHC of two sites is one launch (hc_post_pre in kernels/model.cu,
 // compute.FusedMixing): a site's write-back, the next site's mix, pre,
 // post and comb, and its RMS norm, the same bits as the four kernels
-// (Backend.hcFusedOff).
+// (Backend.hcFusedOff). SparseAttention turns its output back in
+// attn_combine (AttentionArgs.OutRoPE: run 19, a batch-1 step 1.7-2.1%
+// faster than rope_heads after it).
 //
 // RMSNorm, RoPE, Softmax, TopK and Gather compute as the CPU backend does
 // (float32, with float64 where the CPU uses it), up to the order of their

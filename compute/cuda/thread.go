@@ -449,7 +449,7 @@ func (t *Thread) Launch(f Func, grid, block Dim3, shared int, s Stream, a *Args)
 
 // LaunchEarly is Launch for a kernel whose loads before PDL_WAIT_LATE read
 // only what no launch before it writes (gemvp's and gemv2's first weight
-// chunks): with t.pdlEarly it may start while the
+// chunks, hc_post_pre's mix weights): with t.pdlEarly it may start while the
 // kernel before it on s finishes, its first loads in flight, where no
 // other launch may.
 func (t *Thread) LaunchEarly(f Func, grid, block Dim3, shared int, s Stream, a *Args) error {
