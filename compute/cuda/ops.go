@@ -22,9 +22,19 @@ func checkShape(op string, t compute.Tensor, rows, cols int) {
 
 // launch records kernel name with a's parameters.
 func (b *Backend) launch(name string, grid, block Dim3, shared int, a *Args) {
+	b.launchAs(name, grid, block, shared, a, false)
+}
+
+// launchAs is launch, through Thread.LaunchEarly when early (a kernel that
+// reads only weights before its PDL_WAIT_LATE).
+func (b *Backend) launchAs(name string, grid, block Dim3, shared int, a *Args, early bool) {
 	f := b.k.fns[name]
 	if f == 0 {
 		b.fail(fmt.Errorf("cuda: kernel %s unavailable: %v", name, b.k.unavailable))
+		return
+	}
+	if early {
+		b.fail(b.rt.LaunchEarly(f, grid, block, shared, 0, a))
 		return
 	}
 	b.fail(b.rt.Launch(f, grid, block, shared, 0, a))
@@ -592,21 +602,12 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	defer b.ResetScratch(mark)
 	part := b.Scratch(compute.F32, T*S, nMix+1)
 	b.hcFusedLaunches++
-	a := b.args().Ptr(b.ptr(h)).Ptr(yp).Ptr(pip).Ptr(cip).Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).
-		Ptr(b.ptr(part)).Ptr(cnt).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).
-		Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps)
-	f := b.k.fns["hc_post_pre"]
-	if f == 0 {
-		b.fail(fmt.Errorf("cuda: kernel hc_post_pre unavailable: %v", b.k.unavailable))
-		return
-	}
 	// Its mix weights' loads come before its wait (hc_fn_load): it may
 	// start early, as the weight products do (SetPDLEarly), unless hcLate.
-	if b.hcLate {
-		b.fail(b.rt.Launch(f, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0, 0, a))
-		return
-	}
-	b.fail(b.rt.LaunchEarly(f, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0, 0, a))
+	b.launchAs("hc_post_pre", Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
+		b.args().Ptr(b.ptr(h)).Ptr(yp).Ptr(pip).Ptr(cip).Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).
+			Ptr(b.ptr(part)).Ptr(cnt).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).
+			Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps), !b.hcLate)
 }
 
 // hcCounters returns hc_post_pre's counters (hcFusedMaxT uint32s, zero
