@@ -226,6 +226,15 @@ type Backend struct {
 	moeQGX bool
 	// moeqLaunches counts the moeq launches recorded (tests).
 	moeqLaunches int
+	// moeM (the default): where moeq would take the FP4 experts, moem.cu's
+	// entries take them on the FP8 tensor cores instead (sm_89 and later;
+	// other bits; BenchmarkFlash's moem-off A/B). moemLaunches counts
+	// their launches (tests).
+	moeM         bool
+	moemLaunches int
+	// moemG > 0: the row tiles a block of the moem entries takes (tests:
+	// the bits do not depend on it).
+	moemG int
 	// moeH (the default): Fast FP4 experts on the float16 tensor cores
 	// (gemvx_moe_fp4_h, activations split into float16 hi + lo) wherever
 	// gemvx_moe_fp4 would run, and from moeHMinT tokens on (other bits).
@@ -311,7 +320,7 @@ func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) 
 // NewBackendOn returns a Backend on an open device, which Close leaves
 // open (several Backends may share a device, one goroutine each).
 func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
-	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, gvxrV: gvxrVDefault, moeH: true, moeQ: true,
+	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, gvxrV: gvxrVDefault, moeH: true, moeQ: true, moeM: true,
 		gc: graphCache{limit: 64}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)

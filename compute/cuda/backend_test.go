@@ -110,28 +110,39 @@ var moeqCases = []string{"testdata/golden/deepseek-v4/quantized"}
 
 // TestBackendGoldenMoEQ runs the moeq cases through golden.Check in Fast
 // mode with moeq taking the experts wherever gemvx's experts' form would
-// (moeQGX: at these few experts every decode step): greedy identical, its
-// largest logit difference reported, and moeq must have run.
+// (moeQGX: at these few experts every decode step), on the integer dot
+// products (moeq) and, where the device has e4m3 mma.sync, on the FP8
+// tensor cores (moem): greedy identical, the largest logit difference
+// reported, and the kernels must have run.
 func TestBackendGoldenMoEQ(t *testing.T) {
 	for _, name := range moeqCases {
-		t.Run(filepath.Base(name), func(t *testing.T) {
-			b := newBackend(t, Fast)
-			b.moeQGX = true
-			rep := checkGolden(t, name, b)
-			line := fmt.Sprintf("GOLDEN %s fast moeq:", filepath.Base(name))
-			for _, p := range rep.Paths {
-				line += fmt.Sprintf(" %s %.3g", p.Name, p.MaxAbs)
-			}
-			line += fmt.Sprintf(" greedy %v (%d moeq launches)", okWord(rep.GreedyOK()), b.moeqLaunches)
-			t.Log(line)
-			fmt.Println(line)
-			if !rep.GreedyOK() {
-				t.Errorf("greedy ids %v, want %v", rep.Greedy, rep.Want)
-			}
-			if b.moeqLaunches == 0 {
-				t.Errorf("moeq never ran")
-			}
-		})
+		for _, kern := range []string{"moeq", "moem"} {
+			t.Run(filepath.Base(name)+"/"+kern, func(t *testing.T) {
+				b := newBackend(t, Fast)
+				b.moeQGX, b.moeM = true, kern == "moem"
+				if b.moeM && !b.k.fp8MMA {
+					t.Skip("cuda: no e4m3 mma.sync on this device (sm_89 and later)")
+				}
+				rep := checkGolden(t, name, b)
+				line := fmt.Sprintf("GOLDEN %s fast %s:", filepath.Base(name), kern)
+				for _, p := range rep.Paths {
+					line += fmt.Sprintf(" %s %.3g", p.Name, p.MaxAbs)
+				}
+				n := b.moeqLaunches
+				if b.moeM {
+					n = b.moemLaunches
+				}
+				line += fmt.Sprintf(" greedy %v (%d %s launches)", okWord(rep.GreedyOK()), n, kern)
+				t.Log(line)
+				fmt.Println(line)
+				if !rep.GreedyOK() {
+					t.Errorf("greedy ids %v, want %v", rep.Greedy, rep.Want)
+				}
+				if n == 0 {
+					t.Errorf("%s never ran", kern)
+				}
+			})
+		}
 	}
 }
 

@@ -58,6 +58,8 @@ type Kernels struct {
 	gemvxM1 int
 	// tensorCores: the device has bfloat16 mma.sync (sm_80 and later).
 	tensorCores bool
+	// fp8MMA: the device has e4m3 mma.sync (sm_89 and later: moem.cu).
+	fp8MMA bool
 	// sms is the device's multiprocessors (gemvp's persistent grid).
 	sms int
 	// gemvp are gemvp.cu's entries, [ring (gemvpRings)][split 1, 2, 4, 8],
@@ -146,6 +148,9 @@ func init() {
 			moeSXKernels = append(moeSXKernels, fmt.Sprintf("%s_fp4_p%d_q", kind, pt))
 		}
 		moeSXKernels = append(moeSXKernels, kind+"_fp4_p1_q4")
+		for _, pt := range []int{1, 2, 4} {
+			moeSXKernels = append(moeSXKernels, fmt.Sprintf("%s_fp4_p%d_m", kind, pt))
+		}
 
 	}
 	modelKernels = append(modelKernels, moeSXKernels...)

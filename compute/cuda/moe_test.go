@@ -187,6 +187,7 @@ func TestBackendMoE(t *testing.T) {
 // token's activations leaves the other tokens' bits alone.
 func TestBackendMoEQ(t *testing.T) {
 	be := newBackend(t, Fast)
+	be.moeM = false // moeq, not moem
 	// The grouped kernels at every batch (gemvx's experts would take
 	// these few experts from 3 tokens on).
 	be.gemvxMoeOff = true
@@ -268,6 +269,116 @@ func TestBackendMoEQ(t *testing.T) {
 	}
 	// A NaN in token 5: its outputs NaN, every other token's bits as
 	// before (tiles of 8 pairs stage it beside others).
+	xn := slices.Clone(x)
+	xn[5*D+77] = float32(math.NaN())
+	for _, pt := range []int{0, 8} {
+		got := c.run(t, be, xn, 24, pt, false)
+		for tok := range 24 {
+			for i := tok * D; i < (tok+1)*D; i++ {
+				if tok == 5 {
+					if !math.IsNaN(float64(got[i])) {
+						t.Fatalf("tile %d: y[%d] of the NaN token = %v", pt, i, got[i])
+					}
+				} else if math.Float32bits(got[i]) != math.Float32bits(batch[i]) {
+					t.Fatalf("tile %d: y[%d] (token %d) = %v beside a NaN token, %v without", pt, i, tok, got[i], batch[i])
+				}
+			}
+		}
+	}
+}
+
+// TestBackendMoEM checks the Fast FP4 experts on the FP8 tensor cores
+// (moem: e4m3 codes times the activations' six base-16 digits) against
+// moeq (the same quantized activations, exact integer block sums: the two
+// differ by float32 accumulation alone) and the float32 _sx/_sxp entries,
+// with tokens of very large and very small activations among them, for
+// every tile and several row tiles a block (a pair's bits never depend on
+// its tile, the other pairs, the grid or the batch), and that a NaN in one
+// token's activations leaves the other tokens' bits alone.
+func TestBackendMoEM(t *testing.T) {
+	be := newBackend(t, Fast)
+	if !be.k.fp8MMA {
+		t.Skip("cuda: no e4m3 mma.sync on this device (sm_89 and later)")
+	}
+	be.gemvxMoeOff = true
+	rng := rand.New(rand.NewPCG(13, 4))
+	// 40 and 20 steps of 4 blocks a row (5 and 2.5 a warp: warps of
+	// unequal slices, and some with none at I = 128·2), rows past the
+	// last tile of 16 (I = 640 is 40 tiles; D = 1280, 80).
+	const D, I, E, K = 1280, 640, 8, 2
+	c := newMoECase(rng, compute.FP4, D, I, E, K)
+	x := randFloats(rng, 24*D)
+	for i := range D {
+		x[1*D+i] *= 1e5
+		x[2*D+i] *= 1e-5
+	}
+	var batch []float32
+	for _, T := range []int{3, 24} {
+		xt := x[:T*D]
+		be.moeQ = false
+		f32 := c.run(t, be, xt, T, 0, false)
+		be.moeQ, be.moeM = true, false
+		q := c.run(t, be, xt, T, 0, false)
+		be.moeM = true
+		var first []float32
+		tiles := []int{0, 1, 2, 4, 8} // at T = 3 expert 0 takes 3 pairs
+		if T == 24 {
+			tiles = []int{0}
+		}
+		for _, pt := range tiles {
+			name := fmt.Sprintf("T=%d tile %d", T, pt)
+			n := be.moemLaunches
+			got := c.run(t, be, xt, T, pt, false)
+			if be.moemLaunches == n {
+				t.Fatalf("%s: no moem launch", name)
+			}
+			if first == nil {
+				first = got
+				if slices.Equal(bitsOf(got), bitsOf(q)) {
+					t.Logf("%s: moem gave moeq's bits", name)
+				}
+			} else if !slices.Equal(bitsOf(got), bitsOf(first)) {
+				t.Errorf("%s: bits differ from moeTile's tile", name)
+			}
+			for _, g := range []int{1, 3} {
+				if pt != 0 {
+					break
+				}
+				be.moemG = g
+				other := c.run(t, be, xt, T, pt, false)
+				be.moemG = 0
+				if !slices.Equal(bitsOf(other), bitsOf(got)) {
+					t.Errorf("%s: %d row tiles a block give other bits", name, g)
+				}
+			}
+			var worstQ, worstF float64
+			for tok := range T {
+				rms := rmsOf(q[tok*D : (tok+1)*D])
+				for i := tok * D; i < (tok+1)*D; i++ {
+					// Against moeq: the same digits' exact products, other
+					// float32 roundings (a few 1e-7 of the token's rms); a
+					// wrong code, digit, scale or fragment errs by O(1).
+					d := math.Abs(float64(got[i]-q[i])) / (math.Abs(float64(q[i])) + rms)
+					worstQ = max(worstQ, d)
+					if !(d <= 4e-6) {
+						t.Fatalf("%s: y[%d] (token %d) = %v, moeq %v (rms %.3g)", name, i, tok, got[i], q[i], rms)
+					}
+					d = math.Abs(float64(got[i]-f32[i])) / (math.Abs(float64(f32[i])) + rms)
+					worstF = max(worstF, d)
+					if !(d <= 1e-5) {
+						t.Fatalf("%s: y[%d] (token %d) = %v, float32 experts %v (rms %.3g)", name, i, tok, got[i], f32[i], rms)
+					}
+				}
+			}
+			t.Logf("%s: against moeq at most %.3g of |y| + the token's rms, against the float32 experts %.3g", name, worstQ, worstF)
+		}
+		if T == 24 {
+			batch = first
+		}
+	}
+	if alone := c.run(t, be, x[:12*D], 12, 0, false); !slices.Equal(bitsOf(alone), bitsOf(batch[:12*D])) {
+		t.Errorf("the first 12 tokens alone differ from the same tokens in a batch of 24")
+	}
 	xn := slices.Clone(x)
 	xn[5*D+77] = float32(math.NaN())
 	for _, pt := range []int{0, 8} {

@@ -163,6 +163,47 @@ func (b *Backend) moeqEntry(kind string, m *Matrix, pt int) (name string, shared
 	return name, shared, perSM
 }
 
+// moemEntry names moem.cu's entry (the FP8 tensor cores) that takes
+// moeGrouped's products of m for tiles of pt pairs where moeq's would
+// (moeqEntry) on a device with e4m3 mma.sync, with moeM: the entry of kpt
+// pairs (tiles of 8 pairs take the one of 4 twice, each launch its half),
+// its dynamic shared memory and the blocks an SM it allows; "" where none
+// does.
+func (b *Backend) moemEntry(kind string, m *Matrix, pt int) (name string, kpt, shared, perSM int) {
+	if !b.moeM || !b.k.fp8MMA {
+		return "", 0, 0, 0
+	}
+	if q, _, _ := b.moeqEntry(kind, m, pt); q == "" {
+		return "", 0, 0, 0
+	}
+	kpt = min(pt, 4)
+	name = fmt.Sprintf("%s_fp4_p%d_m", kind, kpt)
+	nm, minBlocks := 1, 1
+	if kind == "moe_gateup" {
+		nm = 2
+	}
+	if kpt == 1 {
+		minBlocks = 2 // MOEM_ENTRY's launch bounds
+	}
+	shared = moemShared(nm, kpt, m.Cols)
+	if b.k.fns[name] == 0 || shared > b.optin {
+		return "", 0, 0, 0
+	}
+	perSM = max(1, min(minBlocks, (b.optin+2048)/(shared+1024+512)))
+	return name, kpt, shared, perSM
+}
+
+// moemShared is the dynamic shared memory of the moem entries for nm
+// matrices (2: W1 and W3) and pt pairs on cols columns (moem_body): rings
+// of 4 stages of 8 warps' nm·16·4 16-byte chunks and nm·16 scale words,
+// each pair's digits (48 words a 32-column block) and factors, then two
+// buffers of the warps' partial sums.
+func moemShared(nm, pt, cols int) int {
+	const stages, warps, bs = 4, 8, 4
+	nblk := cols / 32
+	return stages*warps*nm*16*bs*16 + stages*warps*nm*16*4 + pt*nblk*48*4 + pt*nblk*4 + 2*warps*nm*pt*16*4
+}
+
 // moeqFits reports whether moeq takes the experts mt's tiles (moeqEntry:
 // Fast mode, moeQ, FP4 rows of a multiple of 128 columns).
 func (b *Backend) moeqFits(mt *moeTables) bool {
@@ -204,6 +245,19 @@ func moeSXGroups(rows, rowsPerGroup, pt int) int {
 // experts in Fast mode where moeqEntry names one (other bits).
 func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
 	name := fmt.Sprintf("%s_%s_p%d", kind, dtypeNames[m.DType], pt)
+	if entry, kpt, sh, perSM := b.moemEntry(kind, m, pt); entry != "" {
+		g := b.moeqGroups(m.Rows, 16, tiles, perSM)
+		if b.moemG > 0 {
+			g = b.moemG
+		}
+		for p0 := 0; p0 < pt; p0 += kpt {
+			b.moemLaunches++
+			b.launch(entry, Dim3{X: blocks(m.Rows, 16*g), Y: tiles}, Dim3{X: 256}, sh,
+				b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
+					Int(m.Rows).Int(m.Cols).F32(limit).Int(g).Int(p0))
+		}
+		return
+	}
 	if entry, sh, perSM := b.moeqEntry(kind, m, pt); entry != "" {
 		r := 2 // rows a warp, as the _sx entries
 		if kind == "moe_down" {
