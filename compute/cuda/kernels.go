@@ -117,7 +117,7 @@ var modelKernels = []string{
 	"moe_gemv_f32_s", "moe_gemv_bf16_s", "moe_gemv_f16_s", "moe_gemv_fp8_s", "moe_gemv_fp4_s",
 	"l2_prefetch", "gemvx_fp8", "gemvx_bf16", "gemvx_fp8_m1", "gemvx_bf16_m1", "gemvx_moe_fp4", "gemvx_moe_fp4_u4",
 	"gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h", "gvxh_split",
-	"gemvxp_fp8",
+	"gemvxp_fp8", "wgmma_probe",
 }
 
 // moeSXKernels are moe.cu's _sx, _sxp and _q entries (filled

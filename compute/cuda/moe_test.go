@@ -396,3 +396,72 @@ func TestBackendMoEM(t *testing.T) {
 		}
 	}
 }
+
+// TestWGMMAProbe runs one wgmma_e4m3 (moem.cu: m64n8k32, A from registers
+// in mma.sync m16n8k32's fragments, B from shared memory through a
+// descriptor) on FP4 codes placed as e4m3 bytes (moem_even's placement)
+// and integer digits: every output must be the exact sum. A wrong
+// fragment, core-matrix layout or descriptor gives other sums; the
+// failure prints the first ones.
+func TestWGMMAProbe(t *testing.T) {
+	be := newBackend(t, Fast)
+	if !be.k.fp8MMA || be.k.fns["wgmma_probe"] == 0 {
+		t.Skip("cuda: no FP8 tensor cores on this device")
+	}
+	e2m1 := []float64{0, 0.5, 1, 1.5, 2, 3, 4, 6}
+	digit := []byte{0x00, 0x38, 0x40, 0x44, 0x48, 0x4A, 0x4C, 0x4E, 0x50}
+	rng := rand.New(rand.NewPCG(5, 9))
+	A, B := make([]byte, 64*32), make([]byte, 8*32)
+	av, bv := make([]float64, len(A)), make([]float64, len(B))
+	for i := range A {
+		c := rng.IntN(16)
+		A[i] = byte((c&7)<<2 | (c&8)<<4) // e2m1·2^-6
+		av[i] = e2m1[c&7] / 64
+		if c&8 != 0 {
+			av[i] = -av[i]
+		}
+	}
+	for i := range B {
+		d := rng.IntN(16) - 8
+		if i/32 >= 6 {
+			d = 0
+		}
+		m := d
+		if m < 0 {
+			m = -m
+		}
+		B[i] = digit[m]
+		if d < 0 {
+			B[i] |= 0x80
+		}
+		bv[i] = float64(d)
+	}
+	at, _ := be.Alloc(compute.I32, 1, len(A)/4)
+	bt, _ := be.Alloc(compute.I32, 1, len(B)/4)
+	dt, _ := be.Alloc(compute.F32, 64, 8)
+	be.Write(at, A)
+	be.Write(bt, B)
+	be.launch("wgmma_probe", Dim3{X: 1}, Dim3{X: 128}, 0, be.args().Ptr(be.ptr(dt)).Ptr(be.ptr(at)).Ptr(be.ptr(bt)))
+	got := make([]float32, 64*8)
+	if err := be.Read(got, dt); err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for r := range 64 {
+		for n := range 8 {
+			var want float64
+			for k := range 32 {
+				want += av[r*32+k] * bv[n*32+k]
+			}
+			if float64(got[r*8+n]) != want {
+				if bad < 8 {
+					t.Errorf("D[%d][%d] = %v, want %v", r, n, got[r*8+n], want)
+				}
+				bad++
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of 512 sums wrong", bad)
+	}
+}

@@ -182,7 +182,7 @@ func (b *Backend) moemEntry(kind string, m *Matrix, pt int) (name string, kpt, s
 	if kind == "moe_gateup" {
 		nm = 2
 	}
-	if kpt == 1 {
+	if kpt <= 2 {
 		minBlocks = 2 // MOEM_ENTRY's launch bounds
 	}
 	shared = moemShared(nm, kpt, m.Cols)
@@ -196,12 +196,12 @@ func (b *Backend) moemEntry(kind string, m *Matrix, pt int) (name string, kpt, s
 // moemShared is the dynamic shared memory of the moem entries for nm
 // matrices (2: W1 and W3) and pt pairs on cols columns (moem_body): rings
 // of 4 stages of 8 warps' nm·16·4 16-byte chunks and nm·16 scale words,
-// each pair's digits (48 words a 32-column block) and factors, then two
-// buffers of the warps' partial sums.
+// each pair's B (64 words a 32-column block) and factors, then two
+// buffers of the two column slices' partial sums of 64 rows.
 func moemShared(nm, pt, cols int) int {
-	const stages, warps, bs = 4, 8, 4
+	const stages, warps, bs, slices = 4, 8, 4, 2
 	nblk := cols / 32
-	return stages*warps*nm*16*bs*16 + stages*warps*nm*16*4 + pt*nblk*48*4 + pt*nblk*4 + 2*warps*nm*pt*16*4
+	return stages*warps*nm*16*bs*16 + stages*warps*nm*16*4 + pt*nblk*64*4 + pt*nblk*4 + 2*slices*nm*pt*64*4
 }
 
 // moeqFits reports whether moeq takes the experts mt's tiles (moeqEntry:
@@ -246,13 +246,13 @@ func moeSXGroups(rows, rowsPerGroup, pt int) int {
 func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
 	name := fmt.Sprintf("%s_%s_p%d", kind, dtypeNames[m.DType], pt)
 	if entry, kpt, sh, perSM := b.moemEntry(kind, m, pt); entry != "" {
-		g := b.moeqGroups(m.Rows, 16, tiles, perSM)
+		g := b.moeqGroups(m.Rows, 64, tiles, perSM)
 		if b.moemG > 0 {
 			g = b.moemG
 		}
 		for p0 := 0; p0 < pt; p0 += kpt {
 			b.moemLaunches++
-			b.launch(entry, Dim3{X: blocks(m.Rows, 16*g), Y: tiles}, Dim3{X: 256}, sh,
+			b.launch(entry, Dim3{X: blocks(m.Rows, 64*g), Y: tiles}, Dim3{X: 256}, sh,
 				b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
 					Int(m.Rows).Int(m.Cols).F32(limit).Int(g).Int(p0))
 		}

@@ -54,51 +54,120 @@
 __device__ __forceinline__ u32 moem_even(u32 w) { return ((w << 2) & 0x1C1C1C1Cu) | ((w << 4) & 0x80808080u); }
 __device__ __forceinline__ u32 moem_odd(u32 w) { return ((w >> 2) & 0x1C1C1C1Cu) | (w & 0x80808080u); }
 
-// mma_e4m3 is d += A·B for one m16n8k32 tile of e4m3 operands (row.col,
-// float32 accumulate). The emulator gathers the fragments through
-// shuffles (lane l holds A rows l/4 and l/4 + 8, columns 4(l%4) + {0..3}
-// and 16 + 4(l%4) + {0..3}; B column l/4, the same rows; C as m16n8k16's)
-// and adds the exact products in float64, rounded once: what the hardware
-// gives for moem's sums, which are exact in float32.
+// wgmma_e4m3 is D = A·B for one m64n8k32 tile of e4m3 operands on the
+// warpgroup of the calling warp (wgmma.mma_async, A from registers, B from
+// shared memory at b: 256 bytes, two 8x16-byte core matrices, k 0-15 then
+// k 16-31, row n of each at 16n), float32 out, D's input ignored: warp w
+// of the warpgroup gives A rows 16w + l/4 and 16w + l/4 + 8 of lane l
+// (mma.sync m16n8k32's fragment: columns 4(l%4) + {0..3} and 16 + 4(l%4) +
+// {0..3}) and gets those rows of D (columns 2(l%4) + {0, 1}). The caller
+// fences before (wgmma_fence: after writing A or D), commits and waits
+// before reading D (wgmma_wait), every warp of the warpgroup at once.
+// Hopper runs e4m3 mma.sync (sm_89's form) as float16 conversions and
+// float16 mmas, about 12 more instructions a tile: wgmma is its FP8
+// tensor-core path. The emulator gathers the warp's fragments through
+// shuffles and adds the exact products in float64, rounded once: what the
+// hardware gives for moem's sums, which are exact in float32.
 #ifdef STRATA_EMU
-__device__ __forceinline__ void mma_e4m3(float* d, const u32* a, const u32* b) {
+__device__ __forceinline__ void wgmma_e4m3(float* d, const u32* a, const u8* b) {
   const int lane = threadIdx.x & 31;
-  float A[16][32], B[32][8];
+  float A[16][32];
   for (int l = 0; l < 32; ++l) {
     const int g = l >> 2, t = l & 3;
-    u32 ar[4], br[2];
+    u32 ar[4];
     for (int i = 0; i < 4; ++i) ar[i] = __shfl_sync(0xFFFFFFFFu, a[i], l);
-    for (int i = 0; i < 2; ++i) br[i] = __shfl_sync(0xFFFFFFFFu, b[i], l);
     for (int i = 0; i < 4; ++i) {
       A[g][4 * t + i] = e4m3(ar[0] >> (8 * i));
       A[g + 8][4 * t + i] = e4m3(ar[1] >> (8 * i));
       A[g][16 + 4 * t + i] = e4m3(ar[2] >> (8 * i));
       A[g + 8][16 + 4 * t + i] = e4m3(ar[3] >> (8 * i));
-      B[4 * t + i][g] = e4m3(br[0] >> (8 * i));
-      B[16 + 4 * t + i][g] = e4m3(br[1] >> (8 * i));
     }
   }
   const int g = lane >> 2, t = lane & 3;
   for (int e = 0; e < 4; ++e) {
     const int r = g + (e >> 1) * 8, c = 2 * t + (e & 1);
-    double acc = d[e];
-    for (int k = 0; k < 32; ++k) acc += (double)A[r][k] * (double)B[k][c];
+    double acc = 0.0;
+    for (int k = 0; k < 32; ++k) acc += (double)A[r][k] * (double)e4m3(b[(k >> 4) * 128 + c * 16 + (k & 15)]);
     d[e] = (float)acc;
   }
 }
+__device__ __forceinline__ void wgmma_fence() {}
+__device__ __forceinline__ void wgmma_commit() {}
+__device__ __forceinline__ void wgmma_wait() {}
+__device__ __forceinline__ void wgmma_hold(float&) {}
+__device__ __forceinline__ void wgmma_smem_visible() {}
 #else
-__device__ __forceinline__ void mma_e4m3(float* d, const u32* a, const u32* b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+__device__ __forceinline__ void wgmma_e4m3(float* d, const u32* a, const u8* b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The matrix descriptor: start address / 16, both byte offsets 128 / 16
+  // (the second core matrix along k; there is one along n), no swizzle.
+  const u64 desc = (u64)((((u32)__cvta_generic_to_shared(b)) & 0x3FFFFu) >> 4) | ((u64)8 << 16) | ((u64)8 << 32);
   asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
+      : "memory");
 #else
   __trap();
 #endif
 }
+__device__ __forceinline__ void wgmma_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+// wgmma_smem_visible makes this thread's shared-memory stores visible to
+// the async proxy that wgmma reads B through (before the barrier that
+// orders them for the other threads).
+__device__ __forceinline__ void wgmma_smem_visible() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// wgmma_hold ties v to this point of the program (after wgmma_wait), so
+// that no read of a D register moves above the wait.
+__device__ __forceinline__ void wgmma_hold(float& v) { asm volatile("" : "+f"(v)::"memory"); }
+#endif
+
+// wgmma_probe runs one wgmma_e4m3 on warpgroup 0: A (64x32 bytes,
+// row-major, one code a byte) and B (8 columns of 32 bytes) from global
+// memory, D (64x8 floats) out; for TestWGMMAProbe, which checks the
+// fragment and descriptor layouts against the emulator's.
+extern "C" __global__ void __launch_bounds__(128) wgmma_probe(float* D, const u8* A, const u8* B) {
+  __shared__ __align__(128) u8 sb[256];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+    const int k = ((i >> 7) << 4) + (i & 15), n = (i >> 4) & 7;
+    sb[i] = B[n * 32 + k];
+  }
+  wgmma_smem_visible();
+  __syncthreads();
+  u32 a[4];
+  const u8* r0 = A + (16 * w + g) * 32;
+  const u8* r8 = r0 + 8 * 32;
+  a[0] = *(const u32*)(r0 + 4 * t), a[1] = *(const u32*)(r8 + 4 * t);
+  a[2] = *(const u32*)(r0 + 16 + 4 * t), a[3] = *(const u32*)(r8 + 16 + 4 * t);
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  wgmma_fence();
+  wgmma_e4m3(d, a, sb);
+  wgmma_commit();
+  wgmma_wait();
+  for (int e = 0; e < 4; ++e) {
+    wgmma_hold(d[e]);
+    D[(16 * w + g + (e >> 1) * 8) * 8 + 2 * t + (e & 1)] = d[e];
+  }
+}
 
 // moem_digit returns the e4m3 byte of the integer d, |d| <= 8.
 __device__ __forceinline__ u32 moem_digit(int d) {
@@ -108,12 +177,14 @@ __device__ __forceinline__ u32 moem_digit(int d) {
 }
 
 // moem_stage writes one pair's activations (xr, cols floats, cols a
-// multiple of 32) as B fragments: word (b·6 + k)·8 + 2c + h of xb holds
-// digit k of block b's columns 8c + 2i + h (byte i), xf[b] the block's
-// factor 2^(e-15) (NaN for a block holding a NaN or an infinity). Each
-// thread takes 4 columns a round, 8 consecutive lanes a block (their
-// largest magnitude by shuffles, as moeq_stage); every thread of the
-// block calls it, and the caller syncs.
+// multiple of 32) as wgmma_e4m3's B, 64 words a 32-column block b: word
+// b·64 + 4k + c (the first core matrix: logical columns 4c + i) holds digit
+// k of the block's columns 8c + 2i (byte i), word b·64 + 32 + 4k + c (the
+// second: 16 + 4c + i) those of columns 8c + 2i + 1, digits 6 and 7 zero;
+// xf[b] the block's factor 2^(e-15) (NaN for a block holding a NaN or an
+// infinity). Each thread takes 4 columns a round, 8 consecutive lanes a
+// block (their largest magnitude by shuffles, as moeq_stage); every thread
+// of the block calls it, and the caller syncs.
 __device__ __forceinline__ void moem_stage(u32* xb, float* xf, const float* xr, int cols) {
   const int cols4 = cols / 4;
   for (int v0 = 0; v0 < cols4; v0 += MOEM_ROUNDS * blockDim.x) {  // whole warps a round: the shuffles
@@ -138,7 +209,7 @@ __device__ __forceinline__ void moem_stage(u32* xb, float* xf, const float* xr, 
       const bool fin = m < 0x7F800000u;
       const int e = max((int)(m >> 23) - 127, -100);
       const float S = __uint_as_float((u32)(21 - e + 127) << 23);  // |x·S| <= 2^22
-      int dg[4][6];
+      int dg[4][8];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         int r = fin ? __float2int_rn(__fmul_rn(f[u][i], S)) : 0;
@@ -153,12 +224,14 @@ __device__ __forceinline__ void moem_stage(u32* xb, float* xf, const float* xr, 
       if (v < cols4) {
         const int b = v / 8, j = v & 7, c = j >> 1, h = j & 1;
 #pragma unroll
-        for (int k = 0; k < 6; ++k) {
+        for (int k = 0; k < 8; ++k) {
           // Columns 4j + {0, 2} are the even columns 8c + 2(2h + {0, 1}):
-          // bytes 2h, 2h + 1 of word 2c; 4j + {1, 3} those of word 2c + 1.
-          u16* w = (u16*)(xb + (b * 6 + k) * 8 + 2 * c);
-          w[h] = (u16)(moem_digit(dg[0][k]) | (moem_digit(dg[2][k]) << 8));
-          w[2 + h] = (u16)(moem_digit(dg[1][k]) | (moem_digit(dg[3][k]) << 8));
+          // bytes 2h, 2h + 1 of the first core matrix's word; 4j + {1, 3}
+          // those of the second's.
+          u16* w0 = (u16*)(xb + b * 64 + 4 * k + c);
+          u16* w1 = (u16*)(xb + b * 64 + 32 + 4 * k + c);
+          w0[h] = k < 6 ? (u16)(moem_digit(dg[0][k]) | (moem_digit(dg[2][k]) << 8)) : (u16)0;
+          w1[h] = k < 6 ? (u16)(moem_digit(dg[1][k]) | (moem_digit(dg[3][k]) << 8)) : (u16)0;
         }
         if (j == 0) xf[b] = fin ? __uint_as_float((u32)(e - 15 + 127) << 23) : __uint_as_float(QNAN_BITS);
       }
@@ -170,20 +243,21 @@ template <int NM, int PT, int S>
 __device__ __forceinline__ void moem_body(float* y, const float* x, int xDiv, const int* order, const int* idx,
                                           const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,
                                           float L, int G, int p0) {
-  enum { NW = 8, BS = MOEM_BS, CH = NM * 16 * MOEM_BS, CPL = CH / 32, NSW = NM * 16 };
+  enum { NW = 8, BS = MOEM_BS, CH = NM * 16 * MOEM_BS, CPL = CH / 32, NSW = NM * 16, KS = 2 };
   const int nblk = cols / 32;
   DYN_SHARED(uint4, ring);                      // [S][NW][CH] 16-byte chunks
   u32* sring = (u32*)(ring + S * NW * CH);      // [S][NW][NSW] scale words
-  u32* xb = sring + S * NW * NSW;               // [PT][nblk][48] digits
-  float* xf = (float*)(xb + PT * nblk * 48);    // [PT][nblk] factors
-  float* red = xf + PT * nblk;                  // [2][NW][NM][PT][16] partial sums
+  u32* xb = sring + S * NW * NSW;               // [PT][nblk][64] B
+  float* xf = (float*)(xb + PT * nblk * 64);    // [PT][nblk] factors
+  float* red = xf + PT * nblk;                  // [2][KS][NM][PT][64] partial sums
   __shared__ int sq[PT];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int wg = warp >> 2, wq = warp & 3;  // the warpgroup (column slice) and the warp's 16 rows of 64
   const int q0 = chunks[2 * blockIdx.y] + p0, qn = min(chunks[2 * blockIdx.y + 1] - p0, (int)PT);
   if (qn <= 0) return;
   if (tid < PT) sq[tid] = order[q0 + min(tid, qn - 1)];
   __syncthreads();
-  const int gt0 = blockIdx.x * G, ng = min(G, (rows + 15) / 16 - gt0);
+  const int gt0 = blockIdx.x * G, ng = min(G, (rows + 63) / 64 - gt0);
   if (ng <= 0) return;
   const int e = idx[sq[0]];
   const u32 rowBytes = (u32)cols / 2, scaleCols = (u32)cols / 32;
@@ -195,7 +269,7 @@ __device__ __forceinline__ void moem_body(float* y, const float* x, int xDiv, co
     wm[NM - 1] = (const u8*)tab3[2 * e];
     sm[NM - 1] = (const u8*)tab3[2 * e + 1];
   }
-  const int nst = nblk / BS, s0 = warp * nst / NW, nsw = (warp + 1) * nst / NW - s0;
+  const int nst = nblk / BS, s0 = wg * nst / KS, nsw = (wg + 1) * nst / KS - s0;
 
   // issue queues step (ig, ij)'s copies (the warp's 16 rows of each matrix
   // at its slice's step ij, and their scale words) into stage st and
@@ -203,7 +277,7 @@ __device__ __forceinline__ void moem_body(float* y, const float* x, int xDiv, co
   int ig = 0, ij = 0;
   auto issue = [&](int st) {
     if (ig < ng && nsw > 0) {
-      const int r0 = (gt0 + ig) * 16;
+      const int r0 = (gt0 + ig) * 64 + wq * 16;
       const u32 b0 = (u32)(s0 + ij) * BS;
       uint4* dst = ring + (st * NW + warp) * CH;
 #pragma unroll
@@ -225,7 +299,8 @@ __device__ __forceinline__ void moem_body(float* y, const float* x, int xDiv, co
 
   // Stage the pairs' activations (the weights' first copies are in flight).
   for (int pi = 0; pi < qn; ++pi)
-    moem_stage(xb + pi * nblk * 48, xf + pi * nblk, x + (long long)(sq[pi] / xDiv) * cols, cols);
+    moem_stage(xb + pi * nblk * 64, xf + pi * nblk, x + (long long)(sq[pi] / xDiv) * cols, cols);
+  wgmma_smem_visible();
   __syncthreads();
 
   float acc[NM][PT][4];
@@ -245,46 +320,57 @@ __device__ __forceinline__ void moem_body(float* y, const float* x, int xDiv, co
       issue(st == 0 ? S - 1 : st - 1);
       const u32* wst = (const u32*)(ring + (st * NW + warp) * CH);
       const u32* sst = sring + (st * NW + warp) * NSW;
-      u32 swd[NM][2];
+      u32 a[BS][NM][4];
+      float sw[BS][NM][2];
 #pragma unroll
-      for (int m = 0; m < NM; ++m) swd[m][0] = sst[m * 16 + g], swd[m][1] = sst[m * 16 + g + 8];
+      for (int m = 0; m < NM; ++m) {
+        const u32 sg = sst[m * 16 + g], s8 = sst[m * 16 + g + 8];
+#pragma unroll
+        for (int blk = 0; blk < BS; ++blk) {
+          const u32 w0 = wst[((m * BS + blk) * 16 + g) * 4 + t], w1 = wst[((m * BS + blk) * 16 + g + 8) * 4 + t];
+          a[blk][m][0] = moem_even(w0), a[blk][m][1] = moem_even(w1);
+          a[blk][m][2] = moem_odd(w0), a[blk][m][3] = moem_odd(w1);
+          sw[blk][m][0] = ue8m0((sg >> (8 * blk)) & 0xFFu);
+          sw[blk][m][1] = ue8m0((s8 >> (8 * blk)) & 0xFFu);
+        }
+      }
       const int kb0 = (s0 + j) * BS;
 #pragma unroll
-      for (int blk = 0; blk < BS; ++blk) {
-        u32 a[NM][4];
-        float sw[NM][2];
+      for (int pi = 0; pi < PT; ++pi) {
+        if (pi < qn) {
+          float c[BS][NM][4];
 #pragma unroll
-        for (int m = 0; m < NM; ++m) {
-          const u32 w0 = wst[((m * BS + blk) * 16 + g) * 4 + t], w1 = wst[((m * BS + blk) * 16 + g + 8) * 4 + t];
-          a[m][0] = moem_even(w0), a[m][1] = moem_even(w1), a[m][2] = moem_odd(w0), a[m][3] = moem_odd(w1);
-          sw[m][0] = ue8m0((swd[m][0] >> (8 * blk)) & 0xFFu);
-          sw[m][1] = ue8m0((swd[m][1] >> (8 * blk)) & 0xFFu);
-        }
+          for (int blk = 0; blk < BS; ++blk)
 #pragma unroll
-        for (int pi = 0; pi < PT; ++pi) {
-          if (pi < qn) {
-            const int xo = pi * nblk + kb0 + blk;
-            const uint2 bv = g < 6 ? *(const uint2*)(xb + xo * 48 + g * 8 + 2 * t) : make_uint2(0u, 0u);
-            const u32 b[2] = {bv.x, bv.y};
-            const float sx = xf[xo];
+            for (int m = 0; m < NM; ++m) c[blk][m][0] = c[blk][m][1] = c[blk][m][2] = c[blk][m][3] = 0.0f;
+          wgmma_fence();
+#pragma unroll
+          for (int blk = 0; blk < BS; ++blk)
+#pragma unroll
+            for (int m = 0; m < NM; ++m) wgmma_e4m3(c[blk][m], a[blk][m], (const u8*)(xb + (pi * nblk + kb0 + blk) * 64));
+          wgmma_commit();
+          wgmma_wait();
+#pragma unroll
+          for (int blk = 0; blk < BS; ++blk) {
+            const float sx = xf[pi * nblk + kb0 + blk];
 #pragma unroll
             for (int m = 0; m < NM; ++m) {
-              float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-              mma_e4m3(c, a[m], b);
-              const float mg = __fmul_rn(sw[m][0], sx), mg8 = __fmul_rn(sw[m][1], sx);
-              acc[m][pi][0] = __fmaf_rn(c[0], mg, acc[m][pi][0]);
-              acc[m][pi][1] = __fmaf_rn(c[1], mg, acc[m][pi][1]);
-              acc[m][pi][2] = __fmaf_rn(c[2], mg8, acc[m][pi][2]);
-              acc[m][pi][3] = __fmaf_rn(c[3], mg8, acc[m][pi][3]);
+#pragma unroll
+              for (int q = 0; q < 4; ++q) wgmma_hold(c[blk][m][q]);
+              const float mg = __fmul_rn(sw[blk][m][0], sx), mg8 = __fmul_rn(sw[blk][m][1], sx);
+              acc[m][pi][0] = __fmaf_rn(c[blk][m][0], mg, acc[m][pi][0]);
+              acc[m][pi][1] = __fmaf_rn(c[blk][m][1], mg, acc[m][pi][1]);
+              acc[m][pi][2] = __fmaf_rn(c[blk][m][2], mg8, acc[m][pi][2]);
+              acc[m][pi][3] = __fmaf_rn(c[blk][m][3], mg8, acc[m][pi][3]);
             }
           }
         }
       }
       st = st == S - 1 ? 0 : st + 1;
     }
-    // The row tile's end: each warp's slice, digits combined, into red;
-    // then 16·PT threads sum the slices in warp order.
-    float* rd = red + (gi & 1) * NW * NM * PT * 16;
+    // The row tile's end: each warp's 16 rows of its slice, digits
+    // combined, into red; then 64·PT threads sum the slices in order.
+    float* rd = red + (gi & 1) * KS * NM * PT * 64;
 #pragma unroll
     for (int m = 0; m < NM; ++m)
 #pragma unroll
@@ -295,18 +381,19 @@ __device__ __forceinline__ void moem_body(float* y, const float* x, int xDiv, co
         v8 = __fadd_rn(v8, __shfl_xor_sync(0xFFFFFFFFu, v8, 1));
         vg = __fadd_rn(vg, __shfl_xor_sync(0xFFFFFFFFu, vg, 2));
         v8 = __fadd_rn(v8, __shfl_xor_sync(0xFFFFFFFFu, v8, 2));
-        if (t == 0) rd[((warp * NM + m) * PT + pi) * 16 + g] = vg, rd[((warp * NM + m) * PT + pi) * 16 + g + 8] = v8;
+        float* rp = rd + ((wg * NM + m) * PT + pi) * 64 + wq * 16;
+        if (t == 0) rp[g] = vg, rp[g + 8] = v8;
         acc[m][pi][0] = acc[m][pi][1] = acc[m][pi][2] = acc[m][pi][3] = 0.0f;
       }
     __syncthreads();
-    const int row = tid & 15, pi = tid >> 4, r0 = (gt0 + gi) * 16;
+    const int row = tid & 63, pi = tid >> 6, r0 = (gt0 + gi) * 64;
     if (pi < qn && r0 + row < rows) {
       float s[NM];
 #pragma unroll
       for (int m = 0; m < NM; ++m) {
         s[m] = 0.0f;
-        for (int w = 0; w < NW; ++w)
-          if ((w + 1) * nst / NW > w * nst / NW) s[m] = __fadd_rn(s[m], rd[((w * NM + m) * PT + pi) * 16 + row]);
+        for (int k = 0; k < KS; ++k)
+          if ((k + 1) * nst / KS > k * nst / KS) s[m] = __fadd_rn(s[m], rd[((k * NM + m) * PT + pi) * 64 + row]);
       }
       y[(long long)sq[pi] * rows + r0 + row] = NM == 2 ? swiglu_f(s[0], s[NM - 1], L) : s[0];
     }
@@ -333,5 +420,5 @@ __device__ __forceinline__ void moem_body(float* y, const float* x, int xDiv, co
     moem_body<1, PT, S>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, L, G, p0);                      \
   }
 MOEM_ENTRY(1, 4, 2)
-MOEM_ENTRY(2, 4, 1)
+MOEM_ENTRY(2, 4, 2)
 MOEM_ENTRY(4, 4, 1)
