@@ -227,7 +227,7 @@ type Backend struct {
 	// moeqLaunches counts the moeq launches recorded (tests).
 	moeqLaunches int
 	// moeM (the default): where moeq would take the FP4 experts, moem.cu's
-	// entries take them on the FP8 tensor cores instead (sm_89 and later;
+	// entries take them on the FP8 tensor cores instead (wgmma, sm_90a;
 	// other bits; BenchmarkFlash's moem-off A/B). moemLaunches counts
 	// their launches (tests).
 	moeM         bool

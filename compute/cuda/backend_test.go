@@ -111,7 +111,7 @@ var moeqCases = []string{"testdata/golden/deepseek-v4/quantized"}
 // TestBackendGoldenMoEQ runs the moeq cases through golden.Check in Fast
 // mode with moeq taking the experts wherever gemvx's experts' form would
 // (moeQGX: at these few experts every decode step), on the integer dot
-// products (moeq) and, where the device has e4m3 mma.sync, on the FP8
+// products (moeq) and, where the device has wgmma (sm_90a), on the FP8
 // tensor cores (moem): greedy identical, the largest logit difference
 // reported, and the kernels must have run.
 func TestBackendGoldenMoEQ(t *testing.T) {
@@ -121,7 +121,7 @@ func TestBackendGoldenMoEQ(t *testing.T) {
 				b := newBackend(t, Fast)
 				b.moeQGX, b.moeM = true, kern == "moem"
 				if b.moeM && !b.k.fp8MMA {
-					t.Skip("cuda: no e4m3 mma.sync on this device (sm_89 and later)")
+					t.Skip("cuda: no wgmma on this device (sm_90a only)")
 				}
 				rep := checkGolden(t, name, b)
 				line := fmt.Sprintf("GOLDEN %s fast %s:", filepath.Base(name), kern)

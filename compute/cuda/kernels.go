@@ -58,7 +58,7 @@ type Kernels struct {
 	gemvxM1 int
 	// tensorCores: the device has bfloat16 mma.sync (sm_80 and later).
 	tensorCores bool
-	// fp8MMA: the device has e4m3 mma.sync (sm_89 and later: moem.cu).
+	// fp8MMA: the device has wgmma with e4m3 operands (sm_90a: moem.cu).
 	fp8MMA bool
 	// sms is the device's multiprocessors (gemvp's persistent grid).
 	sms int

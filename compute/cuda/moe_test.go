@@ -298,7 +298,7 @@ func TestBackendMoEQ(t *testing.T) {
 func TestBackendMoEM(t *testing.T) {
 	be := newBackend(t, Fast)
 	if !be.k.fp8MMA {
-		t.Skip("cuda: no e4m3 mma.sync on this device (sm_89 and later)")
+		t.Skip("cuda: no wgmma on this device (sm_90a only)")
 	}
 	be.gemvxMoeOff = true
 	rng := rand.New(rand.NewPCG(13, 4))
@@ -397,13 +397,13 @@ func TestBackendMoEM(t *testing.T) {
 	}
 }
 
-// TestWGMMAProbe runs one wgmma_e4m3 (moem.cu: m64n8k32, A from registers
+// TestBackendWGMMAProbe runs one wgmma_e4m3 (moem.cu: m64n8k32, A from registers
 // in mma.sync m16n8k32's fragments, B from shared memory through a
 // descriptor) on FP4 codes placed as e4m3 bytes (moem_even's placement)
 // and integer digits: every output must be the exact sum. A wrong
 // fragment, core-matrix layout or descriptor gives other sums; the
 // failure prints the first ones.
-func TestWGMMAProbe(t *testing.T) {
+func TestBackendWGMMAProbe(t *testing.T) {
 	be := newBackend(t, Fast)
 	if !be.k.fp8MMA || be.k.fns["wgmma_probe"] == 0 {
 		t.Skip("cuda: no FP8 tensor cores on this device")

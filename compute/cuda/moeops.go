@@ -165,7 +165,7 @@ func (b *Backend) moeqEntry(kind string, m *Matrix, pt int) (name string, shared
 
 // moemEntry names moem.cu's entry (the FP8 tensor cores) that takes
 // moeGrouped's products of m for tiles of pt pairs where moeq's would
-// (moeqEntry) on a device with e4m3 mma.sync, with moeM: the entry of kpt
+// (moeqEntry) on a device with wgmma (sm_90a), with moeM: the entry of kpt
 // pairs (tiles of 8 pairs take the one of 4 twice, each launch its half),
 // its dynamic shared memory and the blocks an SM it allows; "" where none
 // does.

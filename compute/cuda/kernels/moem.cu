@@ -1,5 +1,5 @@
 // moem.cu: Fast mode's FP4 experts for tiles of 1, 2 and 4 pairs on the
-// FP8 tensor cores (mma.sync m16n8k32 e4m3, sm_89 and later): the
+// FP8 tensor cores (wgmma m64n8k32 e4m3, sm_90): the
 // products moeq (moe.cu) computes on dp4a, with the integer work moved to
 // the tensor cores.
 //
@@ -8,7 +8,7 @@
 // 14's ncu). Here a code becomes an e4m3 byte by placement alone: e2m1's
 // sign at bit 7 and its exponent and mantissa bits at bits 4..2 give
 // e2m1·2^-6 exactly (subnormal codes included), four codes of a word in
-// 3-4 instructions (moem_even, moem_odd); one mma multiplies 16 rows of
+// 3-4 instructions (moem_even, moem_odd); one wgmma multiplies 64 rows of
 // 32 codes (one scale block) by the activations' digits: about 1.6
 // instructions a weight.
 //
@@ -17,7 +17,7 @@
 // to the integer x_int (|x_int| <= 2^22): x is carried to 2^-22 of its
 // block's largest value. x_int is split into six balanced base-16 digits
 // d_0..d_5 (d_k in [-8, 8), d_5 in [-5, 5]), each exactly an e4m3 byte;
-// digit k is column k of the mma's B (columns 6 and 7 zero). Each product
+// digit k is column k of wgmma's B (columns 6 and 7 zero). Each product
 // of a code and a digit is exact and the 32 of a column sum to an integer
 // multiple of 2^-7 under 2^5 (at most 12 significant bits), exact in the
 // mma's float32 sum. That sum C_k, times the row's scale and the block's
@@ -27,24 +27,30 @@
 // fused multiply-add, then two shuffles over the lanes). A block holding a
 // NaN or an infinity contributes NaN; one of magnitudes under 2^-100, 0.
 //
-// Order: every output is the sum over the 8 warps' column slices (in warp
-// order) of each slice's blocks (in column order) per digit, then the
-// digits as above: it depends on the matrix's shape only, never on the
-// tile's size, the other pairs, G or the batch (batch-invariant among the
-// batches that take it). Other bits than moeq's.
+// Order: every output is the sum over the two column slices (in order)
+// of each slice's blocks (in column order) per digit, then the digits as
+// above: it depends on the matrix's shape only, never on the tile's size,
+// the other pairs, G or the batch (batch-invariant among the batches that
+// take it). Other bits than moeq's.
 //
-// Block (x, y): row tiles [x·G, (x+1)·G) (16 rows each; of W1 and W3 both
+// Block (x, y): row tiles [x·G, (x+1)·G) (64 rows each; of W1 and W3 both
 // with NM = 2, SwiGLU fused) of tile y's expert for the tile's pairs
-// p0 .. p0+PT-1 (the host launches tiles of 8 pairs as two halves). Warp w
-// takes the steps [w·n/8, (w+1)·n/8) of a row tile's n = cols/128 steps of
-// MOEM_BS blocks; lane (g, c) = (lane/4, lane%4) reads word c of rows g and
-// g + 8 of each block (the mma's A fragment, columns 8c + 2i as k = 4c + i
-// and 8c + 2i + 1 as k = 16 + 4c + i) and B's words for digit g at the same
-// columns. Dynamic shared memory (moemShared in moeops.go): the weights'
-// ring (S stages of a warp's NM·16·MOEM_BS 16-byte chunks, [m][block][row],
-// so that a warp's 32 lanes read 32 consecutive words), the scale words'
-// ring (4 blocks' bytes of a row a word), the pairs' digits (48 words a
-// block) and factors, then the warps' partial sums (two buffers).
+// p0 .. p0+PT-1 (the host launches tiles of 8 pairs as two halves).
+// Warpgroup s (warps 4s .. 4s+3) takes column slice s: the steps s, s + 2,
+// ... of a row tile's cols/128 steps of MOEM_BS blocks; its warp q the
+// rows 16q .. 16q+15 of the tile (wgmma's A rows). Lane (g, c) = (lane/4,
+// lane%4) reads word c of rows g and g + 8 of each block (the A fragment:
+// columns 8c + 2i as k = 4c + i and 8c + 2i + 1 as k = 16 + 4c + i), and
+// B holds the digits at the same columns. Dynamic shared memory (moemShared
+// in moeops.go): the weights' ring (S stages of a warp's NM·16·MOEM_BS
+// 16-byte chunks, [m][block][row], so that a warp's 32 lanes read 32
+// consecutive words), the scale words' ring (4 blocks' bytes of a row a
+// word), the pairs' B (64 words a block) and factors, then the slices'
+// partial sums (two buffers).
+//
+// Run 20 call 1 measured the first form (mma.sync m16n8k32 e4m3, 16-row
+// tiles): 44 us a batch-1 gate/up against moeq's 26, since Hopper runs that
+// instruction as float16 conversions and mmas.
 
 #define MOEM_BS 4
 #define MOEM_ROUNDS 4
@@ -144,7 +150,7 @@ __device__ __forceinline__ void wgmma_hold(float& v) { asm volatile("" : "+f"(v)
 // row-major, one code a byte) and B (8 columns of 32 bytes) from global
 // memory, D (64x8 floats) out; for TestWGMMAProbe, which checks the
 // fragment and descriptor layouts against the emulator's.
-extern "C" __global__ void __launch_bounds__(128) wgmma_probe(float* D, const u8* A, const u8* B) {
+extern "C" __global__ void __launch_bounds__(128) wgmma_probe(float* D, const u8* A, const u8* B) { PDL_WAIT();
   __shared__ __align__(128) u8 sb[256];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   for (int i = threadIdx.x; i < 256; i += blockDim.x) {
@@ -167,6 +173,19 @@ extern "C" __global__ void __launch_bounds__(128) wgmma_probe(float* D, const u8
     wgmma_hold(d[e]);
     D[(16 * w + g + (e >> 1) * 8) * 8 + 2 * t + (e & 1)] = d[e];
   }
+}
+
+// moem_copy16 is ring_copy16 with the L2 told to fetch the 256 bytes
+// around src: a warp's step takes 64 bytes of each of its rows, the next
+// step (of this warp and of the other column slice's, a step apart) the
+// bytes after them.
+__device__ __forceinline__ void moem_copy16(uint4* dst, const void* src) {
+#ifdef STRATA_EMU
+  ring_copy16(dst, src);
+#else
+  const u32 d = (u32)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+#endif
 }
 
 // moem_digit returns the e4m3 byte of the integer d, |d| <= 8.
@@ -269,7 +288,10 @@ __device__ __forceinline__ void moem_body(float* y, const float* x, int xDiv, co
     wm[NM - 1] = (const u8*)tab3[2 * e];
     sm[NM - 1] = (const u8*)tab3[2 * e + 1];
   }
-  const int nst = nblk / BS, s0 = wg * nst / KS, nsw = (wg + 1) * nst / KS - s0;
+  // The warpgroup's column slice: steps wg, wg + KS, ... of a row tile's
+  // nst (the two slices' warps read neighbouring bytes of the same rows at
+  // about the same time).
+  const int nst = nblk / BS, nsw = (nst - wg + KS - 1) / KS;
 
   // issue queues step (ig, ij)'s copies (the warp's 16 rows of each matrix
   // at its slice's step ij, and their scale words) into stage st and
@@ -278,13 +300,13 @@ __device__ __forceinline__ void moem_body(float* y, const float* x, int xDiv, co
   auto issue = [&](int st) {
     if (ig < ng && nsw > 0) {
       const int r0 = (gt0 + ig) * 64 + wq * 16;
-      const u32 b0 = (u32)(s0 + ij) * BS;
+      const u32 b0 = (u32)(wg + KS * ij) * BS;
       uint4* dst = ring + (st * NW + warp) * CH;
 #pragma unroll
       for (int i = 0; i < CPL; ++i) {
         const int q = lane + 32 * i, row = q & 15, blk = (q >> 4) % BS, m = q / (16 * BS);
         const u32 r = (u32)min(r0 + row, rows - 1);
-        ring_copy16(dst + q, wm[m] + r * rowBytes + (b0 + blk) * 16u);
+        moem_copy16(dst + q, wm[m] + r * rowBytes + (b0 + blk) * 16u);
       }
       if (lane < NSW) {
         const u32 r = (u32)min(r0 + (lane & 15), rows - 1);
@@ -334,7 +356,7 @@ __device__ __forceinline__ void moem_body(float* y, const float* x, int xDiv, co
           sw[blk][m][1] = ue8m0((s8 >> (8 * blk)) & 0xFFu);
         }
       }
-      const int kb0 = (s0 + j) * BS;
+      const int kb0 = (wg + KS * j) * BS;
 #pragma unroll
       for (int pi = 0; pi < PT; ++pi) {
         if (pi < qn) {
@@ -393,7 +415,7 @@ __device__ __forceinline__ void moem_body(float* y, const float* x, int xDiv, co
       for (int m = 0; m < NM; ++m) {
         s[m] = 0.0f;
         for (int k = 0; k < KS; ++k)
-          if ((k + 1) * nst / KS > k * nst / KS) s[m] = __fadd_rn(s[m], rd[((k * NM + m) * PT + pi) * 64 + row]);
+          if (k < nst) s[m] = __fadd_rn(s[m], rd[((k * NM + m) * PT + pi) * 64 + row]);
       }
       y[(long long)sq[pi] * rows + r0 + row] = NM == 2 ? swiglu_f(s[0], s[NM - 1], L) : s[0];
     }
