@@ -226,10 +226,11 @@ type Backend struct {
 	moeQGX bool
 	// moeqLaunches counts the moeq launches recorded (tests).
 	moeqLaunches int
-	// moeM (the default): where moeq would take the FP4 experts, moem.cu's
-	// entries take them on the FP8 tensor cores instead (wgmma, sm_90a;
-	// other bits; BenchmarkFlash's moem-off A/B). moemLaunches counts
-	// their launches (tests).
+	// moeM: where moeq would take the FP4 experts, moem.cu's entries take
+	// them on the FP8 tensor cores instead (wgmma, sm_90a; other bits;
+	// BenchmarkFlash's moem A/B). Off: run 20 measured the step 9.5%
+	// slower at batch 1 and 24% at batch 8 with it (moem.cu says why).
+	// moemLaunches counts their launches (tests).
 	moeM         bool
 	moemLaunches int
 	// moemG > 0: the row tiles a block of the moem entries takes (tests:
@@ -320,7 +321,7 @@ func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) 
 // NewBackendOn returns a Backend on an open device, which Close leaves
 // open (several Backends may share a device, one goroutine each).
 func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
-	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, gvxrV: gvxrVDefault, moeH: true, moeQ: true, moeM: true,
+	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, gvxrV: gvxrVDefault, moeH: true, moeQ: true,
 		gc: graphCache{limit: 64}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)

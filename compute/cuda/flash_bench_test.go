@@ -423,9 +423,9 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("gvxh-16", []int{16}, func(on bool) { be.moeHTiles = on })
 	abAt("moeq-gx", []int{32, 64, 256}, func(on bool) { be.moeQGX = on })
 	abAt("moeq-s4", []int{1, 8}, func(on bool) { be.moeqS4 = on })
-	// moeq (the integer dot products) where moem (the FP8 tensor cores)
-	// takes the FP4 experts by default (other bits).
-	abAt("moem-off", []int{1, 8, 16}, func(on bool) { be.moeM = !on })
+	// moem (wgmma, the FP8 tensor cores) where moeq (the integer dot
+	// products) takes the FP4 experts (other bits).
+	abAt("moem", []int{1, 8, 16}, func(on bool) { be.moeM = on })
 	// Logits in chunks of 32 keys at small batches (run 11's).
 	abAt("attn-lkc32", []int{1, 8, 16}, func(on bool) { be.attnLogits32 = on })
 	// attn_values with all of a head's channels a block at small batches.

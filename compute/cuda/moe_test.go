@@ -187,7 +187,6 @@ func TestBackendMoE(t *testing.T) {
 // token's activations leaves the other tokens' bits alone.
 func TestBackendMoEQ(t *testing.T) {
 	be := newBackend(t, Fast)
-	be.moeM = false // moeq, not moem
 	// The grouped kernels at every batch (gemvx's experts would take
 	// these few experts from 3 tokens on).
 	be.gemvxMoeOff = true

@@ -1,4 +1,5 @@
-// moem.cu: Fast mode's FP4 experts for tiles of 1, 2 and 4 pairs on the
+// moem.cu (Backend.moeM, off by default: measured slower than moeq, see
+// below): Fast mode's FP4 experts for tiles of 1, 2 and 4 pairs on the
 // FP8 tensor cores (wgmma m64n8k32 e4m3, sm_90): the
 // products moeq (moe.cu) computes on dp4a, with the integer work moved to
 // the tensor cores.
@@ -48,9 +49,18 @@
 // word), the pairs' B (64 words a block) and factors, then the slices'
 // partial sums (two buffers).
 //
-// Run 20 call 1 measured the first form (mma.sync m16n8k32 e4m3, 16-row
-// tiles): 44 us a batch-1 gate/up against moeq's 26, since Hopper runs that
-// instruction as float16 conversions and mmas.
+// Measured (run 20, H200, batch-1 step of the 4-layer Flash checkpoint;
+// Backend.moeM, off by default): the first form (mma.sync m16n8k32 e4m3,
+// 16-row tiles, 8 column slices) took 44 us a gate/up against moeq's 26,
+// since Hopper runs that instruction as float16 conversions and mmas. This
+// form (wgmma) takes 47 us (down 26.5 against 17): ncu 13.6M warp
+// instructions (moeq 14.5M: the decode is cheap, but the scales, the
+// zeroed sums and the float32 fused multiply-adds a block and row cost
+// what dp4a's chains did), issue slots 30% busy, DRAM 25%, achieved
+// occupancy 18% (192 blocks of 64 rows for 264 slots, 0.73 waves), long
+// scoreboard and MIO stalls: each step waits for its wgmmas before the
+// next decode. A faster form needs more row tiles in flight (fewer, wider
+// column slices; wgmma's wait overlapped with the next step's decode).
 
 #define MOEM_BS 4
 #define MOEM_ROUNDS 4
