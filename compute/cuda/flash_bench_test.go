@@ -426,6 +426,8 @@ func BenchmarkFlash(b *testing.B) {
 	// moem (wgmma, the FP8 tensor cores) where moeq (the integer dot
 	// products) takes the FP4 experts (other bits).
 	abAt("moem", []int{1, 8, 16}, func(on bool) { be.moeM = on })
+	// moeq's moe_down launched after the gate/up product, not early.
+	abAt("moe-down-late", []int{1, 8}, func(on bool) { be.moeDownEarly = !on })
 	// Logits in chunks of 32 keys at small batches (run 11's).
 	abAt("attn-lkc32", []int{1, 8, 16}, func(on bool) { be.attnLogits32 = on })
 	// attn_values with all of a head's channels a block at small batches.

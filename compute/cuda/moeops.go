@@ -265,9 +265,15 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr,
 		}
 		g := b.moeqGroups(m.Rows, 8*r, tiles, perSM)
 		b.moeqLaunches++
-		b.launch(entry, Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh,
+		// moe_down launched early (PDL): its tiles' weights start to load
+		// while the gate/up product ends. moeq_body reads the routing
+		// before its wait, which is safe only when that product was not
+		// itself launched early (it then started after moe_route_sort
+		// had finished): not with PDL on every launch.
+		early := kind == "moe_down" && b.moeDownEarly && b.rt.pdlEarly && !b.rt.pdl
+		b.launchAs(entry, Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh,
 			b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
-				Int(m.Rows).Int(m.Cols).F32(limit).Int(g))
+				Int(m.Rows).Int(m.Cols).F32(limit).Int(g).Int(map[bool]int{false: 0, true: 1}[early]), early)
 		return
 	}
 	if sh := moeSXShared(m, pt); (pt >= 2 || !b.moeP1R8) && !b.moeR8 && !b.moeRun3 && sh <= b.optin {

@@ -1154,20 +1154,26 @@ __device__ __forceinline__ void moeq_store(float (&acc)[NM * R][PT], float* y, c
 template <int PT, int NM, int R, int S>
 __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, const int* order, const int* idx,
                                           const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,
-                                          float L, int G) {
+                                          float L, int G, int early) {
   enum { NMR = NM * R, NT = 256 };
   DYN_SHARED(uint4, ring);                          // [S][NMR][NT] chunks
   u32* sring = (u32*)(ring + S * NMR * NT);         // [S][NMR][NT] scale words
   u32* xq = sring + S * NMR * NT;                   // moeq_stage's blocks
   __shared__ int sq[PT];
   __shared__ u32 tabs[3][32];  // e2m1x8_i8's constants, a copy a lane
+  // early (moe_down's entries, launched early by the host): the kernel
+  // before this one is the gate/up product, launched after moe_route_sort
+  // had finished, so the tile list, the pairs' order and experts (read
+  // through L2) and the weights may be read before the wait; only the
+  // activations (the gate/up product's output) wait for it.
+  if (!early) PDL_WAIT_LATE();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int q0 = chunks[2 * blockIdx.y], qn = chunks[2 * blockIdx.y + 1];
+  const int q0 = __ldcg(chunks + 2 * blockIdx.y), qn = __ldcg(chunks + 2 * blockIdx.y + 1);
   if (qn == 0) return;
-  if (tid < PT) sq[tid] = order[q0 + min(tid, qn - 1)];
+  if (tid < PT) sq[tid] = __ldcg(order + q0 + min(tid, qn - 1));
   if (tid < 32) tabs[0][tid] = moeq_opaque(MOEQ_T0), tabs[1][tid] = moeq_opaque(MOEQ_T2), tabs[2][tid] = moeq_opaque(0x32103210u);
   __syncthreads();
-  const int e = idx[sq[0]];
+  const int e = __ldcg(idx + sq[0]);
   const long long rowBytes = cols / 2;
   const int nch = cols / 32, scaleCols = cols / 32;
   const int nj = (nch + 31) / 32;  // chunks a lane takes of each row: the steps of a row group
@@ -1218,6 +1224,7 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
   for (int st = 0; st < S - 1; ++st) issue(st);
 
   // Stage the tile's activations (the weights' first copies are in flight).
+  if (early) PDL_WAIT_LATE();
   moeq_stage(xq, x, xDiv, sq, qn, cols);
   __syncthreads();
   if (nsteps == 0) return;
@@ -1268,14 +1275,15 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
   extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
       moe_gateup_fp4_p##PT##_q##SUF(float* h, const float* x, int xDiv, const int* order, const int* idx,       \
                                     const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,    \
-                                    float L, int G) { PDL_WAIT();                                               \
-    moeq_body<PT, 2, 2, S>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, L, G);                        \
+                                    float L, int G, int early) { PDL_WAIT();                                    \
+    moeq_body<PT, 2, 2, S>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, L, G, 0);                     \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
       moe_down_fp4_p##PT##_q##SUF(float* y, const float* x, int xDiv, const int* order, const int* idx,         \
                                   const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,    \
-                                  float L, int G) { PDL_WAIT();                                                 \
-    moeq_body<PT, 1, 4, S>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, L, G);                      \
+                                  float L, int G, int early) {                                                  \
+    PDL_OPEN_EARLY();                                                                                           \
+    moeq_body<PT, 1, 4, S>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, L, G, early);               \
   }
 MOEQ_ENTRY(1, , 3, 3)
 MOEQ_ENTRY(2, , 3, 2)
