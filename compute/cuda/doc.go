@@ -72,7 +72,12 @@
 //     to float32 once, and added in float32 in an order fixed by the
 //     shape (run 14: batch 1 5% and batch 8 20% faster a step than the
 //     float32 kernels, batch 16 14% faster than gemvx_moe_fp4_h; mean KL
-//     against the float32 experts 2e-12 to 3e-11). Other experts
+//     against the float32 experts 2e-12 to 3e-11); its moe_down launches
+//     early (PDL), the tiles' first weights in flight before it waits for
+//     the gate/up product (run 20: batch 1 2.1% faster a step). Backend.moeM
+//     (off) gives moem instead (kernels/moem.cu: the same digits, base 16,
+//     on wgmma's e4m3 tensor cores; run 20 measured it 10-12% slower a
+//     batch-1 step: latency-bound at 18% occupancy). Other experts
 //     (another format or width) take the float32 grouped kernels there.
 //     Backend.moeH off gives gemvx's experts' form instead
 //     (gemvx_moe_fp4 and its ring: exact bfloat16 weights, bfloat16
