@@ -237,6 +237,11 @@ type Backend struct {
 	// its weights' first copies in flight before it waits for the gate/up
 	// product (BenchmarkFlash's moe-down-late A/B).
 	moeDownEarly bool
+	// moeGateupEarly (the default): moeq's moe_gateup for one token's
+	// tiles of one pair launches early, that token's activations staged
+	// before it waits for moe_route_sort (A/B moe-gateup-late).
+	// moeOneToken: the MoE being recorded has one token (moeGrouped).
+	moeGateupEarly, moeOneToken bool
 	// moemG > 0: the row tiles a block of the moem entries takes (tests:
 	// the bits do not depend on it).
 	moemG int
@@ -325,7 +330,7 @@ func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) 
 // NewBackendOn returns a Backend on an open device, which Close leaves
 // open (several Backends may share a device, one goroutine each).
 func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
-	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, gvxrV: gvxrVDefault, moeH: true, moeQ: true, moeDownEarly: true,
+	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, gvxrV: gvxrVDefault, moeH: true, moeQ: true, moeDownEarly: true, moeGateupEarly: true,
 		gc: graphCache{limit: 64}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)

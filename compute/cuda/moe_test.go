@@ -202,7 +202,7 @@ func TestBackendMoEQ(t *testing.T) {
 		x[1*D+i] *= 1e5
 		x[2*D+i] *= 1e-5
 	}
-	for _, T := range []int{3, 24} {
+	for _, T := range []int{1, 3, 24} {
 		want := make([]float32, T*D)
 		a := *c.args
 		a.Bias = cpu.Wrap(slices.Clone(c.bias), 1, E)
@@ -211,6 +211,15 @@ func TestBackendMoEQ(t *testing.T) {
 		xt := x[:T*D]
 		exact := c.run(t, be, xt, T, 0, false)
 		be.moeQ = true
+		// The launches that read before their waits (moe_down's routing,
+		// one token's gate/up activations) give the bits of those that
+		// do not.
+		be.moeDownEarly, be.moeGateupEarly = false, false
+		late := c.run(t, be, xt, T, 0, false)
+		be.moeDownEarly, be.moeGateupEarly = true, true
+		if got := c.run(t, be, xt, T, 0, false); !slices.Equal(bitsOf(got), bitsOf(late)) {
+			t.Errorf("T=%d: the early launches give other bits than the late ones", T)
+		}
 		var first []float32
 		for _, pt := range []int{0, 1, 2, 4, 8} {
 			name := fmt.Sprintf("T=%d tile %d", T, pt)

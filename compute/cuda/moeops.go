@@ -265,15 +265,24 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr,
 		}
 		g := b.moeqGroups(m.Rows, 8*r, tiles, perSM)
 		b.moeqLaunches++
-		// moe_down launched early (PDL): its tiles' weights start to load
-		// while the gate/up product ends. moeq_body reads the routing
-		// before its wait, which is safe only when that product was not
-		// itself launched early (it then started after moe_route_sort
-		// had finished): not with PDL on every launch.
-		early := kind == "moe_down" && b.moeDownEarly && b.rt.pdlEarly && !b.rt.pdl
+		// Launched early (PDL; moeq_body's early): moe_down reads the
+		// routing and queues its first weights before it waits for the
+		// gate/up product, which lets it launch only after its own wait
+		// for moe_route_sort; the gate/up product of one token's tiles of
+		// one pair stages that token's activations before that wait. Not
+		// with PDL on every launch (the kernels before them would launch
+		// early too).
+		early := 0
+		switch {
+		case b.rt.pdl || !b.rt.pdlEarly:
+		case kind == "moe_down" && b.moeDownEarly:
+			early = 1
+		case kind == "moe_gateup" && b.moeGateupEarly && b.moeOneToken && pt == 1:
+			early = 2
+		}
 		b.launchAs(entry, Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh,
 			b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
-				Int(m.Rows).Int(m.Cols).F32(limit).Int(g).Int(map[bool]int{false: 0, true: 1}[early]), early)
+				Int(m.Rows).Int(m.Cols).F32(limit).Int(g).Int(early), early != 0)
 		return
 	}
 	if sh := moeSXShared(m, pt); (pt >= 2 || !b.moeP1R8) && !b.moeR8 && !b.moeRun3 && sh <= b.optin {
@@ -578,8 +587,10 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 		b.moeGEMM(mt.w2, b.ptr(ye), g, 1, order, idx, chunks, tiles, tab2)
 	} else if grouped {
 		sxp := b.moeSXP && P > K // more than one token's pairs (moeSXP)
+		b.moeOneToken = T == 1
 		b.moeGrouped("moe_gateup", mt.w1, pt, sxp, b.ptr(g), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3, a.Limit)
 		b.moeGrouped("moe_down", mt.w2, pt, sxp, b.ptr(ye), b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0, a.Limit)
+		b.moeOneToken = false
 	} else {
 		u := b.Scratch(compute.F32, P, I)
 		b.moeGemv(mt.w1, b.ptr(g), b.ptr(u), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3)

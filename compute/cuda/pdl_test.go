@@ -20,7 +20,7 @@ func TestKernelsOpenWithPDLWait(t *testing.T) {
 		t.Fatalf("no kernel sources: %v", err)
 	}
 	body := regexp.MustCompile(`^\s*(\\\s*)?PDL_WAIT\(\);`)
-	early := regexp.MustCompile(`^\s*(\\\s*)?PDL_OPEN_EARLY\(\);[\s\\]*(const int g = blockIdx\.y;[\s\\]*)?(gemv2_body|gemvm_body|gemv_rows|gemvp_rows|gemvh_rows|gemvxp_body|moeq_body)<|^\s*PDL_OPEN_EARLY\(\);\s*hc_post_pre_body\(`)
+	early := regexp.MustCompile(`^\s*(\\\s*)?PDL_OPEN_EARLY\(\);[\s\\]*(const int g = blockIdx\.y;[\s\\]*)?(gemv2_body|gemvm_body|gemv_rows|gemvp_rows|gemvh_rows|gemvxp_body|moeq_body)<|^\s*PDL_OPEN_EARLY\(\);\s*hc_post_pre_body\(|^[\s\\]*moeq_body<PT, 2, 2, S>\(`)
 	common, err := kernelFS.ReadFile("kernels/gemv_common.cuh")
 	if err != nil {
 		t.Fatal(err)
@@ -42,15 +42,17 @@ func TestKernelsOpenWithPDLWait(t *testing.T) {
 			t.Errorf("%s does not wait (PDL_WAIT_LATE) before it reads what launches before it write", f[1])
 		}
 	}
-	// moeq_body (moe_down's entries open early): with early it waits
-	// before it stages the activations, else before anything.
 	moe, err := kernelFS.ReadFile("kernels/moe.cu")
 	if err != nil {
 		t.Fatal(err)
 	}
 	mq := string(moe)[strings.Index(string(moe), "__device__ __forceinline__ void moeq_body("):]
-	if w0, w1, c, st := strings.Index(mq, "if (!early) PDL_WAIT_LATE();"), strings.Index(mq, "if (early) PDL_WAIT_LATE();"),
-		strings.Index(mq, "__ldcg(chunks"), strings.Index(mq, "moeq_stage(xq"); w0 < 0 || w1 < 0 || w0 > c || w1 > st {
+	// moeq_body (moe_down's entries open early, moe_gateup's straight into
+	// it): early 1 waits before it stages the activations, 0 and 2 before
+	// they read the routing and let the next kernel launch only after it.
+	w0, o0, w1, c, st := strings.Index(mq, "if (early != 1) PDL_WAIT_LATE();"), strings.Index(mq, "if (early != 1) PDL_OPEN_EARLY();"),
+		strings.Index(mq, "if (early == 1) PDL_WAIT_LATE();"), strings.Index(mq, "__ldcg(chunks"), strings.Index(mq, "if (early != 2) moeq_stage(xq")
+	if w0 < 0 || o0 < w0 || w1 < 0 || c < o0 || st < w1 {
 		t.Error("moeq_body does not wait (PDL_WAIT_LATE) before it reads the routing (or, early, its activations)")
 	}
 	total := 0

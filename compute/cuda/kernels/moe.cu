@@ -1161,13 +1161,25 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
   u32* xq = sring + S * NMR * NT;                   // moeq_stage's blocks
   __shared__ int sq[PT];
   __shared__ u32 tabs[3][32];  // e2m1x8_i8's constants, a copy a lane
-  // early (moe_down's entries, launched early by the host): the kernel
-  // before this one is the gate/up product, launched after moe_route_sort
-  // had finished, so the tile list, the pairs' order and experts (read
-  // through L2) and the weights may be read before the wait; only the
-  // activations (the gate/up product's output) wait for it.
-  if (!early) PDL_WAIT_LATE();
+  // early 1 (moe_down's entries, launched early by the host): the kernel
+  // before this one is the gate/up product, which let it launch only
+  // after moe_route_sort had finished, so the tile list, the pairs' order
+  // and experts (read through L2) and the weights may be read before the
+  // wait; only the activations (the gate/up product's output) wait for it.
+  // early 2 (moe_gateup's, tiles of one pair of one token, launched early):
+  // the token's activations (row 0, written before the router's product
+  // started) are staged before the wait for moe_route_sort, and the
+  // kernel after this one may launch only after that wait.
+  // early 0: the wait first, and the next kernel may launch at once.
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if (early == 2) {
+    if (tid == 0) sq[0] = 0;
+    __syncthreads();
+    moeq_stage(xq, x, xDiv, sq, 1, cols);
+    __syncthreads();  // sq is the tile's pair from here on
+  }
+  if (early != 1) PDL_WAIT_LATE();
+  if (early != 1) PDL_OPEN_EARLY();
   const int q0 = __ldcg(chunks + 2 * blockIdx.y), qn = __ldcg(chunks + 2 * blockIdx.y + 1);
   if (qn == 0) return;
   if (tid < PT) sq[tid] = __ldcg(order + q0 + min(tid, qn - 1));
@@ -1224,8 +1236,8 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
   for (int st = 0; st < S - 1; ++st) issue(st);
 
   // Stage the tile's activations (the weights' first copies are in flight).
-  if (early) PDL_WAIT_LATE();
-  moeq_stage(xq, x, xDiv, sq, qn, cols);
+  if (early == 1) PDL_WAIT_LATE();
+  if (early != 2) moeq_stage(xq, x, xDiv, sq, qn, cols);
   __syncthreads();
   if (nsteps == 0) return;
 
@@ -1275,8 +1287,8 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
   extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
       moe_gateup_fp4_p##PT##_q##SUF(float* h, const float* x, int xDiv, const int* order, const int* idx,       \
                                     const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,    \
-                                    float L, int G, int early) { PDL_WAIT();                                    \
-    moeq_body<PT, 2, 2, S>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, L, G, 0);                     \
+                                    float L, int G, int early) {                                                \
+    moeq_body<PT, 2, 2, S>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, L, G, early);                 \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
       moe_down_fp4_p##PT##_q##SUF(float* y, const float* x, int xDiv, const int* order, const int* idx,         \
