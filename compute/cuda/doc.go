@@ -74,7 +74,9 @@
 //     float32 kernels, batch 16 14% faster than gemvx_moe_fp4_h; mean KL
 //     against the float32 experts 2e-12 to 3e-11); its moe_down launches
 //     early (PDL), the tiles' first weights in flight before it waits for
-//     the gate/up product (run 20: batch 1 2.1% faster a step). Backend.moeM
+//     the gate/up product (run 20: batch 1 2.1-3.0% faster a step), and
+//     at one token moe_gateup stages the token's activations before it
+//     waits for the routing (1.3%). Backend.moeM
 //     (off) gives moem instead (kernels/moem.cu: the same digits, base 16,
 //     on wgmma's e4m3 tensor cores; run 20 measured it 10-12% slower a
 //     batch-1 step: latency-bound at 18% occupancy). Other experts
