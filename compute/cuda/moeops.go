@@ -270,11 +270,11 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr,
 		// gate/up product, which lets it launch only after its own wait
 		// for moe_route_sort; the gate/up product of one token's tiles of
 		// one pair stages that token's activations before that wait. Not
-		// with PDL on every launch (the kernels before them would launch
-		// early too).
+		// with PDL on every launch or on the small ones (the router's
+		// kernels before them would launch early too).
 		early := 0
 		switch {
-		case b.rt.pdl || !b.rt.pdlEarly:
+		case b.rt.pdl || b.rt.pdlSmall > 0 || !b.rt.pdlEarly:
 		case kind == "moe_down" && b.moeDownEarly:
 			early = 1
 		case kind == "moe_gateup" && b.moeGateupEarly && b.moeOneToken && pt == 1:

@@ -1170,7 +1170,8 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
   // the token's activations (row 0, written before the router's product
   // started) are staged before the wait for moe_route_sort, and the
   // kernel after this one may launch only after that wait.
-  // early 0: the wait first, and the next kernel may launch at once.
+  // early 0: the wait first (moe_down's entries let the next kernel
+  // launch before it, moe_gateup's after it).
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   if (early == 2) {
     if (tid == 0) sq[0] = 0;
