@@ -240,8 +240,7 @@ type Backend struct {
 	// moeGateupEarly (the default): moeq's moe_gateup for one token's
 	// tiles of one pair launches early, that token's activations staged
 	// before it waits for moe_route_sort (A/B moe-gateup-late).
-	// moeOneToken: the MoE being recorded has one token (moeGrouped).
-	moeGateupEarly, moeOneToken bool
+	moeGateupEarly bool
 	// moemG > 0: the row tiles a block of the moem entries takes (tests:
 	// the bits do not depend on it).
 	moemG int

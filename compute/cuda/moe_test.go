@@ -269,30 +269,7 @@ func TestBackendMoEQ(t *testing.T) {
 			batch = first
 		}
 	}
-	// The first 12 tokens alone (other tiles, other pairs; the Fast
-	// shared expert on the same kernels above 8 tokens) against the same
-	// tokens in the batch of 24.
-	if alone := c.run(t, be, x[:12*D], 12, 0, false); !slices.Equal(bitsOf(alone), bitsOf(batch[:12*D])) {
-		t.Errorf("the first 12 tokens alone differ from the same tokens in a batch of 24")
-	}
-	// A NaN in token 5: its outputs NaN, every other token's bits as
-	// before (tiles of 8 pairs stage it beside others).
-	xn := slices.Clone(x)
-	xn[5*D+77] = float32(math.NaN())
-	for _, pt := range []int{0, 8} {
-		got := c.run(t, be, xn, 24, pt, false)
-		for tok := range 24 {
-			for i := tok * D; i < (tok+1)*D; i++ {
-				if tok == 5 {
-					if !math.IsNaN(float64(got[i])) {
-						t.Fatalf("tile %d: y[%d] of the NaN token = %v", pt, i, got[i])
-					}
-				} else if math.Float32bits(got[i]) != math.Float32bits(batch[i]) {
-					t.Fatalf("tile %d: y[%d] (token %d) = %v beside a NaN token, %v without", pt, i, tok, got[i], batch[i])
-				}
-			}
-		}
-	}
+	c.checkBatchAndNaN(t, be, x, batch)
 }
 
 // TestBackendMoEM checks the Fast FP4 experts on the FP8 tensor cores
@@ -384,6 +361,18 @@ func TestBackendMoEM(t *testing.T) {
 			batch = first
 		}
 	}
+	c.checkBatchAndNaN(t, be, x, batch)
+}
+
+// checkBatchAndNaN checks the FP4 experts' batch invariance and NaN
+// containment on be: the first 12 tokens of x alone (other tiles, other
+// pairs; the Fast shared expert on the same kernels above 8 tokens) give
+// the bits of the same tokens in batch (the 24 tokens' outputs), and a NaN
+// in token 5 makes its outputs NaN and leaves every other token's bits
+// (tiles of 8 pairs stage it beside others).
+func (c *moeCase) checkBatchAndNaN(t *testing.T, be *Backend, x, batch []float32) {
+	t.Helper()
+	D := c.D
 	if alone := c.run(t, be, x[:12*D], 12, 0, false); !slices.Equal(bitsOf(alone), bitsOf(batch[:12*D])) {
 		t.Errorf("the first 12 tokens alone differ from the same tokens in a batch of 24")
 	}

@@ -242,8 +242,10 @@ func moeSXGroups(rows, rowsPerGroup, pt int) int {
 // moeP1R8 for tiles of 1, or their shared memory does not fit; moe.cu's
 // _sxp ones with sxp), else moe_grouped_body's, moeRows rows a block.
 // All give the same bits, but for moeq's entries, which take the FP4
-// experts in Fast mode where moeqEntry names one (other bits).
-func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32) {
+// experts in Fast mode where moeqEntry names one (other bits), and moem's
+// (moeM). oneToken: the MoE has one token (moeq's gate/up may then stage
+// its activations before its wait).
+func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32, oneToken bool) {
 	name := fmt.Sprintf("%s_%s_p%d", kind, dtypeNames[m.DType], pt)
 	if entry, kpt, sh, perSM := b.moemEntry(kind, m, pt); entry != "" {
 		g := b.moeqGroups(m.Rows, 64, tiles, perSM)
@@ -277,7 +279,7 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr,
 		case b.rt.pdl || b.rt.pdlSmall > 0 || !b.rt.pdlEarly:
 		case kind == "moe_down" && b.moeDownEarly:
 			early = 1
-		case kind == "moe_gateup" && b.moeGateupEarly && b.moeOneToken && pt == 1:
+		case kind == "moe_gateup" && b.moeGateupEarly && oneToken && pt == 1:
 			early = 2
 		}
 		b.launchAs(entry, Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh,
@@ -587,10 +589,8 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 		b.moeGEMM(mt.w2, b.ptr(ye), g, 1, order, idx, chunks, tiles, tab2)
 	} else if grouped {
 		sxp := b.moeSXP && P > K // more than one token's pairs (moeSXP)
-		b.moeOneToken = T == 1
-		b.moeGrouped("moe_gateup", mt.w1, pt, sxp, b.ptr(g), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3, a.Limit)
-		b.moeGrouped("moe_down", mt.w2, pt, sxp, b.ptr(ye), b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0, a.Limit)
-		b.moeOneToken = false
+		b.moeGrouped("moe_gateup", mt.w1, pt, sxp, b.ptr(g), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3, a.Limit, T == 1)
+		b.moeGrouped("moe_down", mt.w2, pt, sxp, b.ptr(ye), b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0, a.Limit, T == 1)
 	} else {
 		u := b.Scratch(compute.F32, P, I)
 		b.moeGemv(mt.w1, b.ptr(g), b.ptr(u), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3)

@@ -1053,20 +1053,13 @@ __device__ __forceinline__ void moeq_stage(u32* xq, const float* x, int xDiv, co
 #pragma unroll
     for (int u = 0; u < MOEQ_ROUNDS; ++u) {
       const int v = v0 + u * blockDim.x + threadIdx.x;
-      // The block's largest magnitude as bits (NaN above infinity above
-      // every number).
-      u32 m = 0;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) m = max(m, __float_as_uint(f[u][i]) & 0x7FFFFFFFu);
-#pragma unroll
-      for (int o = 1; o < 8; o <<= 1) m = max(m, (u32)__shfl_xor_sync(0xFFFFFFFFu, (int)m, o));
-      const bool fin = m < 0x7F800000u;
-      const int e = max((int)(m >> 23) - 127, -100);
-      const float S = __uint_as_float((u32)(21 - e + 127) << 23);  // |x·S| < 2^22
+      int xq4[4], e;
+      bool fin;
+      moe_block_quant(f[u], xq4, e, fin);
       int h[4], md[4], l[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int xi = fin ? __float2int_rn(__fmul_rn(f[u][i], S)) : 0;
+        const int xi = xq4[i];
         l[i] = (signed char)xi;  // balanced base-256 digits: xi = h·2^16 + m·2^8 + l
         const int r = (xi - l[i]) / 256;
         md[i] = (signed char)r;

@@ -230,18 +230,13 @@ __device__ __forceinline__ void moem_stage(u32* xb, float* xf, const float* xr, 
 #pragma unroll
     for (int u = 0; u < MOEM_ROUNDS; ++u) {
       const int v = v0 + u * blockDim.x + threadIdx.x;
-      u32 m = 0;  // the block's largest magnitude as bits (NaN above infinity above every number)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) m = max(m, __float_as_uint(f[u][i]) & 0x7FFFFFFFu);
-#pragma unroll
-      for (int o = 1; o < 8; o <<= 1) m = max(m, (u32)__shfl_xor_sync(0xFFFFFFFFu, (int)m, o));
-      const bool fin = m < 0x7F800000u;
-      const int e = max((int)(m >> 23) - 127, -100);
-      const float S = __uint_as_float((u32)(21 - e + 127) << 23);  // |x·S| <= 2^22
+      int xi[4], e;
+      bool fin;
+      moe_block_quant(f[u], xi, e, fin);
       int dg[4][8];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        int r = fin ? __float2int_rn(__fmul_rn(f[u][i], S)) : 0;
+        int r = xi[i];
 #pragma unroll
         for (int k = 0; k < 5; ++k) {
           const int dk = ((r + 8) & 15) - 8;  // balanced: r = dk + 16·r'
