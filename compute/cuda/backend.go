@@ -68,8 +68,9 @@ type Backend struct {
 	noHostMem bool
 	mats      []*Matrix
 	moeTabs   map[*compute.Matrix]*moeTables
-	// hcCnt: hc_post_pre's counters (HCPostPreNorm), freed at Close.
-	hcCnt Ptr
+	// hcCnt: hc_post_pre's counters (HCPostPreNorm); moeCnt: moeq's
+	// moe_down's (moeq_combine). Freed at Close.
+	hcCnt, moeCnt Ptr
 	// groupTabs are GroupedMatMul's tables, by the group's first matrix.
 	groupTabs map[*compute.Matrix]groupTab
 	optin     int // dynamic shared memory a block may use
@@ -241,6 +242,12 @@ type Backend struct {
 	// tiles of one pair launches early, that token's activations staged
 	// before it waits for moe_route_sort (A/B moe-gateup-late).
 	moeGateupEarly bool
+	// moeCombineApart: moe_combine always its own launch (off: moeq's
+	// moe_down combines the experts' outputs itself at up to moeFoldMaxT
+	// tokens, the same bits; A/B moe-combine-apart). moeFoldLaunches
+	// counts the folded launches (tests).
+	moeCombineApart bool
+	moeFoldLaunches int
 	// moemG > 0: the row tiles a block of the moem entries takes (tests:
 	// the bits do not depend on it).
 	moemG int
@@ -637,8 +644,10 @@ func (b *Backend) Close() error {
 		for _, mt := range b.moeTabs {
 			errs = append(errs, t.Free(mt.tab))
 		}
-		if b.hcCnt != 0 {
-			errs = append(errs, t.Free(b.hcCnt))
+		for _, p := range []Ptr{b.hcCnt, b.moeCnt} {
+			if p != 0 {
+				errs = append(errs, t.Free(p))
+			}
 		}
 		for _, gt := range b.groupTabs {
 			if gt.tab != 0 {

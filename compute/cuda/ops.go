@@ -611,33 +611,37 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 }
 
 // hcCounters returns hc_post_pre's counters (hcFusedMaxT uint32s, zero
-// between launches: each launch's last blocks reset theirs), allocated and
-// zeroed on first use; 0 after a failure (recorded in b.err).
-func (b *Backend) hcCounters() Ptr {
-	if b.hcCnt != 0 {
-		return b.hcCnt
+// between launches: each launch's last blocks reset theirs); 0 after a
+// failure (recorded in b.err).
+func (b *Backend) hcCounters() Ptr { return b.counters(&b.hcCnt, hcFusedMaxT, "hc_post_pre") }
+
+// counters returns *p, n uint32 counters allocated and zeroed on first
+// use for the kernels named what; 0 after a failure (recorded in b.err).
+func (b *Backend) counters(p *Ptr, n int, what string) Ptr {
+	if *p != 0 {
+		return *p
 	}
 	err := b.do(func(t *Thread) error {
-		p, err := t.Alloc(4 * hcFusedMaxT)
+		c, err := t.Alloc(int64(4 * n))
 		if err != nil {
 			return err
 		}
-		if err := t.Memset32(p, 0, hcFusedMaxT, t.Stream()); err != nil {
-			t.Free(p)
+		if err := t.Memset32(c, 0, int64(n), t.Stream()); err != nil {
+			t.Free(c)
 			return err
 		}
 		if err := t.Sync(t.Stream()); err != nil {
-			t.Free(p)
+			t.Free(c)
 			return err
 		}
-		b.hcCnt = p
+		*p = c
 		return nil
 	})
 	if err != nil {
-		b.fail(fmt.Errorf("cuda: hc_post_pre counters: %w", err))
+		b.fail(fmt.Errorf("cuda: %s counters: %w", what, err))
 		return 0
 	}
-	return b.hcCnt
+	return *p
 }
 
 // HCHead implements compute.Mixing.
