@@ -248,6 +248,11 @@ type Backend struct {
 	// counts the folded launches (tests).
 	moeCombineApart bool
 	moeFoldLaunches int
+	// normFoldOff: MatMulNorm always launches rmsnorm before the product
+	// (on: gemvp normalizes one token's input itself, the same bits; A/B
+	// norm-fold-off). normFoldLaunches counts the folded launches (tests).
+	normFoldOff      bool
+	normFoldLaunches int
 	// moemG > 0: the row tiles a block of the moem entries takes (tests:
 	// the bits do not depend on it).
 	moemG int

@@ -48,6 +48,33 @@ func (b *Backend) MatMul(y, x compute.Tensor, w *compute.Matrix) {
 	b.matMul(y, x, w, b.mode)
 }
 
+// MatMulNorm implements compute.NormedProducts: one token's product that
+// takes gemvp normalizes its input as it stages it (rmsnorm's launch
+// saved, its bits), unless Backend.normFoldOff; else RMSNorm into scratch,
+// then MatMul.
+func (b *Backend) MatMulNorm(y, x compute.Tensor, w *compute.Matrix, norm compute.Tensor, eps float32) {
+	if x.Cols != w.Cols || y.Cols != w.Rows || y.Rows != x.Rows {
+		panic(fmt.Sprintf("cuda: MatMulNorm of x %d×%d by W %d×%d into y %d×%d", x.Rows, x.Cols, w.Rows, w.Cols, y.Rows, y.Cols))
+	}
+	if norm.Valid() && norm.Len() != x.Cols {
+		panic(fmt.Sprintf("cuda: MatMulNorm weight of %d for rows of %d", norm.Len(), x.Cols))
+	}
+	m := b.mustMat(w)
+	if x.Rows == 1 && !b.normFoldOff && !b.useGEMVX(m, 1, b.mode) {
+		ok, err := b.k.matMulGEMVPNorm(b.rt, 0, b.ptr(y), b.ptr(x), m, gemvpNorm{w: b.ptr(norm), eps: eps})
+		if ok || err != nil {
+			b.fail(err)
+			b.normFoldLaunches++
+			return
+		}
+	}
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	xn := b.Scratch(compute.F32, x.Rows, x.Cols)
+	b.RMSNorm(xn, x, norm, eps)
+	b.MatMul(y, xn, w)
+}
+
 func (b *Backend) matMul(y, x compute.Tensor, w *compute.Matrix, mode Mode) {
 	if x.Cols != w.Cols || y.Cols != w.Rows || y.Rows != x.Rows {
 		panic(fmt.Sprintf("cuda: MatMul of x %d×%d by W %d×%d into y %d×%d", x.Rows, x.Cols, w.Rows, w.Cols, y.Rows, y.Cols))
