@@ -248,6 +248,9 @@ type Backend struct {
 	// counts the folded launches (tests).
 	moeCombineApart bool
 	moeFoldLaunches int
+	// moeFoldT > moeFoldMaxT: moe_down combines up to that many tokens
+	// (tests: the combine of many tokens' rows, empty tiles among them).
+	moeFoldT int
 	// normFoldOff: MatMulNorm always launches rmsnorm before the product
 	// (on: gemvp normalizes one token's input itself, the same bits; A/B
 	// norm-fold-off). normFoldLaunches counts the folded launches (tests).

@@ -431,7 +431,7 @@ func BenchmarkFlash(b *testing.B) {
 	// moeq's moe_gateup at one token launched after moe_route_sort.
 	abAt("moe-gateup-late", []int{1}, func(on bool) { be.moeGateupEarly = !on })
 	// moe_combine its own launch instead of moeq's moe_down combining.
-	abAt("moe-combine-apart", []int{1, 8}, func(on bool) { be.moeCombineApart = on })
+	abAt("moe-combine-apart", []int{1}, func(on bool) { be.moeCombineApart = on })
 	// rmsnorm of qr its own launch instead of gemvp (wq_b) normalizing it.
 	abAt("norm-fold-off", []int{1}, func(on bool) { be.normFoldOff = on })
 	// Logits in chunks of 32 keys at small batches (run 11's).

@@ -191,6 +191,7 @@ func TestBackendMoEQ(t *testing.T) {
 	// The grouped kernels at every batch (gemvx's experts would take
 	// these few experts from 3 tokens on).
 	be.gemvxMoeOff = true
+	be.moeFoldT = 24 // moe_down's combine at every batch here
 	ref := cpu.New(2)
 	rng := rand.New(rand.NewPCG(11, 4))
 	// Widths of a multiple of 128 (the kernel's scale words): 40 and 20

@@ -237,9 +237,11 @@ func moeSXGroups(rows, rowsPerGroup, pt int) int {
 }
 
 // moeFoldMaxT bounds the tokens whose experts' outputs moeq's moe_down
-// combines itself (moeq_combine: the last block of each row range sums
-// every token's rows, so its work grows with the batch).
-const moeFoldMaxT = 32
+// combines itself (moeq_combine). One: the launch waits for the shared
+// expert's lane, which at batch 8 finishes after the gate/up product (run
+// 21 call 1, A/B moe-combine-apart with a bound of 32: batch 8 6.6%
+// slower folded, batch 1 0.5% faster); Backend.moeFoldT raises it (tests).
+const moeFoldMaxT = 1
 
 // moeFoldCounters is moeq_combine's counters: one a block column of
 // moe_down's grid (64 at the Flash width).
@@ -257,7 +259,7 @@ type moeFold struct {
 // takes it (not moem's), T at most moeFoldMaxT, its grid's block columns
 // within the counters, and not moeCombineApart.
 func (b *Backend) moeFolds(m *Matrix, pt, T int) bool {
-	if b.moeCombineApart || T > moeFoldMaxT {
+	if b.moeCombineApart || T > max(moeFoldMaxT, b.moeFoldT) {
 		return false
 	}
 	if e, _, _, _ := b.moemEntry("moe_down", m, pt); e != "" {
