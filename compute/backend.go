@@ -317,15 +317,6 @@ type FusedMixing interface {
 	HCPostPreNorm(h, y, postIn, combIn, x, post, comb Tensor, w *HC, p HCParams, norm Tensor, eps float32)
 }
 
-// NormedProducts is optionally implemented by a backend that can
-// normalize a product's input as it reads it: MatMulNorm computes y =
-// W·RMSNorm(x; norm, eps) with the bits of RMSNorm into a temporary then
-// MatMul, and leaves x as it is (the normalized rows are not written). A
-// model calls it only when its backend has it.
-type NormedProducts interface {
-	MatMulNorm(y, x Tensor, w *Matrix, norm Tensor, eps float32)
-}
-
 // HostMemory is optionally implemented by a backend whose Read is faster
 // into host memory of its own (a GPU's page-locked memory, which its copy
 // engine writes directly, where a Go slice is staged through a driver

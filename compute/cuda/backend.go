@@ -68,9 +68,8 @@ type Backend struct {
 	noHostMem bool
 	mats      []*Matrix
 	moeTabs   map[*compute.Matrix]*moeTables
-	// hcCnt: hc_post_pre's counters (HCPostPreNorm); moeCnt: moeq's
-	// moe_down's (moeq_combine). Freed at Close.
-	hcCnt, moeCnt Ptr
+	// hcCnt: hc_post_pre's counters (HCPostPreNorm), freed at Close.
+	hcCnt Ptr
 	// groupTabs are GroupedMatMul's tables, by the group's first matrix.
 	groupTabs map[*compute.Matrix]groupTab
 	optin     int // dynamic shared memory a block may use
@@ -242,20 +241,6 @@ type Backend struct {
 	// tiles of one pair launches early, that token's activations staged
 	// before it waits for moe_route_sort (A/B moe-gateup-late).
 	moeGateupEarly bool
-	// moeCombineApart: moe_combine always its own launch (off: moeq's
-	// moe_down combines the experts' outputs itself at up to moeFoldMaxT
-	// tokens, the same bits; A/B moe-combine-apart). moeFoldLaunches
-	// counts the folded launches (tests).
-	moeCombineApart bool
-	moeFoldLaunches int
-	// moeFoldT > moeFoldMaxT: moe_down combines up to that many tokens
-	// (tests: the combine of many tokens' rows, empty tiles among them).
-	moeFoldT int
-	// normFoldOff: MatMulNorm always launches rmsnorm before the product
-	// (on: gemvp normalizes one token's input itself, the same bits; A/B
-	// norm-fold-off). normFoldLaunches counts the folded launches (tests).
-	normFoldOff      bool
-	normFoldLaunches int
 	// moemG > 0: the row tiles a block of the moem entries takes (tests:
 	// the bits do not depend on it).
 	moemG int
@@ -652,10 +637,8 @@ func (b *Backend) Close() error {
 		for _, mt := range b.moeTabs {
 			errs = append(errs, t.Free(mt.tab))
 		}
-		for _, p := range []Ptr{b.hcCnt, b.moeCnt} {
-			if p != 0 {
-				errs = append(errs, t.Free(p))
-			}
+		if b.hcCnt != 0 {
+			errs = append(errs, t.Free(b.hcCnt))
 		}
 		for _, gt := range b.groupTabs {
 			if gt.tab != 0 {

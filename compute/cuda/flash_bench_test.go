@@ -430,10 +430,6 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("moe-down-late", []int{1, 8}, func(on bool) { be.moeDownEarly = !on })
 	// moeq's moe_gateup at one token launched after moe_route_sort.
 	abAt("moe-gateup-late", []int{1}, func(on bool) { be.moeGateupEarly = !on })
-	// moe_combine its own launch instead of moeq's moe_down combining.
-	abAt("moe-combine-apart", []int{1}, func(on bool) { be.moeCombineApart = on })
-	// rmsnorm of qr its own launch instead of gemvp (wq_b) normalizing it.
-	abAt("norm-fold-off", []int{1}, func(on bool) { be.normFoldOff = on })
 	// Logits in chunks of 32 keys at small batches (run 11's).
 	abAt("attn-lkc32", []int{1, 8, 16}, func(on bool) { be.attnLogits32 = on })
 	// attn_values with all of a head's channels a block at small batches.

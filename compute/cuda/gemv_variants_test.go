@@ -117,7 +117,7 @@ func BenchmarkGEMVVariants(b *testing.B) {
 						for ui, r := range gemvpRings {
 							for _, grid := range []int{0, units} {
 								if err := report(fmt.Sprintf("gemvp-u%d-st%d-s%d-grid%d", r.U, r.S, 1<<si, grid), func(i int) error {
-									return k.gemvpAt(th, th.Stream(), y, 0, x, 0, ws[i%len(ws)], 1, 0, ui, si, rpb, grid, nil)
+									return k.gemvpAt(th, th.Stream(), y, 0, x, 0, ws[i%len(ws)], 1, 0, ui, si, rpb, grid)
 								}); err != nil {
 									return err
 								}

@@ -85,29 +85,7 @@ func (k *Kernels) matMulGEMVP(t *Thread, s Stream, y, x Ptr, T int, w *Matrix) (
 		return false, nil
 	}
 	si, rowsPerBlock := gemv2Split(w.Rows, int(w.rowBytes()/16))
-	return true, k.gemvpAt(t, s, y, 0, x, 0, w, 1, 0, ui, si, rowsPerBlock, 0, nil)
-}
-
-// gemvpNorm is the RMS norm gemvp's plain entries apply to their input
-// row as they stage it (weight w, 0 for none; eps): rmsnorm's bits.
-type gemvpNorm struct {
-	w   Ptr
-	eps float32
-}
-
-// gemvpNormMax is the widest row gemvp normalizes (RMS_REGS·256).
-const gemvpNormMax = 16 * 256
-
-// matMulGEMVPNorm queues y = W·rmsnorm(x) for one token through gemvp
-// (matMulGEMVP's entry, the normalized row not written), and reports
-// false when gemvp does not take w or rows of its width.
-func (k *Kernels) matMulGEMVPNorm(t *Thread, s Stream, y, x Ptr, w *Matrix, nrm gemvpNorm) (bool, error) {
-	ui := k.gemvpIndex()
-	if _, _, ok := gemvpShifts(1, w); ui < 0 || !ok || w.Cols > gemvpNormMax {
-		return false, nil
-	}
-	si, rowsPerBlock := gemv2Split(w.Rows, int(w.rowBytes()/16))
-	return true, k.gemvpAt(t, s, y, 0, x, 0, w, 1, 0, ui, si, rowsPerBlock, 0, &nrm)
+	return true, k.gemvpAt(t, s, y, 0, x, 0, w, 1, 0, ui, si, rowsPerBlock, 0)
 }
 
 // groupedGEMVP is groupedGEMVStrided for one token through gemvp's
@@ -118,15 +96,15 @@ func (k *Kernels) groupedGEMVP(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs, 
 	if _, _, ok := gemvpShifts(T, w); ui < 0 || !ok {
 		return false, nil
 	}
-	return true, k.gemvpAt(t, s, y, ygs, x, xgs, w, G, tab, ui, si, rowsPerBlock, 0, nil)
+	return true, k.gemvpAt(t, s, y, ygs, x, xgs, w, G, tab, ui, si, rowsPerBlock, 0)
 }
 
 // gemvpAt queues gemvp's entries ui (gemvpRings) at split index si (rowsPerBlock rows a
 // unit): the plain entry for tab 0, else the grouped one over the G
 // matrices of tab (group g's input at x + g·xgs, its output at y + g·ygs);
 // grid 0 takes gemvpGrid's (tests pass others: every grid gives the
-// same bits); nrm, for the plain entry only, normalizes x first.
-func (k *Kernels) gemvpAt(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs int, w *Matrix, G int, tab Ptr, ui, si, rowsPerBlock, grid int, nrm *gemvpNorm) error {
+// same bits).
+func (k *Kernels) gemvpAt(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs int, w *Matrix, G int, tab Ptr, ui, si, rowsPerBlock, grid int) error {
 	rs, cs, ok := gemvpShifts(1, w)
 	if !ok {
 		return fmt.Errorf("cuda: gemvp of a %v %dx%d matrix (scale blocks %dx%d)", w.DType, w.Rows, w.Cols, w.BlockRows, w.BlockCols)
@@ -143,18 +121,6 @@ func (k *Kernels) gemvpAt(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs int, w
 		return fmt.Errorf("cuda: kernel unavailable: %v", k.unavailable)
 	}
 	a = a.Int(w.Rows).Int(w.Cols).Int(rs).Int(cs).Int(w.scaleCols())
-	if tab == 0 {
-		if nrm != nil {
-			if w.Cols > gemvpNormMax {
-				return fmt.Errorf("cuda: gemvp normalizing rows of %d (at most %d)", w.Cols, gemvpNormMax)
-			}
-			a = a.Int(1).Ptr(nrm.w).F32(nrm.eps)
-		} else {
-			a = a.Int(0).Ptr(0).F32(0)
-		}
-	} else if nrm != nil {
-		return fmt.Errorf("cuda: gemvp's grouped entries do not normalize")
-	}
 	if grid <= 0 {
 		grid = k.gemvpGrid(units * G)
 	}

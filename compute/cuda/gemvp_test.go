@@ -58,12 +58,12 @@ func TestGEMVP(t *testing.T) {
 					for _, grid := range []int{0, 1, 3} {
 						what := fmt.Sprintf("%v split %d grid %d", gemvpRings[ui], 1<<si, grid)
 						got := runGroup(t, ms[1:2], x[K:], 1, func(th *Thread, y, xs Ptr, ws []*Matrix, _ Ptr) error {
-							return k.gemvpAt(th, th.Stream(), y, 0, xs, 0, ws[0], 1, 0, ui, si, rpb, grid, nil)
+							return k.gemvpAt(th, th.Stream(), y, 0, xs, 0, ws[0], 1, 0, ui, si, rpb, grid)
 						})
 						sameBitsNaN(t, what, got, want[0], 5)
 						for xi, xgs := range []int{K, 0} {
 							got := runGroup(t, ms, x, 1, func(th *Thread, y, xs Ptr, ws []*Matrix, tab Ptr) error {
-								return k.gemvpAt(th, th.Stream(), y, R, xs, xgs, ws[0], G, tab, ui, si, rpb, grid, nil)
+								return k.gemvpAt(th, th.Stream(), y, R, xs, xgs, ws[0], G, tab, ui, si, rpb, grid)
 							})
 							sameBitsNaN(t, fmt.Sprintf("%s grouped xgs %d", what, xgs), got, want[1+xi], R+5)
 						}
@@ -222,104 +222,6 @@ func TestBackendRingKernels(t *testing.T) {
 				}
 			}
 			fmt.Printf("RING %s: %d steps bit-identical with %v\n", what, steps, ring)
-		}
-	}
-}
-
-// TestBackendMatMulNorm: MatMulNorm (gemvp normalizing its one input row
-// as it stages it) gives the bits of RMSNorm into scratch then MatMul
-// (normFoldOff), with and without a norm weight, in both modes, for rows
-// whose width leaves threads without columns; it leaves x as it was, and
-// the values are W·rmsnorm(x) within rounding (float64 reference). A
-// matrix gemvp does not take (BF16) and two tokens take the two ops.
-func TestBackendMatMulNorm(t *testing.T) {
-	cases := []mmCase{
-		{compute.FP8, 300, 1024, 128, 128},
-		{compute.FP8, 70, 1280, 32, 64}, // 5 columns of 256 threads: the last of each thread past the row
-		{compute.FP8, 37, 4096, 128, 128},
-		{compute.BF16, 40, 512, 0, 0},
-	}
-	const eps = 1e-6
-	for _, mode := range []Mode{Strict, Fast} {
-		be := newBackend(t, mode)
-		for ci, c := range cases {
-			rng := rand.New(rand.NewPCG(uint64(ci), 91))
-			w, dense := testMatrix(rng, c.dt, c.rows, c.cols, c.br, c.bc)
-			nv := randFloats(rng, c.cols)
-			norm, err := be.Vector(nv)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, T := range []int{1, 2} {
-				x := randFloats(rng, T*c.cols)
-				for i := range x {
-					x[i] *= 3
-				}
-				for _, weighted := range []bool{true, false} {
-					name := fmt.Sprintf("%v %s T=%d weight %v", mode, c, T, weighted)
-					nw := compute.Tensor{}
-					if weighted {
-						nw = norm
-					}
-					run := func(off bool) (y, xa []float32) {
-						be.normFoldOff = off
-						defer func() { be.normFoldOff = false }()
-						xt, err := be.Alloc(compute.F32, T, c.cols)
-						if err != nil {
-							t.Fatal(err)
-						}
-						yt, err := be.Alloc(compute.F32, T, c.rows)
-						if err != nil {
-							t.Fatal(err)
-						}
-						be.Write(xt, x)
-						be.MatMulNorm(yt, xt, w, nw, eps)
-						y, xa = make([]float32, T*c.rows), make([]float32, T*c.cols)
-						if err := be.Read(y, yt); err != nil {
-							t.Fatal(err)
-						}
-						if err := be.Read(xa, xt); err != nil {
-							t.Fatal(err)
-						}
-						return y, xa
-					}
-					n0 := be.normFoldLaunches
-					got, xa := run(false)
-					folded := be.normFoldLaunches > n0
-					apart, _ := run(true)
-					if want := T == 1 && c.dt == compute.FP8; folded != want {
-						t.Errorf("%s: gemvp normalized: %v, want %v", name, folded, want)
-					}
-					if !slices.Equal(bitsOf(got), bitsOf(apart)) {
-						t.Errorf("%s: other bits than RMSNorm then MatMul", name)
-					}
-					if !slices.Equal(bitsOf(xa), bitsOf(x)) {
-						t.Errorf("%s: x changed", name)
-					}
-					for tok := range T {
-						xr := x[tok*c.cols : (tok+1)*c.cols]
-						ss := 0.0
-						for _, v := range xr {
-							ss += float64(v) * float64(v)
-						}
-						r := 1 / math.Sqrt(ss/float64(c.cols)+eps)
-						for row := range c.rows {
-							var s, mag float64
-							for k, v := range xr {
-								u := float64(v) * r
-								if weighted {
-									u *= float64(nv[k])
-								}
-								s += float64(dense[row*c.cols+k]) * u
-								mag += math.Abs(float64(dense[row*c.cols+k]) * u)
-							}
-							if g := float64(got[tok*c.rows+row]); !(math.Abs(g-s) <= 1e-5*mag+1e-6) {
-								t.Fatalf("%s: y[%d][%d] = %v, want %v (Σ|w·x| %.3g)", name, tok, row, g, s, mag)
-							}
-						}
-					}
-				}
-			}
 		}
 	}
 }

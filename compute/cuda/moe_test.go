@@ -183,15 +183,13 @@ func TestBackendMoE(t *testing.T) {
 // difference is the routed experts' alone) and the CPU, with tokens of
 // very large and very small activations among them (each 32-column
 // block's power-of-two scale), for every tile (a pair's bits never depend
-// on its tile, the other pairs or the batch), that moe_down's combine
-// gives moe_combine's bits, and that a NaN in one token's activations
-// leaves the other tokens' bits alone.
+// on its tile, the other pairs or the batch), and that a NaN in one
+// token's activations leaves the other tokens' bits alone.
 func TestBackendMoEQ(t *testing.T) {
 	be := newBackend(t, Fast)
 	// The grouped kernels at every batch (gemvx's experts would take
 	// these few experts from 3 tokens on).
 	be.gemvxMoeOff = true
-	be.moeFoldT = 24 // moe_down's combine at every batch here
 	ref := cpu.New(2)
 	rng := rand.New(rand.NewPCG(11, 4))
 	// Widths of a multiple of 128 (the kernel's scale words): 40 and 20
@@ -221,17 +219,6 @@ func TestBackendMoEQ(t *testing.T) {
 		be.moeDownEarly, be.moeGateupEarly = true, true
 		if got := c.run(t, be, xt, T, 0, false); !slices.Equal(bitsOf(got), bitsOf(late)) {
 			t.Errorf("T=%d: the early launches give other bits than the late ones", T)
-		}
-		// moe_down's own combine (moeq_combine, every block column's last
-		// block) gives moe_combine's bits.
-		be.moeCombineApart = true
-		apart := c.run(t, be, xt, T, 0, false)
-		be.moeCombineApart = false
-		n0 := be.moeFoldLaunches
-		if got := c.run(t, be, xt, T, 0, false); be.moeFoldLaunches == n0 {
-			t.Errorf("T=%d: moe_down did not combine the experts' outputs", T)
-		} else if !slices.Equal(bitsOf(got), bitsOf(apart)) {
-			t.Errorf("T=%d: moe_down's combine gives other bits than moe_combine", T)
 		}
 		var first []float32
 		for _, pt := range []int{0, 1, 2, 4, 8} {

@@ -236,39 +236,6 @@ func moeSXGroups(rows, rowsPerGroup, pt int) int {
 	return max(1, min(2*pt, blocks(rows, rowsPerGroup)))
 }
 
-// moeFoldMaxT bounds the tokens whose experts' outputs moeq's moe_down
-// combines itself (moeq_combine). One: the launch waits for the shared
-// expert's lane, which at batch 8 finishes after the gate/up product (run
-// 21 call 1, A/B moe-combine-apart with a bound of 32: batch 8 6.6%
-// slower folded, batch 1 0.5% faster); Backend.moeFoldT raises it (tests).
-const moeFoldMaxT = 1
-
-// moeFoldCounters is moeq_combine's counters: one a block column of
-// moe_down's grid (64 at the Flash width).
-const moeFoldCounters = 1024
-
-// moeFold is moe_combine's work handed to moeq's moe_down (moeq_combine):
-// y = Σ wt·(its outputs) + shared, for T tokens of K choices each.
-type moeFold struct {
-	y, wt, shared Ptr
-	T, K          int
-}
-
-// moeFolds reports whether moeGrouped's moe_down of m for tiles of pt
-// pairs combines the experts' outputs itself for T tokens: moeq's entry
-// takes it (not moem's), T at most moeFoldMaxT, its grid's block columns
-// within the counters, and not moeCombineApart.
-func (b *Backend) moeFolds(m *Matrix, pt, T int) bool {
-	if b.moeCombineApart || T > max(moeFoldMaxT, b.moeFoldT) {
-		return false
-	}
-	if e, _, _, _ := b.moemEntry("moe_down", m, pt); e != "" {
-		return false
-	}
-	e, _, _ := b.moeqEntry("moe_down", m, pt)
-	return e != "" && blocks(m.Rows, 32) <= moeFoldCounters
-}
-
 // moeGrouped records one of the grouped expert kernels (moe.cu): kind
 // moe_gateup (W1 and W3 from tab1 and tab3, SwiGLU fused) or moe_down (W2
 // from tab1), for every tile: moe_sx_body's _sx entries (unless moeR8,
@@ -277,9 +244,8 @@ func (b *Backend) moeFolds(m *Matrix, pt, T int) bool {
 // All give the same bits, but for moeq's entries, which take the FP4
 // experts in Fast mode where moeqEntry names one (other bits), and moem's
 // (moeM). oneToken: the MoE has one token (moeq's gate/up may then stage
-// its activations before its wait). fold: moeq's moe_down also combines
-// its outputs (only where moeFolds says so).
-func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32, oneToken bool, fold *moeFold) {
+// its activations before its wait).
+func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr, xDiv int, order, idx, chunks Ptr, tiles int, tab1, tab3 Ptr, limit float32, oneToken bool) {
 	name := fmt.Sprintf("%s_%s_p%d", kind, dtypeNames[m.DType], pt)
 	if entry, kpt, sh, perSM := b.moemEntry(kind, m, pt); entry != "" {
 		g := b.moeqGroups(m.Rows, 64, tiles, perSM)
@@ -316,21 +282,9 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr,
 		case kind == "moe_gateup" && b.moeGateupEarly && oneToken && pt == 1:
 			early = 2
 		}
-		a := b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
-			Int(m.Rows).Int(m.Cols).F32(limit).Int(g).Int(early)
-		if kind == "moe_down" {
-			if fold != nil {
-				cnt := b.counters(&b.moeCnt, moeFoldCounters, "moe_down")
-				if cnt == 0 {
-					return
-				}
-				b.moeFoldLaunches++
-				a.Ptr(fold.y).Ptr(fold.wt).Ptr(fold.shared).Ptr(cnt).Int(fold.T).Int(fold.K)
-			} else {
-				a.Ptr(0).Ptr(0).Ptr(0).Ptr(0).Int(0).Int(0)
-			}
-		}
-		b.launchAs(entry, Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh, a, early != 0)
+		b.launchAs(entry, Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh,
+			b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
+				Int(m.Rows).Int(m.Cols).F32(limit).Int(g).Int(early), early != 0)
 		return
 	}
 	if sh := moeSXShared(m, pt); (pt >= 2 || !b.moeP1R8) && !b.moeR8 && !b.moeRun3 && sh <= b.optin {
@@ -635,17 +589,8 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 		b.moeGEMM(mt.w2, b.ptr(ye), g, 1, order, idx, chunks, tiles, tab2)
 	} else if grouped {
 		sxp := b.moeSXP && P > K // more than one token's pairs (moeSXP)
-		b.moeGrouped("moe_gateup", mt.w1, pt, sxp, b.ptr(g), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3, a.Limit, T == 1, nil)
-		var fold *moeFold
-		if b.moeFolds(mt.w2, pt, T) {
-			// moe_down combines (moeq_combine) once the shared expert is in.
-			b.opJoin(laneShared)
-			fold = &moeFold{y: b.ptr(y), wt: b.ptr(wt), shared: shared, T: T, K: K}
-		}
-		b.moeGrouped("moe_down", mt.w2, pt, sxp, b.ptr(ye), b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0, a.Limit, T == 1, fold)
-		if fold != nil {
-			return
-		}
+		b.moeGrouped("moe_gateup", mt.w1, pt, sxp, b.ptr(g), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3, a.Limit, T == 1)
+		b.moeGrouped("moe_down", mt.w2, pt, sxp, b.ptr(ye), b.ptr(g), 1, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab2, 0, a.Limit, T == 1)
 	} else {
 		u := b.Scratch(compute.F32, P, I)
 		b.moeGemv(mt.w1, b.ptr(g), b.ptr(u), b.ptr(x), K, b.ptr(order), b.ptr(idx), b.ptr(chunks), tiles, tab1, tab3)

@@ -48,33 +48,6 @@ func (b *Backend) MatMul(y, x compute.Tensor, w *compute.Matrix) {
 	b.matMul(y, x, w, b.mode)
 }
 
-// MatMulNorm implements compute.NormedProducts: one token's product that
-// takes gemvp normalizes its input as it stages it (rmsnorm's launch
-// saved, its bits), unless Backend.normFoldOff; else RMSNorm into scratch,
-// then MatMul.
-func (b *Backend) MatMulNorm(y, x compute.Tensor, w *compute.Matrix, norm compute.Tensor, eps float32) {
-	if x.Cols != w.Cols || y.Cols != w.Rows || y.Rows != x.Rows {
-		panic(fmt.Sprintf("cuda: MatMulNorm of x %d×%d by W %d×%d into y %d×%d", x.Rows, x.Cols, w.Rows, w.Cols, y.Rows, y.Cols))
-	}
-	if norm.Valid() && norm.Len() != x.Cols {
-		panic(fmt.Sprintf("cuda: MatMulNorm weight of %d for rows of %d", norm.Len(), x.Cols))
-	}
-	m := b.mustMat(w)
-	if x.Rows == 1 && !b.normFoldOff && !b.useGEMVX(m, 1, b.mode) {
-		ok, err := b.k.matMulGEMVPNorm(b.rt, 0, b.ptr(y), b.ptr(x), m, gemvpNorm{w: b.ptr(norm), eps: eps})
-		if ok || err != nil {
-			b.fail(err)
-			b.normFoldLaunches++
-			return
-		}
-	}
-	mark := b.ScratchMark()
-	defer b.ResetScratch(mark)
-	xn := b.Scratch(compute.F32, x.Rows, x.Cols)
-	b.RMSNorm(xn, x, norm, eps)
-	b.MatMul(y, xn, w)
-}
-
 func (b *Backend) matMul(y, x compute.Tensor, w *compute.Matrix, mode Mode) {
 	if x.Cols != w.Cols || y.Cols != w.Rows || y.Rows != x.Rows {
 		panic(fmt.Sprintf("cuda: MatMul of x %d×%d by W %d×%d into y %d×%d", x.Rows, x.Cols, w.Rows, w.Cols, y.Rows, y.Cols))
@@ -638,37 +611,33 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 }
 
 // hcCounters returns hc_post_pre's counters (hcFusedMaxT uint32s, zero
-// between launches: each launch's last blocks reset theirs); 0 after a
-// failure (recorded in b.err).
-func (b *Backend) hcCounters() Ptr { return b.counters(&b.hcCnt, hcFusedMaxT, "hc_post_pre") }
-
-// counters returns *p, n uint32 counters allocated and zeroed on first
-// use for the kernels named what; 0 after a failure (recorded in b.err).
-func (b *Backend) counters(p *Ptr, n int, what string) Ptr {
-	if *p != 0 {
-		return *p
+// between launches: each launch's last blocks reset theirs), allocated and
+// zeroed on first use; 0 after a failure (recorded in b.err).
+func (b *Backend) hcCounters() Ptr {
+	if b.hcCnt != 0 {
+		return b.hcCnt
 	}
 	err := b.do(func(t *Thread) error {
-		c, err := t.Alloc(int64(4 * n))
+		p, err := t.Alloc(4 * hcFusedMaxT)
 		if err != nil {
 			return err
 		}
-		if err := t.Memset32(c, 0, int64(n), t.Stream()); err != nil {
-			t.Free(c)
+		if err := t.Memset32(p, 0, hcFusedMaxT, t.Stream()); err != nil {
+			t.Free(p)
 			return err
 		}
 		if err := t.Sync(t.Stream()); err != nil {
-			t.Free(c)
+			t.Free(p)
 			return err
 		}
-		*p = c
+		b.hcCnt = p
 		return nil
 	})
 	if err != nil {
-		b.fail(fmt.Errorf("cuda: %s counters: %w", what, err))
+		b.fail(fmt.Errorf("cuda: hc_post_pre counters: %w", err))
 		return 0
 	}
-	return *p
+	return b.hcCnt
 }
 
 // HCHead implements compute.Mixing.

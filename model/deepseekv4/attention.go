@@ -69,17 +69,12 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 		m.compress(ia, iz, &A.indexer.comp, cfg.IndexHeadDim, true, kind.Rate, st.kind(refs.indexer), st.kind(refs.idxComp), st)
 	}
 
-	// qr = RMSNorm(wq_a·x), which the queries and the indexer read: in
-	// place where the indexer reads it too, else normalized by wq_b's
-	// product as it reads it where the backend can (the same values).
+	// qr = RMSNorm(wq_a·x), which the queries and the indexer read.
 	m.branch(0)
 	if split {
 		be.MatMul(qr, x, A.wqA)
 	}
-	normInQ := m.np != nil && A.indexer == nil
-	if !normInQ {
-		be.RMSNorm(qr, qr, A.qNorm, eps)
-	}
+	be.RMSNorm(qr, qr, A.qNorm, eps)
 	args := &m.args.attn
 	*args = compute.AttentionArgs{
 		KV: kvAttn, Window: st.kind(refs.window), WindowSize: cfg.Window,
@@ -96,11 +91,7 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 		m.branch(laneQ)
 	}
 	Q := be.Scratch(compute.F32, T, H*d)
-	if normInQ {
-		m.np.MatMulNorm(Q, qr, A.wqB, A.qNorm, eps)
-	} else {
-		be.MatMul(Q, qr, A.wqB)
-	}
+	be.MatMul(Q, qr, A.wqB)
 	Qh := Q.Reshape(T*H, d)
 	m.normRoPE(Qh, compute.Tensor{}, eps, pos, H, inv)
 	// The indexer's choice of compressed entries, once its keys are in.

@@ -40,9 +40,6 @@ type Model struct {
 	// nr is be's optional RMSNormRoPE (normRoPE), sub its Submit.
 	nr  compute.NormedRoPE
 	sub compute.Submitter
-	// np is be's optional MatMulNorm: wq_b normalizes qr as it reads it
-	// where nothing else reads the normalized qr.
-	np compute.NormedProducts
 	// fm is be's optional fused mHC (HCPostPreNorm): each site's pre
 	// starts as the site before it writes its output back.
 	fm     compute.FusedMixing
@@ -315,7 +312,6 @@ func (m *Model) findOps() {
 	m.br, _ = m.be.(compute.Branches)
 	m.pf, _ = m.be.(compute.Prefetcher)
 	m.nr, _ = m.be.(compute.NormedRoPE)
-	m.np, _ = m.be.(compute.NormedProducts)
 	m.sub, _ = m.be.(compute.Submitter)
 	m.fm, _ = m.be.(compute.FusedMixing)
 }

@@ -34,8 +34,7 @@
 // the NaN codes, so the NaN check of gemv2's chunk scale is not needed).
 //
 // Entries: gemvp_<fmt>_u<U>s<S>_s<SPLIT> (y = W·x, T = 1; U = 2 with S =
-// 4 or 3 stages; with norm, y = W·rmsnorm(x, nw, neps) with rmsnorm's
-// bits for the normalized x, which is not written) and its _g form (gemv2's grouped product:
+// 4 or 3 stages) and its _g form (gemv2's grouped product:
 // group g = unit / units of the matrix tab[g]). Grid: at most the units
 // (gemv2's blocks) times groups; the host sizes it to the blocks the GPU
 // holds at once (2 an SM). Dynamic shared memory: the ring, S · U ·
@@ -52,8 +51,7 @@ template <int FMT, int SPLIT, int U, int S>
 __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, const float* __restrict__ x0, int xgs,
                                            const u8* __restrict__ w0, const u8* __restrict__ s0,
                                            const u64* __restrict__ tab, int units, int groups, int rows, int K,
-                                           int rs, int cs, int scaleCols, int norm, const float* __restrict__ nw,
-                                           float neps) {
+                                           int rs, int cs, int scaleCols) {
   typedef gemv_fmt<FMT> F;
   enum { XP = (F::PER / 4) % 2 == 0 ? F::PER + 4 : F::PER };
   const int R = GEMVP_ROWS, G = 8 / SPLIT, NT = 256;
@@ -124,27 +122,6 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
   int staged = at.g;
   if (mine > 0) stage_x(staged);
   __syncthreads();
-  if (norm && mine > 0) {
-    // The input normalized in place (rmsnorm's bits: its columns a
-    // thread, its sums, its products; K <= RMS_REGS·NT).
-    __shared__ float buf[32];
-    float v[RMS_REGS];
-#pragma unroll
-    for (int m = 0; m < RMS_REGS; ++m) {
-      const int col = tid + m * NT, c = col / F::PER;
-      v[m] = col < K ? xs[c * XP + (col - c * F::PER)] : 0.0f;
-    }
-    const float r = rms_factor(v, K, neps, buf);
-#pragma unroll
-    for (int m = 0; m < RMS_REGS; ++m) {
-      const int col = tid + m * NT, c = col / F::PER;
-      if (col < K) {
-        const float u = __fmul_rn(v[m], r);
-        xs[c * XP + (col - c * F::PER)] = nw ? __fmul_rn(__ldg(nw + col), u) : u;
-      }
-    }
-    __syncthreads();
-  }
 
   float acc[R];
   const u8* srow[R];
@@ -247,16 +224,16 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
   extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
       gemvp_##F##_u##U##s##S##_s##SPLIT(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,     \
                                   const u8* __restrict__ sc, int units, int rows, int K, int rs, int cs,           \
-                                  int scaleCols, int norm, const float* __restrict__ nw, float neps) {             \
+                                  int scaleCols) {                                                                 \
     PDL_OPEN_EARLY();                                                                                              \
-    gemvp_rows<FMT, SPLIT, U, S>(y, 0, x, 0, w, sc, 0, units, 1, rows, K, rs, cs, scaleCols, norm, nw, neps);      \
+    gemvp_rows<FMT, SPLIT, U, S>(y, 0, x, 0, w, sc, 0, units, 1, rows, K, rs, cs, scaleCols);                      \
   }                                                                                                                \
   extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
       gemvp_##F##_u##U##s##S##_s##SPLIT##_g(float* __restrict__ y, int ygs, const float* __restrict__ x, int xgs,          \
                                       const u64* __restrict__ tab, int units, int groups, int rows, int K, int rs,  \
                                       int cs, int scaleCols) {                                                     \
     PDL_OPEN_EARLY();                                                                                              \
-    gemvp_rows<FMT, SPLIT, U, S>(y, ygs, x, xgs, 0, 0, tab, units, groups, rows, K, rs, cs, scaleCols, 0, 0, 0.0f); \
+    gemvp_rows<FMT, SPLIT, U, S>(y, ygs, x, xgs, 0, 0, tab, units, groups, rows, K, rs, cs, scaleCols);             \
   }
 #define GEMVP_SPLITS(F, FMT, U, S) \
   GEMVP_ENTRY(F, FMT, U, S, 1)     \

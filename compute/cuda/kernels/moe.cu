@@ -311,12 +311,13 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_act(float* g, const flo
   g[i] = swiglu_f(g[i], u[i], L);
 }
 
-// moe_combine_at returns y[t][i] = Σ_k wt[t][k]·ye[t·K+k][i] over the
-// token's choices in the CPU's order (by expert, then choice), plus
-// shared[t][i] when given. ye is read through L2 (__ldcg): moeq's moe_down
-// combines what other blocks of its grid wrote.
-__device__ __forceinline__ float moe_combine_at(const float* ye, const float* wt, const int* idx, const float* shared,
-                                                int K, int D, int t, int i) {
+// moe_combine: y[t] = Σ_k wt[t][k]·ye[t·K+k] over the token's choices in
+// the CPU's order (by expert, then choice), plus shared[t] when given.
+// Grid (T, ceil(D/256)).
+extern "C" __global__ void __launch_bounds__(256)
+    moe_combine(float* y, const float* ye, const float* wt, const int* idx, const float* shared, int K, int D) { PDL_WAIT();
+  const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
+  if (i >= D) return;
   int ord[16];
   for (int k = 0; k < K; ++k) {
     int j = k;
@@ -330,18 +331,10 @@ __device__ __forceinline__ float moe_combine_at(const float* ye, const float* wt
   float acc = 0.0f;
   for (int m = 0; m < K; ++m) {
     const long long q = (long long)t * K + ord[m];
-    acc = __fadd_rn(acc, __fmul_rn(wt[q], __ldcg(ye + q * D + i)));
+    acc = __fadd_rn(acc, __fmul_rn(wt[q], ye[q * D + i]));
   }
   if (shared) acc = __fadd_rn(acc, shared[(long long)t * D + i]);
-  return acc;
-}
-
-// moe_combine: y[t] = moe_combine_at of every column. Grid (T, ceil(D/256)).
-extern "C" __global__ void __launch_bounds__(256)
-    moe_combine(float* y, const float* ye, const float* wt, const int* idx, const float* shared, int K, int D) { PDL_WAIT();
-  const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
-  if (i >= D) return;
-  y[(long long)t * D + i] = moe_combine_at(ye, wt, idx, shared, K, D, t, i);
+  y[(long long)t * D + i] = acc;
 }
 
 // ---- grouped expert products (rows that allow 16-byte loads) ----
@@ -1277,40 +1270,10 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
   }
 }
 
-// moeq_combine folds moe_combine into moeq's moe_down (yc not null: the
-// MoE of a few tokens, moeFoldMaxT in moeops.go). Rows [r0, r1) are block
-// x's (of every tile y). After its outputs each block counts itself in
-// cnt[x] (a threadfence reduction over the grid's tiles, empty ones and
-// warps without rows included); the last of column x's blocks to arrive
-// writes yc[t][i] = moe_combine_at for every token t and row i of its
-// range, reading the other blocks' outputs through L2, and resets cnt[x]
-// for the next launch. moe_combine's function, so its bits. The shared
-// expert's output was complete before this grid's wait (the host joins
-// its lane before the launch); the wait is repeated here for the blocks
-// of empty tiles, which return before theirs.
-__device__ __forceinline__ void moeq_combine(float* yc, const float* ye, const float* wt, const int* idx,
-                                             const float* shared, unsigned* cnt, int T, int K, int D, int r0, int r1) {
-  __shared__ unsigned arrived;
-  PDL_WAIT_LATE();
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) arrived = atomicAdd(cnt + blockIdx.x, 1u);
-  __syncthreads();
-  if (arrived != gridDim.y - 1) return;
-  if (threadIdx.x == 0) cnt[blockIdx.x] = 0;
-  __threadfence();
-  const int n = r1 - r0;
-  for (int v = threadIdx.x; v < T * n; v += blockDim.x) {
-    const int t = v / n, i = r0 + v - t * n;
-    yc[(long long)t * D + i] = moe_combine_at(ye, wt, idx, shared, K, D, t, i);
-  }
-}
-
 // moe_gateup_fp4_p<PT>_q and moe_down_fp4_p<PT>_q: moeq_body's gate/up (2
 // rows of W1 and 2 of W3 a warp, SwiGLU fused) and down (4 rows of W2)
 // products for tiles of PT pairs, FP4 rows of a multiple of 128 columns
-// (the scale words' alignment; moe_down combines the experts' outputs
-// too where yc is given: moeq_combine): rings of 3 stages (60 KB), the registers
+// (the scale words' alignment): rings of 3 stages (60 KB), the registers
 // of 3 blocks an SM for tiles of 1 pair (shared memory allowing 3 up to
 // 4096 columns), 2 for 2 and 4, 1 for 8; the _q4 entries (run 14's first,
 // measured beside: the same bits) rings of 4 stages (80 KB) at 2.
@@ -1324,14 +1287,9 @@ __device__ __forceinline__ void moeq_combine(float* yc, const float* ye, const f
   extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
       moe_down_fp4_p##PT##_q##SUF(float* y, const float* x, int xDiv, const int* order, const int* idx,         \
                                   const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,    \
-                                  float L, int G, int early, float* yc, const float* wt, const float* shared,   \
-                                  unsigned* cnt, int T, int K) {                                                \
+                                  float L, int G, int early) {                                                  \
     PDL_OPEN_EARLY();                                                                                           \
     moeq_body<PT, 1, 4, S>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, L, G, early);               \
-    if (yc) {                                                                                                   \
-      const int r0 = blockIdx.x * G * 32;                                                                       \
-      moeq_combine(yc, y, wt, idx, shared, cnt, T, K, rows, r0, min(rows, r0 + G * 32));                        \
-    }                                                                                                           \
   }
 MOEQ_ENTRY(1, , 3, 3)
 MOEQ_ENTRY(2, , 3, 2)
