@@ -330,9 +330,16 @@ func (b *Backend) attentionTiled(a *compute.AttentionArgs, sp compute.Spans, has
 	if d/ds > 4*opThreads*4/attnPVHeads {
 		values = "attn_pv8"
 	}
+	if tiny && b.attnQKHB8 {
+		hb = 8
+	}
 	tiles := (kb / 4) * (hb / 8)
+	lthreads := min(opThreads, 32*tiles)
+	if b.attnQKThreads > 0 {
+		lthreads = b.attnQKThreads
+	}
 	b.attentionLaunches(a, sp, hasComp, selK, maxKeys, split, ds, attnLaunch{
-		logits: "attn_qk", ly: blocks(H, hb), lz: blocks(maxKeys, kb), lthreads: min(opThreads, 32*tiles), lshared: 4*(kb+hb)*d + 12*kb,
+		logits: "attn_qk", ly: blocks(H, hb), lz: blocks(maxKeys, kb), lthreads: lthreads, lshared: 4*(kb+hb)*d + 12*kb,
 		values: values, vy: HGv * ds,
 		largs: func(ar *Args) { ar.Int(kb).Int(hb) },
 	})

@@ -171,6 +171,12 @@ type Backend struct {
 	// over that many attn_pv blocks (2 or 4) instead of 2 (the
 	// attn-pv-ds4 A/B).
 	attnTinyDS int
+	// attnQKHB8: attn_qk takes 8 heads a block at small launches (twice
+	// the blocks; A/B attn-qk-hb8); attnQKThreads > 0: its blocks have
+	// that many threads whatever their tiles (the queries' loads spread
+	// over more of them; A/B attn-qk-t256). The same logits either way.
+	attnQKHB8     bool
+	attnQKThreads int
 	// br are the backend's branches (branch.go).
 	br branches
 	// noPrefetch: Prefetch does nothing. The default: run 10 measured the
@@ -224,6 +230,9 @@ type Backend struct {
 	// moeQGX: moeq takes the FP4 experts wherever gemvx's experts' form
 	// would (tiles of up to 8 pairs; the moeq-gx A/B).
 	moeQGX bool
+	// moeqG > 0: the row groups a block of the moeq entries takes (the
+	// moeq-g1 and moeq-g4 A/Bs; the bits do not depend on it).
+	moeqG int
 	// moeqLaunches counts the moeq launches recorded (tests).
 	moeqLaunches int
 	// moeM: where moeq would take the FP4 experts, moem.cu's entries take

@@ -422,6 +422,8 @@ func BenchmarkFlash(b *testing.B) {
 	// 13's choice), and moeq wherever gemvx's experts' form would run.
 	abAt("gvxh-16", []int{16}, func(on bool) { be.moeHTiles = on })
 	abAt("moeq-gx", []int{32, 64, 256}, func(on bool) { be.moeQGX = on })
+	abAt("moeq-g1", []int{1, 8}, func(on bool) { be.moeqG = map[bool]int{true: 1}[on] })
+	abAt("moeq-g4", []int{1}, func(on bool) { be.moeqG = map[bool]int{true: 4}[on] })
 	abAt("moeq-s4", []int{1, 8}, func(on bool) { be.moeqS4 = on })
 	// moem (wgmma, the FP8 tensor cores) where moeq (the integer dot
 	// products) takes the FP4 experts (other bits).
@@ -459,6 +461,10 @@ func BenchmarkFlash(b *testing.B) {
 	// half heads) up to 8 tokens instead of 2.
 	abAt("attn-tiny-8", []int{4, 8}, func(on bool) { be.attnTinyT = map[bool]int{true: 8}[on] })
 	// A head's channels over 4 attn_pv blocks at small launches, not 2.
+	// attn_qk with 8 heads a block at small launches, and with 256
+	// threads a block whatever its tiles.
+	abAt("attn-qk-hb8", []int{1, 2}, func(on bool) { be.attnQKHB8 = on })
+	abAt("attn-qk-t256", []int{1, 8}, func(on bool) { be.attnQKThreads = map[bool]int{true: 256}[on] })
 	abAt("attn-pv-ds4", []int{1, 2}, func(on bool) { be.attnTinyDS = map[bool]int{true: 4}[on] })
 	// One token's FP8 products on the float16 tensor cores (gemvh; other
 	// bits) instead of the float32 GEMV (gemvp); with gemvh's rings of 4

@@ -232,6 +232,14 @@ func TestBackendMoEQ(t *testing.T) {
 			} else if !slices.Equal(bitsOf(got), bitsOf(first)) {
 				t.Errorf("%s: bits differ from moeTile's tile", name)
 			}
+			for _, g := range []int{1, 3} { // row groups a block: the same bits
+				be.moeqG = g
+				gg := c.run(t, be, xt, T, pt, false)
+				be.moeqG = 0
+				if !slices.Equal(bitsOf(gg), bitsOf(got)) {
+					t.Errorf("%s: %d row groups a block give other bits", name, g)
+				}
+			}
 			if pt == 1 { // the _q4 entries (rings of 4 stages)
 				be.moeqS4 = true
 				s4 := c.run(t, be, xt, T, pt, false)

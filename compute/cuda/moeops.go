@@ -266,6 +266,9 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr,
 			r = 4
 		}
 		g := b.moeqGroups(m.Rows, 8*r, tiles, perSM)
+		if b.moeqG > 0 {
+			g = b.moeqG
+		}
 		b.moeqLaunches++
 		// Launched early (PDL; moeq_body's early): moe_down reads the
 		// routing and queues its first weights before it waits for the
