@@ -172,11 +172,12 @@ type Backend struct {
 	// attn-pv-ds4 A/B).
 	attnTinyDS int
 	// attnQKHB8: attn_qk takes 8 heads a block at small launches (twice
-	// the blocks; A/B attn-qk-hb8); attnQKThreads > 0: its blocks have
-	// that many threads whatever their tiles (the queries' loads spread
-	// over more of them; A/B attn-qk-t256). The same logits either way.
-	attnQKHB8     bool
-	attnQKThreads int
+	// the blocks; A/B attn-qk-hb8: run 21 call 4 +1.4% at batch 1).
+	// attnQKTiles: its blocks have one warp a tile (run 20's; A/B
+	// attn-qk-tiles) instead of opThreads, the default, whose extra warps
+	// spread the queries' and keys' loads. The same logits either way.
+	attnQKHB8   bool
+	attnQKTiles bool
 	// br are the backend's branches (branch.go).
 	br branches
 	// noPrefetch: Prefetch does nothing. The default: run 10 measured the

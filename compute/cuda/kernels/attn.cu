@@ -579,7 +579,8 @@ __device__ __forceinline__ float qk_scatter32(float (&v)[32]) {
 
 // attn_qk: lg[t - t0][h][j] for the keys j of chunk blockIdx.z (kb keys)
 // and heads [blockIdx.y·hb, +hb). Grid (tokens, ceil(heads/hb),
-// ceil(maxKeys/kb)), 32·(kb/4)·(hb/8) threads up to MT; dynamic shared
+// ceil(maxKeys/kb)), whole warps up to MT (a warp a tile at most; the
+// host gives MT: the extra warps load queries and keys); dynamic shared
 // memory: (kb + hb)·dim floats + kb·12 bytes.
 extern "C" __global__ void __launch_bounds__(MT)
     attn_qk(float* lg, int t0, const float* Q, const float* KV, const int* tab, int nspans, const int* pos, Paged win,
