@@ -334,8 +334,9 @@ func (b *Backend) attentionTiled(a *compute.AttentionArgs, sp compute.Spans, has
 		hb = 8
 	}
 	tiles := (kb / 4) * (hb / 8)
-	// Every launch opThreads a block (run 21 call 4, one warp a tile at
-	// small launches against it: +0.8% / +0.2% at batches 1 / 8).
+	// opThreads a block at every launch, the warps past the tiles loading
+	// queries and keys only: one warp a tile (run 20's, attnQKTiles) made
+	// a step 0.8-0.9% slower at batch 1 and 1.2% at 2 (run 21 calls 4-5).
 	lthreads := opThreads
 	if b.attnQKTiles {
 		lthreads = min(opThreads, 32*tiles)

@@ -460,11 +460,11 @@ func BenchmarkFlash(b *testing.B) {
 	// The tiled kernels' small-launch layout (logits in chunks of 8 keys,
 	// half heads) up to 8 tokens instead of 2.
 	abAt("attn-tiny-8", []int{4, 8}, func(on bool) { be.attnTinyT = map[bool]int{true: 8}[on] })
-	// A head's channels over 4 attn_pv blocks at small launches, not 2.
 	// attn_qk with 8 heads a block at small launches, and with one warp
 	// a tile (run 20's) instead of 256 threads a block.
 	abAt("attn-qk-hb8", []int{1, 2}, func(on bool) { be.attnQKHB8 = on })
 	abAt("attn-qk-tiles", []int{1, 2, 8}, func(on bool) { be.attnQKTiles = on })
+	// A head's channels over 4 attn_pv blocks at small launches, not 2.
 	abAt("attn-pv-ds4", []int{1, 2}, func(on bool) { be.attnTinyDS = map[bool]int{true: 4}[on] })
 	// One token's FP8 products on the float16 tensor cores (gemvh; other
 	// bits) instead of the float32 GEMV (gemvp); with gemvh's rings of 4
