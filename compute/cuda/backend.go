@@ -231,6 +231,10 @@ type Backend struct {
 	// moeQGX: moeq takes the FP4 experts wherever gemvx's experts' form
 	// would (tiles of up to 8 pairs; the moeq-gx A/B).
 	moeQGX bool
+	// hcReduceApart: hc_mix_reduce sums the partials from global memory
+	// 8 segments a wait (run 20's) instead of staging them all at once
+	// (the same bits; TestBackendHCHead).
+	hcReduceApart bool
 	// moeqG > 0: the row groups a block of the moeq entries takes (the
 	// moeq-g1 and moeq-g4 A/Bs; the bits do not depend on it).
 	moeqG int

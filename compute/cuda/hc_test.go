@@ -111,6 +111,69 @@ func TestBackendHCPre(t *testing.T) {
 	}
 }
 
+// TestBackendHCHead: HCHead (hc_mix_partial, hc_mix_reduce, hc_head_finish)
+// gives the CPU's x within rounding, and hc_mix_reduce's staged sums give
+// the bits of its sums from global memory (hcReduceApart): the Flash width,
+// a width that leaves threads without columns, 3 streams, and 8 streams of
+// 2048 (more partials than hc_mix_reduce stages).
+func TestBackendHCHead(t *testing.T) {
+	be := newBackend(t, Strict)
+	ref := cpu.New(2)
+	for ci, c := range []struct{ hc, D int }{{4, 4096}, {4, 1000}, {3, 700}, {8, 8192}} {
+		rng := rand.New(rand.NewPCG(uint64(ci), 29))
+		hc, D := c.hc, c.D
+		fn := &compute.Matrix{DType: compute.F32, Rows: hc, Cols: hc * D, Data: make([]byte, 4*hc*hc*D)}
+		for i := range hc * hc * D {
+			binary.LittleEndian.PutUint32(fn.Data[4*i:], math.Float32bits(float32(rng.NormFloat64()/math.Sqrt(float64(hc*D)))))
+		}
+		base, scale := randFloats(rng, hc), []float32{0.9}
+		p := compute.HCParams{HC: hc, D: D, NormEps: 1e-6, Eps: 1e-6, SinkhornIters: 20}
+		bt, err := be.Vector(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := be.Vector(scale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, T := range []int{1, 3} {
+			name := fmt.Sprintf("hc %d D %d T %d", hc, D, T)
+			h := randFloats(rng, T*hc*D)
+			run := func(apart bool) []float32 {
+				be.hcReduceApart = apart
+				defer func() { be.hcReduceApart = false }()
+				ht, err := be.Alloc(compute.F32, T, hc*D)
+				if err != nil {
+					t.Fatal(err)
+				}
+				xt, err := be.Alloc(compute.F32, T, D)
+				if err != nil {
+					t.Fatal(err)
+				}
+				be.Write(ht, h)
+				be.HCHead(xt, ht, &compute.HC{Fn: fn, Base: bt, Scale: st}, p)
+				x := make([]float32, T*D)
+				if err := be.Read(x, xt); err != nil {
+					t.Fatal(err)
+				}
+				return x
+			}
+			got, apart := run(false), run(true)
+			if !slices.Equal(bitsOf(got), bitsOf(apart)) {
+				t.Errorf("%s: hc_mix_reduce's staged sums give other bits than its sums from global memory", name)
+			}
+			want := make([]float32, T*D)
+			ref.HCHead(cpu.Wrap(want, T, D), cpu.Wrap(slices.Clone(h), T, hc*D),
+				&compute.HC{Fn: fn, Base: cpu.Wrap(base, 1, hc), Scale: cpu.Wrap(scale, 1, 1)}, p)
+			for i := range want {
+				if d := math.Abs(float64(got[i] - want[i])); !(d <= 1e-4*(1+math.Abs(float64(want[i])))) {
+					t.Fatalf("%s: x[%d] = %g, the CPU's %g", name, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
 // TestBackendHCPostPreNorm: HCPostPreNorm (hc_post_pre) gives the bits of
 // HCPost, HCPre and RMSNorm on their own launches, and the CPU's values
 // within rounding, for the streams, x, post and comb: the Flash width,

@@ -655,8 +655,12 @@ func (b *Backend) HCHead(x, h compute.Tensor, w *compute.HC, p compute.HCParams)
 	defer b.ResetScratch(mark)
 	mix := b.Scratch(compute.F32, R, hc)
 	if part, S, ok := b.hcMix(h, w.Fn, hc, hc, D); ok {
+		stage := 1 // the partials staged at once (hc_mix_reduce)
+		if b.hcReduceApart {
+			stage = 0
+		}
 		b.launch("hc_mix_reduce", Dim3{X: R}, Dim3{X: 32}, 0,
-			b.args().Ptr(b.ptr(mix)).Ptr(part).Int(S).Int(hc).Int(hc*D).F32(p.NormEps))
+			b.args().Ptr(b.ptr(mix)).Ptr(part).Int(S).Int(hc).Int(hc*D).F32(p.NormEps).Int(stage))
 	} else {
 		flat := b.Scratch(compute.F32, R, hc*D)
 		b.RMSNorm(flat, h, compute.Tensor{}, p.NormEps)

@@ -231,13 +231,45 @@ __device__ __forceinline__ void hc_mix_sum(float* mix, const float* part, int t,
   __syncwarp();
 }
 
-// hc_mix_reduce writes mix[t][r] from the partials. Grid T, one warp.
+// HC_REDUCE_STAGE: the most partial sums (S·(nMix+1) floats) hc_mix_reduce
+// stages in shared memory.
+#define HC_REDUCE_STAGE 2048
+
+// hc_mix_reduce writes mix[t][r] from the partials (hc_mix_sum's). Grid T,
+// one warp. With stage, where they fit, the warp loads every partial at once into
+// shared memory (one wait on L2; hc_seg_sum waits once for each 8
+// segments, twice in a row for the squares and then the mix values: 16
+// waits at 64 segments) and adds them there in hc_seg_sum's order: the
+// same sums, so the same bits.
 extern "C" __global__ void __launch_bounds__(32)
-    hc_mix_reduce(float* mix, const float* part, int S, int nMix, int n, float normEps) { PDL_WAIT();
+    hc_mix_reduce(float* mix, const float* part, int S, int nMix, int n, float normEps, int stage) { PDL_WAIT();
   __shared__ float m[HC_MIX_MAX];
-  const int t = blockIdx.x;
-  hc_mix_sum(m, part, t, S, nMix, n, normEps);
-  for (int r = threadIdx.x; r < nMix; r += 32) mix[(long long)t * nMix + r] = m[r];
+  __shared__ float st[HC_REDUCE_STAGE];
+  const int t = blockIdx.x, lane = threadIdx.x, nv = nMix + 1, np = S * nv;
+  if (!stage || np > HC_REDUCE_STAGE) {
+    hc_mix_sum(m, part, t, S, nMix, n, normEps);
+  } else {
+    const float* pt = part + (long long)t * np;
+    for (int i0 = lane; i0 < np; i0 += 16 * 32) {
+      float v[16];
+#pragma unroll
+      for (int u = 0; u < 16; ++u) v[u] = i0 + 32 * u < np ? pt[i0 + 32 * u] : 0.0f;
+#pragma unroll
+      for (int u = 0; u < 16; ++u)
+        if (i0 + 32 * u < np) st[i0 + 32 * u] = v[u];
+    }
+    __syncwarp();
+    float ss = 0.0f;
+    for (int s = 0; s < S; ++s) ss = __fadd_rn(ss, st[s * nv + nMix]);
+    const float rr = (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(ss, (float)n), normEps)));
+    for (int r = lane; r < nMix; r += 32) {
+      float a = 0.0f;
+      for (int s = 0; s < S; ++s) a = __fadd_rn(a, st[s * nv + r]);
+      m[r] = __fmul_rn(a, rr);
+    }
+    __syncwarp();
+  }
+  for (int r = lane; r < nMix; r += 32) mix[(long long)t * nMix + r] = m[r];
 }
 
 // hc_sinkhorn_lane: the row softmax (+ eps) and Sinkhorn of hc·hc <= 32
