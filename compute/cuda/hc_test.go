@@ -115,7 +115,7 @@ func TestBackendHCPre(t *testing.T) {
 // gives the CPU's x within rounding, and hc_mix_reduce's staged sums give
 // the bits of its sums from global memory (hcReduceApart): the Flash width,
 // a width that leaves threads without columns, 3 streams, and 8 streams of
-// 2048 (more partials than hc_mix_reduce stages).
+// 8192 (more partials than hc_mix_reduce stages).
 func TestBackendHCHead(t *testing.T) {
 	be := newBackend(t, Strict)
 	ref := cpu.New(2)

@@ -236,9 +236,9 @@ __device__ __forceinline__ void hc_mix_sum(float* mix, const float* part, int t,
 #define HC_REDUCE_STAGE 2048
 
 // hc_mix_reduce writes mix[t][r] from the partials (hc_mix_sum's). Grid T,
-// one warp. With stage, where they fit, the warp loads every partial at once into
-// shared memory (one wait on L2; hc_seg_sum waits once for each 8
-// segments, twice in a row for the squares and then the mix values: 16
+// one warp. With stage, where they fit, the warp loads every partial at
+// once into shared memory (one wait on L2; hc_seg_sum waits once for each
+// 8 segments, twice in a row for the squares and then the mix values: 16
 // waits at 64 segments) and adds them there in hc_seg_sum's order: the
 // same sums, so the same bits.
 extern "C" __global__ void __launch_bounds__(32)
