@@ -7,7 +7,8 @@
 // index in the low half. A radix select over the keys, 8 bits a pass from
 // the top, finds the prefix the k-th largest key shares with the keys
 // above it; the keys at or above it are collected (exactly k of them) and
-// sorted by a bitonic sort in shared memory. One block per row.
+// sorted by a bitonic sort (registers and shuffles, shared memory for
+// distances of a warp or more). One block per row.
 
 #define TOPK_THREADS 512
 #define TOPK_MAX 1024
@@ -92,23 +93,59 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
   }
   __syncthreads();
 
-  // Bitonic sort of sel[0, P), descending (padding 0 sorts last).
+  // Bitonic sort of sel[0, P), descending (padding 0 sorts last): element
+  // i = tid + m·blockDim in a register of its thread; a compare-exchange
+  // at distance under 32 through shuffles, only the others through shared
+  // memory (20 barriers at P = 512 rather than 45). The keys are unique,
+  // so the order, and the result, is any sort's.
+  constexpr int MS = TOPK_MAX / TOPK_THREADS;
+  const int ms = (P + blockDim.x - 1) / blockDim.x;  // slots in use, the same on every thread
+  u64 a[MS];
+#pragma unroll
+  for (int m = 0; m < MS; ++m) {
+    const int i = tid + m * blockDim.x;
+    a[m] = m < ms && i < P ? sel[i] : 0;
+  }
   for (int size = 2; size <= P; size <<= 1) {
     for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int i = tid; i < P; i += blockDim.x) {
-        const int j = i ^ stride;
-        if (j > i) {
-          u64 a = sel[i], b = sel[j];
-          const bool desc = (i & size) == 0;
-          if (desc ? (a < b) : (a > b)) {
-            sel[i] = b;
-            sel[j] = a;
-          }
+      u64 b[MS];
+      if (stride >= 32) {
+        __syncthreads();  // the last stage's reads of sel are done
+#pragma unroll
+        for (int m = 0; m < MS; ++m) {
+          const int i = tid + m * blockDim.x;
+          if (m < ms && i < P) sel[i] = a[m];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int m = 0; m < MS; ++m) {
+          const int i = tid + m * blockDim.x;
+          b[m] = m < ms && i < P ? sel[i ^ stride] : 0;
+        }
+      } else {
+#pragma unroll
+        for (int m = 0; m < MS; ++m) {
+          if (m >= ms) break;  // the same m on every lane of a warp
+          const u32 lo = __shfl_xor_sync(0xFFFFFFFFu, (u32)a[m], stride);
+          const u32 hi = __shfl_xor_sync(0xFFFFFFFFu, (u32)(a[m] >> 32), stride);
+          b[m] = ((u64)hi << 32) | lo;
         }
       }
-      __syncthreads();
+#pragma unroll
+      for (int m = 0; m < MS; ++m) {
+        const int i = tid + m * blockDim.x;
+        if (m < ms && i < P) {
+          // The lower of a pair keeps the larger key in a descending run.
+          const bool keepMax = ((i & stride) == 0) == ((i & size) == 0);
+          a[m] = keepMax ? (a[m] > b[m] ? a[m] : b[m]) : (a[m] < b[m] ? a[m] : b[m]);
+        }
+      }
     }
   }
   int* out = idx + (long long)blockIdx.x * k;
-  for (int i = tid; i < k; i += blockDim.x) out[i] = (int)(~(u32)sel[i]);
+#pragma unroll
+  for (int m = 0; m < MS; ++m) {
+    const int i = tid + m * blockDim.x;
+    if (m < ms && i < k) out[i] = (int)(~(u32)a[m]);
+  }
 }
