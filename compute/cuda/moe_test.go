@@ -177,6 +177,66 @@ func TestBackendMoE(t *testing.T) {
 	}
 }
 
+// TestBackendMoERoute checks the routing's picks where the order is
+// decided by its rules rather than by distinct scores: 256 experts, top-6,
+// the router's rows repeating every 16 experts and the bias every 64, so
+// that experts 64 apart tie exactly (four of the largest bias for the
+// three picks left after the NaNs and the +Inf: the lower indices first), two NaN
+// biases (above every number, the lower index first), a +Inf and some
+// -Inf. moe_route_sort (one token), moe_route_b and run 8's moe_route
+// must give the same bits, and the CPU's values within rounding (a
+// different pick moves the output by far more).
+func TestBackendMoERoute(t *testing.T) {
+	be := newBackend(t, Strict)
+	ref := cpu.New(2)
+	rng := rand.New(rand.NewPCG(23, 5))
+	const D, I, E, K = 128, 128, 256, 6
+	c := newMoECase(rng, compute.FP8, D, I, E, K)
+	rows, _ := testMatrix(rng, compute.F32, 16, D, 0, 0)
+	gate := &compute.Matrix{DType: compute.F32, Rows: E, Cols: D, Data: make([]byte, 4*E*D)}
+	for e := range E {
+		copy(gate.Data[4*D*e:4*D*(e+1)], rows.Data[4*D*(e%16):4*D*(e%16+1)])
+	}
+	c.args.Gate = gate
+	for e := range E {
+		c.bias[e] = 0.25 * float32(e/16%4)
+	}
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	c.bias[200], c.bias[77], c.bias[5] = nan, nan, inf
+	c.bias[9], c.bias[10], c.bias[250] = -inf, -inf, -inf
+	for _, T := range []int{1, 3} {
+		x := randFloats(rng, T*D)
+		want := make([]float32, T*D)
+		a := *c.args
+		a.Bias = cpu.Wrap(slices.Clone(c.bias), 1, E)
+		ref.MoE(cpu.Wrap(want, T, D), cpu.Wrap(slices.Clone(x), T, D), cpu.WrapI32(make([]int32, T), 1, T), &a)
+		got := c.run(t, be, x, T, 0, false)
+		be.routeR8 = true
+		r8 := c.run(t, be, x, T, 0, false)
+		be.routeR8 = false
+		if !slices.Equal(bitsOf(r8), bitsOf(got)) {
+			t.Errorf("T=%d: run 8's moe_route gives other bits than the default routing", T)
+		}
+		if T == 1 {
+			be.routeSortOff = true
+			apart := c.run(t, be, x, T, 0, false)
+			be.routeSortOff = false
+			if !slices.Equal(bitsOf(apart), bitsOf(got)) {
+				t.Errorf("T=1: moe_route_sort gives other bits than moe_route_b and moe_sort")
+			}
+		}
+		big := 1.0
+		for _, v := range want {
+			big = max(big, math.Abs(float64(v)))
+		}
+		for i := range got {
+			if d := math.Abs(float64(got[i]-want[i])) / big; !(d <= 1e-5) {
+				t.Fatalf("T=%d: y[%d] = %v, CPU %v (largest |y| %g)", T, i, got[i], want[i], big)
+			}
+		}
+	}
+}
+
 // TestBackendMoEQ checks the Fast FP4 experts on the integer dot products
 // (moeq: int8 codes times the activations' three int8 digits) against the
 // float32 _sx/_sxp entries (moeQ off: the same shared expert, so the

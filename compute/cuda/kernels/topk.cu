@@ -27,16 +27,25 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
   __shared__ u64 sel[TOPK_MAX];
   __shared__ u32 s_bin, s_above, s_count;
   const float* row = x + (long long)blockIdx.x * n;
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int iters = (n + (int)blockDim.x - 1) / (int)blockDim.x;  // the same on every thread: whole warps in the loops
 
   u64 prefix = 0, mask = 0;
   u32 need = (u32)k;
   for (int shift = 56; shift >= 0; shift -= 8) {
     for (int b = tid; b < 256; b += blockDim.x) hist[b] = 0;
     __syncthreads();
-    for (int i = tid; i < n; i += blockDim.x) {
-      u64 key = topk_key(row[i], i);
-      if ((key & mask) == prefix) atomicAdd(&hist[(u32)(key >> shift) & 255u], 1u);
+    // One atomic a bin a warp (the lanes of a bin counted by
+    // __match_any_sync): the first passes find nearly every key in one or
+    // two bins (scores share their sign and exponent), and 1024 atomics on
+    // one word would run one after the other.
+    for (int it = 0; it < iters; ++it) {
+      const int i = tid + it * (int)blockDim.x;
+      const u64 key = i < n ? topk_key(row[i], i) : 0;
+      const bool in = i < n && (key & mask) == prefix;
+      const u32 bin = in ? (u32)(key >> shift) & 255u : 256u + (u32)lane;  // unique where not counted
+      const u32 peers = __match_any_sync(0xFFFFFFFFu, bin);
+      if (in && lane == __ffs((int)peers) - 1) atomicAdd(&hist[bin], (u32)__popc(peers));
     }
     __syncthreads();
     if (tid < 32) {
@@ -84,10 +93,18 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
   while (P < k) P <<= 1;
   for (int i = tid; i < P; i += blockDim.x) sel[i] = 0;
   __syncthreads();
-  for (int i = tid; i < n; i += blockDim.x) {
-    u64 key = topk_key(row[i], i);
-    if ((key & mask) >= prefix) {
-      u32 p = atomicAdd(&s_count, 1u);
+  // One atomic a warp (a ballot's count, then each lane's place among
+  // its warp's): the order of sel is any, the sort below fixes it.
+  for (int it = 0; it < iters; ++it) {
+    const int i = tid + it * (int)blockDim.x;
+    const u64 key = i < n ? topk_key(row[i], i) : 0;
+    const bool take = i < n && (key & mask) >= prefix;
+    const u32 ball = __ballot_sync(0xFFFFFFFFu, take);
+    u32 base = 0;
+    if (lane == 0 && ball) base = atomicAdd(&s_count, (u32)__popc(ball));
+    base = __shfl_sync(0xFFFFFFFFu, base, 0);
+    if (take) {
+      const u32 p = base + (u32)__popc(ball & ((1u << lane) - 1u));
       if (p < (u32)k) sel[p] = key;
     }
   }
