@@ -89,29 +89,46 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 	if T == 0 {
 		return
 	}
-	// indexer_scores scales the head weights as it reads them (the bits of
-	// the CPU's scaling in place; run 12 launched scale_f32 for it).
-	wscale := float32(1 / math.Sqrt(float64(nI)))
 	pos := b.ptr(sp.Pos)
 	if maxE := capacity(a.Keys); maxE > K {
 		if K > MaxTopK {
 			panic(fmt.Sprintf("cuda: IndexerSelect of top %d (at most %d)", K, MaxTopK))
 		}
-		shared := 4 * (nI*(dI+1) + nI + indexerWarps*(dI+nI))
-		if shared > b.optin {
-			panic(fmt.Sprintf("cuda: IndexerSelect of %d heads of %d needs %d bytes of shared memory", nI, dI, shared))
-		}
 		mark := b.ScratchMark()
 		defer b.ResetScratch(mark)
 		scores := b.Scratch(compute.F32, T, maxE)
-		ar := b.args().Ptr(b.ptr(scores)).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.W))
-		b.spanArgs(ar, sp).Ptr(pos).Struct(b.paged(a.Keys)...).Int(nI).Int(dI).Int(a.Rate).Int(maxE).Int(K).
-			F32(float32(1 / math.Sqrt(float64(dI)))).Int(indexerPerWarp(T)).F32(wscale)
-		b.launch("indexer_scores", Dim3{X: T, Y: blocks(maxE, indexerWarps*indexerPerWarp(T))}, Dim3{X: opThreads}, shared, ar)
+		b.indexerScores(scores, a, sp)
 		b.fail(b.k.TopK(b.rt, 0, b.ptr(a.Sel), b.ptr(scores), T, maxE, K))
 	}
 	b.launch("indexer_fix", Dim3{X: T}, Dim3{X: opThreads}, 0,
 		b.args().Ptr(b.ptr(a.Sel)).Ptr(b.ptr(a.N)).Ptr(pos).Int(a.Rate).Int(K))
+}
+
+// indexerScores writes scores [T, capacity(a.Keys)]: each entry's index
+// score for the tokens with more than a.TopK closed entries (-Inf past
+// their closed ones), the CPU's values bit for bit. indexer_scores, or
+// run 21's indexer_scores_r21 (the same bits: A/B indexer-r21) where the
+// shapes do not suit it.
+func (b *Backend) indexerScores(scores compute.Tensor, a *compute.IndexerArgs, sp compute.Spans) {
+	nI, dI, K := a.Heads, a.Dim, a.TopK
+	T, maxE := a.Q.Rows, capacity(a.Keys)
+	checkShape("IndexerSelect scores", scores, T, maxE)
+	ipw := indexerPerWarp(T)
+	name, qs := "indexer_scores", dI+4
+	if b.indexerR21 || dI > 128 || dI%4 != 0 || nI%4 != 0 || ipw > 8 || b.k.fns[name] == 0 {
+		name, qs = "indexer_scores_r21", dI+1
+	}
+	shared := 4 * (nI*qs + nI + indexerWarps*(dI+nI))
+	if shared > b.optin {
+		panic(fmt.Sprintf("cuda: IndexerSelect of %d heads of %d needs %d bytes of shared memory", nI, dI, shared))
+	}
+	// The kernels scale the head weights as they read them (the bits of
+	// the CPU's scaling in place; run 12 launched scale_f32 for it).
+	wscale := float32(1 / math.Sqrt(float64(nI)))
+	ar := b.args().Ptr(b.ptr(scores)).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.W))
+	b.spanArgs(ar, sp).Ptr(b.ptr(sp.Pos)).Struct(b.paged(a.Keys)...).Int(nI).Int(dI).Int(a.Rate).Int(maxE).Int(K).
+		F32(float32(1 / math.Sqrt(float64(dI)))).Int(ipw).F32(wscale)
+	b.launch(name, Dim3{X: T, Y: blocks(maxE, indexerWarps*ipw)}, Dim3{X: opThreads}, shared, ar)
 }
 
 // Attention split over the keys (attn_* in model.cu): ATT_KC keys a

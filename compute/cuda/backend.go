@@ -173,6 +173,10 @@ type Backend struct {
 	attnTinyDS int
 	// attnQKHB8: attn_qk takes 8 heads a block at small launches (twice
 	// the blocks; A/B attn-qk-hb8: run 21 call 4 +1.4% at batch 1).
+	// indexerR21: the index scores by run 21's indexer_scores_r21 (one
+	// round trip after another for the queries and each key) instead of
+	// indexer_scores (the same bits; A/B indexer-r21).
+	indexerR21 bool
 	// attnQKTiles: its blocks have one warp a tile (run 20's; A/B
 	// attn-qk-tiles) instead of opThreads, the default, whose extra warps
 	// spread the queries' and keys' loads. The same logits either way.
@@ -360,7 +364,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_pv4", "attn_pv8", "indexer_scores", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
+		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_pv4", "attn_pv8", "indexer_scores", "indexer_scores_r21", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
 		names = append(names, moeSXKernels...)
 		for _, name := range names {
 			if f := b.k.fns[name]; f != 0 {

@@ -61,13 +61,6 @@ template <class T> inline T __shfl_down_sync(unsigned, T v, unsigned d) { return
 template <class T> inline T __shfl_sync(unsigned, T v, int l) { return emu_from<T>(emu_warp_op(EMU_SHFL_IDX, emu_bits(v), l)); }
 inline unsigned __ballot_sync(unsigned, int p) { return (unsigned)emu_warp_op(EMU_BALLOT, p != 0, 0); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
-// __match_any_sync: the lanes whose v equals this lane's (every lane of
-// the warp calls it, as the kernels do).
-inline unsigned __match_any_sync(unsigned m, unsigned v) {
-  unsigned r = 0;
-  for (int l = 0; l < 32; ++l) r |= (__shfl_sync(m, v, l) == v ? 1u : 0u) << l;
-  return r;
-}
 // __byte_perm: byte n of the result is byte (s >> 4n) & 7 of {y, x}
 // (the selector's bit 3 ignored, as CUDA defines it).
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {

@@ -70,6 +70,5 @@ __device__ void __syncwarp(unsigned int mask = 0xFFFFFFFFu);
 __device__ int __shfl_xor_sync(unsigned int, int, int);
 __device__ float __shfl_sync(unsigned int, float, int);
 __device__ unsigned int __shfl_sync(unsigned int, unsigned int, int);
-__device__ unsigned int __match_any_sync(unsigned int, unsigned int);
 __device__ int __shfl_up_sync(unsigned int, int, unsigned int);
 #endif
