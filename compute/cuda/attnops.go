@@ -286,7 +286,11 @@ func (b *Backend) attentionLaunches(a *compute.AttentionArgs, sp compute.Spans, 
 			} else {
 				ar.Ptr(0).Int(0)
 			}
-			b.launch("attn_combine", Dim3{X: n, Y: H}, Dim3{X: opThreads}, 0, ar)
+			r21 := 0
+			if b.attnCombineR21 {
+				r21 = 1
+			}
+			b.launch("attn_combine", Dim3{X: n, Y: H}, Dim3{X: opThreads}, 0, ar.Int(r21))
 		}
 	}
 	if nf > 0 && !combineTurns {

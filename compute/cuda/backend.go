@@ -173,6 +173,10 @@ type Backend struct {
 	attnTinyDS int
 	// attnQKHB8: attn_qk takes 8 heads a block at small launches (twice
 	// the blocks; A/B attn-qk-hb8: run 21 call 4 +1.4% at batch 1).
+	// attnCombineR21: attn_combine in run 21's form (the partials loaded 8
+	// chunks at a time, the denominator's and then each channel's)
+	// instead of every load at once (the same bits; A/B attn-combine-r21).
+	attnCombineR21 bool
 	// indexerR21: the index scores by run 21's indexer_scores_r21 (one
 	// round trip after another for the queries and each key) instead of
 	// indexer_scores (the same bits; A/B indexer-r21).

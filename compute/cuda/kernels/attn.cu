@@ -496,6 +496,12 @@ __device__ __forceinline__ void attn_values_body(float* out, float* po, float* p
 ATTN_ENTRIES(, 4)
 ATTN_ENTRIES(_h16, 16)
 
+// AC_CHUNKS, AC_CH: attn_combine loads every partial at once where a row
+// has at most AC_CHUNKS chunks (a Flash layer's 640 keys at batch 1 are
+// 20) and a thread at most AC_CH channels.
+#define AC_CHUNKS 24
+#define AC_CH 2
+
 // attn_combine: out of the split attn_values' chunk sums. Grid (tokens,
 // heads); S chunks a row of the partials. With nf > 0 (at most MT) the
 // last 2·nf channels are then turned back at the token's position by
@@ -504,7 +510,7 @@ ATTN_ENTRIES(_h16, 16)
 extern "C" __global__ void __launch_bounds__(MT)
     attn_combine(float* out, const float* po, const float* pl, const float* pm, int S, int t0, const int* tab,
                  int nspans, const int* pos, int winSize, int hasComp, int rate, const int* sel, const int* cnt,
-                 const float* sink, int heads, int dim, int maxKeys, const float* invFreq, int nf) { PDL_WAIT();
+                 const float* sink, int heads, int dim, int maxKeys, const float* invFreq, int nf, int r21) { PDL_WAIT();
   __shared__ float tail[2 * MT];
   const int tl = blockIdx.x, t = t0 + tl, h = blockIdx.y, tid = threadIdx.x, n0 = dim - 2 * nf;
   const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
@@ -518,15 +524,50 @@ extern "C" __global__ void __launch_bounds__(MT)
   if (tid < nf) rope_cs(pos[t], invFreq[tid], true, &c, &sn);
   const int nchunks = (a.nk + ATT_KC - 1) / ATT_KC;
   const long long row = (long long)tl * heads + h;
-  // The chunks in order (hc_seg_sum: 8 loads in flight at a time).
-  const float den = hc_seg_sum(pl + row * S, nchunks, 1);
-  const float d = __fadd_rn(exp_f(__fsub_rn(sink[h], pm[row])), den);
-  for (int i = tid; i < dim; i += blockDim.x) {
-    const float v = __fdiv_rn(hc_seg_sum(po + row * S * dim + i, nchunks, dim), d);
-    if (i >= n0)
-      tail[i - n0] = v;
-    else
-      o[i] = v;
+  if (!r21 && nchunks <= AC_CHUNKS && dim <= AC_CH * (int)blockDim.x) {
+    // Every load in flight at once (run 21's form, below, waited on L2
+    // once for each 8 chunks of the denominator, then of each channel:
+    // 9 waits at 20 chunks), then the same sums in chunk order.
+    float pd[AC_CHUNKS], pv[AC_CH][AC_CHUNKS];
+#pragma unroll
+    for (int u = 0; u < AC_CHUNKS; ++u) pd[u] = u < nchunks ? pl[row * S + u] : 0.0f;
+#pragma unroll
+    for (int m = 0; m < AC_CH; ++m) {
+      const int i = tid + m * blockDim.x;
+#pragma unroll
+      for (int u = 0; u < AC_CHUNKS; ++u) pv[m][u] = u < nchunks && i < dim ? po[(row * S + u) * dim + i] : 0.0f;
+    }
+    const float mrow = pm[row], sk = sink[h];
+    float den = 0.0f;
+#pragma unroll
+    for (int u = 0; u < AC_CHUNKS; ++u)
+      if (u < nchunks) den = __fadd_rn(den, pd[u]);
+    const float d = __fadd_rn(exp_f(__fsub_rn(sk, mrow)), den);
+#pragma unroll
+    for (int m = 0; m < AC_CH; ++m) {
+      const int i = tid + m * blockDim.x;
+      float acc = 0.0f;
+#pragma unroll
+      for (int u = 0; u < AC_CHUNKS; ++u)
+        if (u < nchunks) acc = __fadd_rn(acc, pv[m][u]);
+      const float v = __fdiv_rn(acc, d);
+      if (i >= dim) continue;
+      if (i >= n0)
+        tail[i - n0] = v;
+      else
+        o[i] = v;
+    }
+  } else {
+    // The chunks in order (hc_seg_sum: 8 loads in flight at a time).
+    const float den = hc_seg_sum(pl + row * S, nchunks, 1);
+    const float d = __fadd_rn(exp_f(__fsub_rn(sink[h], pm[row])), den);
+    for (int i = tid; i < dim; i += blockDim.x) {
+      const float v = __fdiv_rn(hc_seg_sum(po + row * S * dim + i, nchunks, dim), d);
+      if (i >= n0)
+        tail[i - n0] = v;
+      else
+        o[i] = v;
+    }
   }
   if (nf == 0) return;
   __syncthreads();

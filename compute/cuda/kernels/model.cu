@@ -420,6 +420,21 @@ __device__ __forceinline__ void hc_pre_comb(float* __restrict__ comb, float* c, 
   for (int e = lane; e < hh; e += 32) comb[(long long)t * hh + e] = c[e];
 }
 
+// hc_stage_cg copies np floats of pt into stage with the whole block of
+// MT threads, through L2 (__ldcg: other blocks wrote them), eight loads a
+// thread in flight before any is stored (one wait on L2 at hc_post_pre's
+// 1600 partials, not one a load).
+__device__ __forceinline__ void hc_stage_cg(float* stage, const float* pt, int np) {
+  for (int q0 = threadIdx.x; q0 < np; q0 += 8 * MT) {
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = q0 + u * MT < np ? __ldcg(pt + q0 + u * MT) : 0.0f;
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      if (q0 + u * MT < np) stage[q0 + u * MT] = v[u];
+  }
+}
+
 // hc_stage copies token t's np partial sums into stage with the whole
 // block when they fit (HC_STAGE) and says whether they did.
 __device__ __forceinline__ bool hc_stage(float* stage, const float* __restrict__ part, int t, int np) {
@@ -558,7 +573,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
     __syncthreads();
     __threadfence();
     const float* pt = part + (long long)t * np;
-    for (int q = tid; q < np; q += MT) stage[q] = __ldcg(pt + q);
+    hc_stage_cg(stage, pt, np);
     __syncthreads();
     hc_stage_mix(mix, gsum, stage, S, nMix, hc * D, normEps);
     if (tid < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
@@ -569,9 +584,9 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
 #endif
   __threadfence();
   const float* pt = part + (long long)t * np;
-  for (int q = tid; q < np; q += MT) stage[q] = __ldcg(pt + q);
   // The columns of x this thread normalizes (rmsnorm's: tid + m·MT), their
-  // streams loaded while warp 0 computes pre.
+  // streams loaded with the partials (in flight together) and used after
+  // warp 0 computes pre.
   float hv[RMS_REGS][HC_FUSED];
 #pragma unroll
   for (int m = 0; m < RMS_REGS; ++m) {
@@ -579,6 +594,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
 #pragma unroll
     for (int q = 0; q < HC_FUSED; ++q) hv[m][q] = col < D && q < hc ? __ldcg(ht + (long long)q * D + col) : 0.0f;
   }
+  hc_stage_cg(stage, pt, np);
   __syncthreads();
   hc_stage_mix(mix, gsum, stage, S, nMix, hc * D, normEps);
   if (tid < 32) hc_pre_weights(mix, pre, post, true, true, nullptr, t, S, nMix, hc * D, normEps, base, scale, hc, eps);
