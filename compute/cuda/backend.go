@@ -173,10 +173,6 @@ type Backend struct {
 	attnTinyDS int
 	// attnQKHB8: attn_qk takes 8 heads a block at small launches (twice
 	// the blocks; A/B attn-qk-hb8: run 21 call 4 +1.4% at batch 1).
-	// hcSumsR21: hc_mix_partial and hc_post_pre sum each warp's mix
-	// products a butterfly a value (run 21's: 125 shuffles) instead of one
-	// reduce-scatter (31; the same bits; A/B hc-sums-r21).
-	hcSumsR21 bool
 	// attnCombineR21: attn_combine in run 21's form (the partials loaded 8
 	// chunks at a time, the denominator's and then each channel's)
 	// instead of every load at once (the same bits; A/B attn-combine-r21).

@@ -529,7 +529,7 @@ func (b *Backend) hcMix(h compute.Tensor, fn *compute.Matrix, nMix, hc, D int) (
 	w, S := hcMixCols(hc, D)
 	pt := b.Scratch(compute.F32, T*S, nMix+1)
 	b.launch("hc_mix_partial", Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
-		b.args().Ptr(b.ptr(pt)).Ptr(b.ptr(h)).Ptr(m.Data).Int(nMix).Int(hc).Int(D).Int(w).Int(b.hcScatter()))
+		b.args().Ptr(b.ptr(pt)).Ptr(b.ptr(h)).Ptr(m.Data).Int(nMix).Int(hc).Int(D).Int(w))
 	return b.ptr(pt), S, true
 }
 
@@ -607,16 +607,7 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	b.launchAs("hc_post_pre", Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
 		b.args().Ptr(b.ptr(h)).Ptr(yp).Ptr(pip).Ptr(cip).Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).
 			Ptr(b.ptr(part)).Ptr(cnt).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).
-			Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps).Int(b.hcScatter()), !b.hcLate)
-}
-
-// hcScatter is the hc kernels' scatter argument: 1 for the mix sums in one
-// reduce-scatter a round, 0 for run 21's butterfly a value (hcSumsR21).
-func (b *Backend) hcScatter() int {
-	if b.hcSumsR21 {
-		return 0
-	}
-	return 1
+			Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps), !b.hcLate)
 }
 
 // hcCounters returns hc_post_pre's counters (hcFusedMaxT uint32s, zero

@@ -180,12 +180,11 @@ __device__ __forceinline__ void hc_fn_load(float (&f)[HC_MIX_ROWS], const float*
 // squares last). Every thread of the block calls it.
 __device__ __forceinline__ void hc_mix_sums(float* __restrict__ part, float v, bool valid, long long k,
                                             const float* __restrict__ fn, int nMix, int n, float (*red)[HC_MIX_MAX + 1],
-                                            const float (*f0)[HC_MIX_ROWS] = nullptr, bool scatter = true) {
+                                            const float (*f0)[HC_MIX_ROWS] = nullptr) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const float ss = valid ? __fmaf_rn(v, v, 0.0f) : 0.0f;
-  // Each round's 24 products and (the first round) the square in one
-  // reduce-scatter (qk_scatter32: warp_sum's additions, so the same sums;
-  // 31 shuffles instead of 125), lane i left with value i's.
+  float ss = valid ? __fmaf_rn(v, v, 0.0f) : 0.0f;
+  ss = warp_sum(ss);
+  if (lane == 0) red[warp][nMix] = ss;
   for (int r0 = 0; r0 < nMix; r0 += HC_MIX_ROWS) {
     float f[HC_MIX_ROWS];
     if (f0 && r0 == 0) {
@@ -194,28 +193,11 @@ __device__ __forceinline__ void hc_mix_sums(float* __restrict__ part, float v, b
     } else {
       hc_fn_load(f, fn, r0, nMix, n, k, valid);
     }
-    if (!scatter) {
-      // Run 21's: a butterfly a value.
-      if (r0 == 0) {
-        const float a = warp_sum(ss);
-        if (lane == 0) red[warp][nMix] = a;
-      }
 #pragma unroll
-      for (int i = 0; i < HC_MIX_ROWS; ++i) {
-        const float a = warp_sum(__fmaf_rn(f[i], v, 0.0f));
-        if (lane == 0 && r0 + i < nMix) red[warp][r0 + i] = a;
-      }
-      continue;
+    for (int i = 0; i < HC_MIX_ROWS; ++i) {
+      const float a = warp_sum(__fmaf_rn(f[i], v, 0.0f));
+      if (lane == 0 && r0 + i < nMix) red[warp][r0 + i] = a;
     }
-    float w[32];
-#pragma unroll
-    for (int i = 0; i < HC_MIX_ROWS; ++i) w[i] = __fmaf_rn(f[i], v, 0.0f);
-    w[HC_MIX_ROWS] = r0 == 0 ? ss : 0.0f;
-#pragma unroll
-    for (int i = HC_MIX_ROWS + 1; i < 32; ++i) w[i] = 0.0f;
-    const float a = qk_scatter32(w);
-    if (lane < HC_MIX_ROWS && r0 + lane < nMix) red[warp][r0 + lane] = a;
-    if (lane == HC_MIX_ROWS && r0 == 0) red[warp][nMix] = a;
   }
   __syncthreads();
   for (int r = tid; r <= nMix; r += MT) {
@@ -227,14 +209,14 @@ __device__ __forceinline__ void hc_mix_sums(float* __restrict__ part, float v, b
 
 extern "C" __global__ void __launch_bounds__(MT)
     hc_mix_partial(float* __restrict__ part, const float* __restrict__ h, const float* __restrict__ fn, int nMix, int hc,
-                   int D, int w, int scatter) { PDL_WAIT();
+                   int D, int w) { PDL_WAIT();
   __shared__ float red[MT / 32][HC_MIX_MAX + 1];
   const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y;
   int j, i;
   const bool valid = hc_seg_elem(threadIdx.x, s, w, hc, D, &j, &i);
   const long long k = (long long)j * D + i;
   const float v = valid ? h[(long long)t * hc * D + k] : 0.0f;
-  hc_mix_sums(part + ((long long)t * S + s) * (nMix + 1), v, valid, k, fn, nMix, hc * D, red, nullptr, scatter != 0);
+  hc_mix_sums(part + ((long long)t * S + s) * (nMix + 1), v, valid, k, fn, nMix, hc * D, red);
 }
 
 // hc_mix_sum returns, on lanes that hold them, token t's mix values r =
@@ -529,7 +511,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
                                                  float* part, unsigned* cnt, const float* __restrict__ fn,
                                                  const float* __restrict__ base, const float* __restrict__ scale,
                                                  const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                                                 float eps, int iters, float rmsEps, bool scatter) {
+                                                 float eps, int iters, float rmsEps) {
   __shared__ float red[MT / 32][HC_MIX_MAX + 1];
   __shared__ float mix[HC_MIX_MAX];
   __shared__ float pre[HC_MAX];
@@ -567,7 +549,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   }
   const int np = S * (nMix + 1);
   hc_mix_sums(part + (long long)t * np + (long long)s * (nMix + 1), v, valid, (long long)j * D + i, fn, nMix, hc * D, red,
-              &f0, scatter);
+              &f0);
   // Every thread's h' and partial sums before the counter (threadfence
   // reduction).
   __threadfence();
@@ -642,10 +624,10 @@ extern "C" __global__ void __launch_bounds__(MT)
                 const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
                 float* part, unsigned* cnt, const float* __restrict__ fn, const float* __restrict__ base,
                 const float* __restrict__ scale, const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                float eps, int iters, float rmsEps, int scatter) {
+                float eps, int iters, float rmsEps) {
   PDL_OPEN_EARLY();
   hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
-                   rmsEps, scatter != 0);
+                   rmsEps);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
