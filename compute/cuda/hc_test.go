@@ -180,7 +180,8 @@ func TestBackendHCHead(t *testing.T) {
 // widths that leave threads of a segment without columns, 3 streams, with
 // and without a site before it (y) and a norm weight, 1 and 3 tokens and
 // again (the counters reset), and shapes past the kernel's limits (8
-// streams, 4097 columns: the three ops).
+// streams, 4097 columns: the three ops); hc_post_pre_o4 (the large
+// batches' entry, taken here at every batch) the same bits.
 func TestBackendHCPostPreNorm(t *testing.T) {
 	be := newBackend(t, Strict)
 	ref := cpu.New(2)
@@ -247,10 +248,16 @@ func TestBackendHCPostPreNorm(t *testing.T) {
 				if want := hc <= hcFused && D <= hcFusedMaxCol; (be.hcFusedLaunches > n0) != want {
 					t.Errorf("%s: hc_post_pre launched %d times (want it: %v)", name, be.hcFusedLaunches-n0, want)
 				}
+				be.hcO4MinT = 1
+				o4 := run(true)
+				be.hcO4MinT = 0
 				what := [4]string{"h", "x", "post", "comb"}
 				for i := range apart {
 					if !slices.Equal(bitsOf(fused[i]), bitsOf(apart[i])) {
 						t.Errorf("%s: %s differs from the three ops'", name, what[i])
+					}
+					if !slices.Equal(bitsOf(o4[i]), bitsOf(fused[i])) {
+						t.Errorf("%s: %s from hc_post_pre_o4 differs from hc_post_pre's", name, what[i])
 					}
 				}
 				// The CPU's three ops.

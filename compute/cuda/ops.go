@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/strata-inference/strata/compute"
@@ -604,11 +605,20 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	b.hcFusedLaunches++
 	// Its mix weights' loads come before its wait (hc_fn_load): it may
 	// start early, as the weight products do (SetPDLEarly), unless hcLate.
-	b.launchAs("hc_post_pre", Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
+	name := "hc_post_pre"
+	if minT := cmp.Or(b.hcO4MinT, hcO4MinT); T >= minT && !b.hcO4Off && b.k.fns["hc_post_pre_o4"] != 0 {
+		name = "hc_post_pre_o4"
+	}
+	b.launchAs(name, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
 		b.args().Ptr(b.ptr(h)).Ptr(yp).Ptr(pip).Ptr(cip).Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).
 			Ptr(b.ptr(part)).Ptr(cnt).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).
 			Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps), !b.hcLate)
 }
+
+// hcO4MinT is the batch from which HCPostPreNorm takes hc_post_pre_o4
+// (four blocks an SM rather than two: its (token, segment) blocks run in
+// waves).
+const hcO4MinT = 16
 
 // hcCounters returns hc_post_pre's counters (hcFusedMaxT uint32s, zero
 // between launches: each launch's last blocks reset theirs), allocated and

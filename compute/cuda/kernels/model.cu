@@ -630,6 +630,22 @@ extern "C" __global__ void __launch_bounds__(MT)
                    rmsEps);
 }
 
+// hc_post_pre_o4 is hc_post_pre (the same body, so the same bits) held to
+// four blocks an SM (64 registers a thread; the last block's 64 streams
+// and 16 columns a thread spill to local memory): for large batches,
+// whose (token, segment) blocks run in waves. Run 22: hc_post_pre sat at
+// 128 registers, two blocks an SM, ~244 us a launch at batch 256.
+extern "C" __global__ void __launch_bounds__(MT, 4)
+    hc_post_pre_o4(float* __restrict__ h, const float* __restrict__ y, const float* __restrict__ postIn,
+                   const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post,
+                   float* __restrict__ comb, float* part, unsigned* cnt, const float* __restrict__ fn,
+                   const float* __restrict__ base, const float* __restrict__ scale, const float* __restrict__ normW,
+                   int hc, int D, int w, float normEps, float eps, int iters, float rmsEps) {
+  PDL_OPEN_EARLY();
+  hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
+                   rmsEps);
+}
+
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
 // ceil(D/MT)).
 extern "C" __global__ void __launch_bounds__(MT)
