@@ -173,10 +173,11 @@ type Backend struct {
 	attnTinyDS int
 	// attnQKHB8: attn_qk takes 8 heads a block at small launches (twice
 	// the blocks; A/B attn-qk-hb8: run 21 call 4 +1.4% at batch 1).
-	// hcO4Off: HCPostPreNorm takes hc_post_pre at every batch, never
-	// hc_post_pre_o4 (the same bits; A/B hc-o4-off); hcO4MinT, when not 0,
-	// replaces hcO4MinT (tests).
-	hcO4Off  bool
+	// hcO4: HCPostPreNorm takes hc_post_pre_o4 from hcO4MinT tokens (the
+	// same bits; A/B hc-o4). Off: written at the end of run 22, when no
+	// device time was left to measure it. hcO4MinT, when not 0, replaces
+	// the constant (tests).
+	hcO4     bool
 	hcO4MinT int
 	// attnCombineR21: attn_combine in run 21's form (the partials loaded 8
 	// chunks at a time, the denominator's and then each channel's)

@@ -466,7 +466,7 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("attn-qk-tiles", []int{1, 2, 8}, func(on bool) { be.attnQKTiles = on })
 	abAt("indexer-r21", []int{1, 8}, func(on bool) { be.indexerR21 = on })
 	abAt("attn-combine-r21", []int{1, 8}, func(on bool) { be.attnCombineR21 = on })
-	abAt("hc-o4-off", []int{64, 256}, func(on bool) { be.hcO4Off = on })
+	abAt("hc-o4", []int{8, 64, 256}, func(on bool) { be.hcO4 = on })
 	// A head's channels over 4 attn_pv blocks at small launches, not 2.
 	abAt("attn-pv-ds4", []int{1, 2}, func(on bool) { be.attnTinyDS = map[bool]int{true: 4}[on] })
 	// One token's FP8 products on the float16 tensor cores (gemvh; other

@@ -248,9 +248,9 @@ func TestBackendHCPostPreNorm(t *testing.T) {
 				if want := hc <= hcFused && D <= hcFusedMaxCol; (be.hcFusedLaunches > n0) != want {
 					t.Errorf("%s: hc_post_pre launched %d times (want it: %v)", name, be.hcFusedLaunches-n0, want)
 				}
-				be.hcO4MinT = 1
+				be.hcO4, be.hcO4MinT = true, 1
 				o4 := run(true)
-				be.hcO4MinT = 0
+				be.hcO4, be.hcO4MinT = false, 0
 				what := [4]string{"h", "x", "post", "comb"}
 				for i := range apart {
 					if !slices.Equal(bitsOf(fused[i]), bitsOf(apart[i])) {

@@ -606,7 +606,7 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	// Its mix weights' loads come before its wait (hc_fn_load): it may
 	// start early, as the weight products do (SetPDLEarly), unless hcLate.
 	name := "hc_post_pre"
-	if minT := cmp.Or(b.hcO4MinT, hcO4MinT); T >= minT && !b.hcO4Off && b.k.fns["hc_post_pre_o4"] != 0 {
+	if minT := cmp.Or(b.hcO4MinT, hcO4MinT); T >= minT && b.hcO4 && b.k.fns["hc_post_pre_o4"] != 0 {
 		name = "hc_post_pre_o4"
 	}
 	b.launchAs(name, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
@@ -616,8 +616,8 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 }
 
 // hcO4MinT is the batch from which HCPostPreNorm takes hc_post_pre_o4
-// (four blocks an SM rather than two: its (token, segment) blocks run in
-// waves).
+// when Backend.hcO4 is set (four blocks an SM rather than two: its
+// (token, segment) blocks run in waves).
 const hcO4MinT = 16
 
 // hcCounters returns hc_post_pre's counters (hcFusedMaxT uint32s, zero

@@ -634,7 +634,8 @@ extern "C" __global__ void __launch_bounds__(MT)
 // four blocks an SM (64 registers a thread; the last block's 64 streams
 // and 16 columns a thread spill to local memory): for large batches,
 // whose (token, segment) blocks run in waves. Run 22: hc_post_pre sat at
-// 128 registers, two blocks an SM, ~244 us a launch at batch 256.
+// 128 registers, two blocks an SM, ~244 us a launch at batch 256. Not yet
+// measured: the host takes it only with Backend.hcO4 (A/B hc-o4).
 extern "C" __global__ void __launch_bounds__(MT, 4)
     hc_post_pre_o4(float* __restrict__ h, const float* __restrict__ y, const float* __restrict__ postIn,
                    const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post,
