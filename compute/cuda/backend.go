@@ -173,12 +173,11 @@ type Backend struct {
 	attnTinyDS int
 	// attnQKHB8: attn_qk takes 8 heads a block at small launches (twice
 	// the blocks; A/B attn-qk-hb8: run 21 call 4 +1.4% at batch 1).
-	// hcO4: HCPostPreNorm takes hc_post_pre_o4 from hcO4MinT tokens (the
-	// same bits; A/B hc-o4). Off: written at the end of run 22, when no
-	// device time was left to measure it. hcO4MinT, when not 0, replaces
-	// the constant (tests).
-	hcO4     bool
-	hcO4MinT int
+	// attnQKTiles: its blocks have one warp a tile (run 20's; A/B
+	// attn-qk-tiles) instead of opThreads, the default, whose extra warps
+	// spread the queries' and keys' loads. The same logits either way.
+	attnQKHB8   bool
+	attnQKTiles bool
 	// attnCombineR21: attn_combine in run 21's form (the partials loaded 8
 	// chunks at a time, the denominator's and then each channel's)
 	// instead of every load at once (the same bits; A/B attn-combine-r21).
@@ -187,11 +186,12 @@ type Backend struct {
 	// round trip after another for the queries and each key) instead of
 	// indexer_scores (the same bits; A/B indexer-r21).
 	indexerR21 bool
-	// attnQKTiles: its blocks have one warp a tile (run 20's; A/B
-	// attn-qk-tiles) instead of opThreads, the default, whose extra warps
-	// spread the queries' and keys' loads. The same logits either way.
-	attnQKHB8   bool
-	attnQKTiles bool
+	// hcO4: HCPostPreNorm takes hc_post_pre_o4 from hcO4MinT tokens (the
+	// same bits; A/B hc-o4). Off: written at the end of run 22, when no
+	// device time was left to measure it. hcO4MinT, when not 0, replaces
+	// the constant (tests).
+	hcO4     bool
+	hcO4MinT int
 	// br are the backend's branches (branch.go).
 	br branches
 	// noPrefetch: Prefetch does nothing. The default: run 10 measured the
