@@ -422,8 +422,8 @@ __device__ __forceinline__ void hc_pre_comb(float* __restrict__ comb, float* c, 
 
 // hc_stage_cg copies np floats of pt into stage with the whole block of
 // MT threads, through L2 (__ldcg: other blocks wrote them), eight loads a
-// thread in flight before any is stored (one wait on L2 at hc_post_pre's
-// 1600 partials, not one a load).
+// thread in flight before any is stored (one wait on L2 for hc_post_pre's
+// 1600 partials, rather than stores that may each wait on their load).
 __device__ __forceinline__ void hc_stage_cg(float* stage, const float* pt, int np) {
   for (int q0 = threadIdx.x; q0 < np; q0 += 8 * MT) {
     float v[8];
