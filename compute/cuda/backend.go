@@ -186,6 +186,13 @@ type Backend struct {
 	// round trip after another for the queries and each key) instead of
 	// indexer_scores (the same bits; A/B indexer-r21).
 	indexerR21 bool
+	// hcSlots, hcSlotsO4: how many blocks of hc_post_pre and of
+	// hc_post_pre_o4 the device holds at once (residentSlots). A token's
+	// next-to-last block waits for its last, so a launch of T tokens may
+	// hold T waiting blocks: HCPostPreNorm takes a kernel only for T below
+	// its slots (else the three ops, the same bits), so that the last
+	// blocks always find room.
+	hcSlots, hcSlotsO4 int
 	// hcO4: HCPostPreNorm takes hc_post_pre_o4 from hcO4MinT tokens (the
 	// same bits; A/B hc-o4). Off: written at the end of run 22, when no
 	// device time was left to measure it. hcO4MinT, when not 0, replaces
@@ -387,6 +394,8 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 				}
 			}
 		}
+		b.hcSlots = residentSlots(t, b.k.fns["hc_post_pre"], dev.Props().SMs)
+		b.hcSlotsO4 = residentSlots(t, b.k.fns["hc_post_pre_o4"], dev.Props().SMs)
 		p, err := t.Alloc(initialArena)
 		if err != nil {
 			return err
@@ -708,6 +717,21 @@ func sizeOf(dt compute.DType, rows, cols int) int64 {
 		panic(fmt.Sprintf("cuda: tensor of %d×%d", rows, cols))
 	}
 	return int64(rows) * int64(cols) * int64(dt.Size())
+}
+
+// residentSlots returns how many blocks of f (opThreads threads, no
+// dynamic shared memory) the device's sms SMs hold at once; sms (one an
+// SM, which any kernel that launches gets) where the driver cannot say,
+// and 0 without f.
+func residentSlots(t *Thread, f Func, sms int) int {
+	if f == 0 {
+		return 0
+	}
+	n, err := t.ResidentBlocks(f, opThreads, 0)
+	if err != nil || n < 1 {
+		n = 1
+	}
+	return n * sms
 }
 
 // Alloc implements compute.Memory.

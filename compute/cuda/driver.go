@@ -24,7 +24,9 @@ type driver struct {
 	cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuFuncSetAttribute uintptr
 	// cuFuncGetAttribute is optional (0 when the driver lacks it).
 	cuFuncGetAttribute uintptr
-	cuLaunchKernel     uintptr
+	// cuOccupancyMaxActiveBlocksPerMultiprocessor is optional too.
+	cuOccupancy    uintptr
+	cuLaunchKernel uintptr
 	// cuLaunchKernelEx is optional (0 where the driver lacks it): launches
 	// with programmatic stream serialization (Thread.pdl).
 	cuLaunchKernelEx uintptr
@@ -110,6 +112,9 @@ func (d *driver) resolve(h uintptr) error {
 	}
 	if f, err := dlsym(h, "cuFuncGetAttribute"); err == nil {
 		d.cuFuncGetAttribute = f
+	}
+	if f, err := dlsym(h, "cuOccupancyMaxActiveBlocksPerMultiprocessor"); err == nil {
+		d.cuOccupancy = f
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("missing entry points %v", missing)

@@ -181,7 +181,8 @@ func TestBackendHCHead(t *testing.T) {
 // and without a site before it (y) and a norm weight, 1 and 3 tokens and
 // again (the counters reset), and shapes past the kernel's limits (8
 // streams, 4097 columns: the three ops); hc_post_pre_o4 (the large
-// batches' entry, taken here at every batch) the same bits.
+// batches' entry, taken here at every batch) the same bits; and the three
+// ops where the device holds no more blocks than the batch has tokens.
 func TestBackendHCPostPreNorm(t *testing.T) {
 	be := newBackend(t, Strict)
 	ref := cpu.New(2)
@@ -251,6 +252,16 @@ func TestBackendHCPostPreNorm(t *testing.T) {
 				be.hcO4, be.hcO4MinT = true, 1
 				o4 := run(true)
 				be.hcO4, be.hcO4MinT = false, 0
+				// As many tokens as the device holds blocks: the three ops
+				// (the waiting blocks could fill every SM).
+				slots := be.hcSlots
+				be.hcSlots = T
+				n1 := be.hcFusedLaunches
+				capped := run(true)
+				be.hcSlots = slots
+				if be.hcFusedLaunches != n1 {
+					t.Errorf("%s: hc_post_pre launched for a batch of %d with room for %d blocks", name, T, T)
+				}
 				what := [4]string{"h", "x", "post", "comb"}
 				for i := range apart {
 					if !slices.Equal(bitsOf(fused[i]), bitsOf(apart[i])) {
@@ -258,6 +269,9 @@ func TestBackendHCPostPreNorm(t *testing.T) {
 					}
 					if !slices.Equal(bitsOf(o4[i]), bitsOf(fused[i])) {
 						t.Errorf("%s: %s from hc_post_pre_o4 differs from hc_post_pre's", name, what[i])
+					}
+					if !slices.Equal(bitsOf(capped[i]), bitsOf(apart[i])) {
+						t.Errorf("%s: %s with hc_post_pre's blocks capped differs from the three ops'", name, what[i])
 					}
 				}
 				// The CPU's three ops.

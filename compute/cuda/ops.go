@@ -563,14 +563,19 @@ const (
 
 // HCPostPreNorm implements compute.FusedMixing: hc_post_pre, one launch,
 // where its limits allow (the streams' float32 mix, at most hcFused
-// streams of hcFusedMaxCol columns, hcFusedMaxT tokens; not
-// Backend.hcFusedOff), else the three ops.
+// streams of hcFusedMaxCol columns, hcFusedMaxT tokens and fewer than the
+// kernel's resident blocks, Backend.hcSlots; not Backend.hcFusedOff),
+// else the three ops.
 func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tensor, w *compute.HC, p compute.HCParams, norm compute.Tensor, eps float32) {
 	hc, D, T := p.HC, p.D, h.Rows
 	nMix := (2 + hc) * hc
 	wc, S := hcMixCols(hc, D)
 	m := b.mustMat(w.Fn)
-	if b.hcFusedOff || T == 0 || T > hcFusedMaxT || hc > hcFused || D > hcFusedMaxCol || S*(nMix+1) > hcStage ||
+	name, slots := "hc_post_pre", b.hcSlots
+	if minT := cmp.Or(b.hcO4MinT, hcO4MinT); T >= minT && b.hcO4 && T < b.hcSlotsO4 {
+		name, slots = "hc_post_pre_o4", b.hcSlotsO4
+	}
+	if b.hcFusedOff || T == 0 || T > hcFusedMaxT || T >= slots || hc > hcFused || D > hcFusedMaxCol || S*(nMix+1) > hcStage ||
 		m.DType != compute.F32 || m.Rows != nMix || m.Cols != hc*D {
 		if y.Valid() {
 			b.HCPost(h, y, postIn, combIn, p)
@@ -605,10 +610,6 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	b.hcFusedLaunches++
 	// Its mix weights' loads come before its wait (hc_fn_load): it may
 	// start early, as the weight products do (SetPDLEarly), unless hcLate.
-	name := "hc_post_pre"
-	if minT := cmp.Or(b.hcO4MinT, hcO4MinT); T >= minT && b.hcO4 && b.k.fns["hc_post_pre_o4"] != 0 {
-		name = "hc_post_pre_o4"
-	}
 	b.launchAs(name, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
 		b.args().Ptr(b.ptr(h)).Ptr(yp).Ptr(pip).Ptr(cip).Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).
 			Ptr(b.ptr(part)).Ptr(cnt).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).

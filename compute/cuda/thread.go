@@ -561,6 +561,22 @@ func (t *Thread) FuncAttrs(f Func) (FuncAttrs, error) {
 	return a, err
 }
 
+// ResidentBlocks returns how many blocks of f (block threads, shared
+// bytes of dynamic shared memory each) one SM holds at once
+// (cuOccupancyMaxActiveBlocksPerMultiprocessor).
+func (t *Thread) ResidentBlocks(f Func, block, shared int) (int, error) {
+	if err := t.ok(); err != nil {
+		return 0, err
+	}
+	if t.drv.cuOccupancy == 0 {
+		return 0, errors.New("cuda: the driver has no cuOccupancyMaxActiveBlocksPerMultiprocessor")
+	}
+	var n int32
+	err := t.drv.check(ccall(t.drv.cuOccupancy, uintptr(unsafe.Pointer(&n)), uintptr(f), uintptr(block), uintptr(shared)),
+		"cuOccupancyMaxActiveBlocksPerMultiprocessor")
+	return int(n), err
+}
+
 // SetMaxDynamicShared lets f use up to n bytes of dynamic shared memory
 // (needed above 48 KiB).
 func (t *Thread) SetMaxDynamicShared(f Func, n int) error {
