@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -85,7 +86,7 @@ func TestBackendIndexerSelect(t *testing.T) {
 					v := make([]float32, dim)
 					if format == compute.SlotF32 {
 						for i, f := range x {
-							sl[4*i], sl[4*i+1], sl[4*i+2], sl[4*i+3] = byte(math.Float32bits(f)), byte(math.Float32bits(f)>>8), byte(math.Float32bits(f)>>16), byte(math.Float32bits(f)>>24)
+							binary.LittleEndian.PutUint32(sl[4*i:], math.Float32bits(f))
 						}
 						copy(v, x)
 					} else {

@@ -74,6 +74,25 @@ func (c *moeCase) run(t *testing.T, be *Backend, x []float32, T, pt int, r8 bool
 	return y
 }
 
+// nearCPU fails t unless every output is within 1e-5 of the CPU's,
+// relative to the layer's largest output (at least 1: the CPU sums in its
+// own order), and returns the largest difference and that scale.
+func nearCPU(t *testing.T, name string, got, want []float32) (worst, big float64) {
+	t.Helper()
+	big = 1.0
+	for _, v := range want {
+		big = max(big, math.Abs(float64(v)))
+	}
+	for i := range got {
+		d := math.Abs(float64(got[i]-want[i])) / big
+		if !(d <= 1e-5) {
+			t.Fatalf("%s: y[%d] = %v, CPU %v (largest |y| %g)", name, i, got[i], want[i], big)
+		}
+		worst = max(worst, d)
+	}
+	return worst, big
+}
+
 // TestBackendMoE runs the routed experts of FP4 and FP8 layers through the
 // grouped kernels with every tile (1, 2, 4 and 8 pairs, and moeTile's
 // choice), at a batch where one expert fills several tiles of each size:
@@ -136,18 +155,7 @@ func TestBackendMoE(t *testing.T) {
 				}
 				// The CPU sums in its own order: rounding apart, relative
 				// to the layer's largest output.
-				big := 1.0
-				for _, v := range want {
-					big = max(big, math.Abs(float64(v)))
-				}
-				worst := 0.0
-				for i := range got {
-					d := math.Abs(float64(got[i]-want[i])) / big
-					if !(d <= 1e-5) {
-						t.Fatalf("%s: y[%d] = %v, CPU %v (largest |y| %g)", name, i, got[i], want[i], big)
-					}
-					worst = max(worst, d)
-				}
+				worst, big := nearCPU(t, name, got, want)
 				t.Logf("%s: largest difference from the CPU %.3g of the largest |y| (%.4g)", name, worst, big)
 			}
 		}
@@ -165,15 +173,7 @@ func TestBackendMoE(t *testing.T) {
 		if !slices.Equal(bitsOf(got), bitsOf(apart)) {
 			t.Errorf("%v T=1: moe_route_sort gives other bits than moe_route_b and moe_sort", dt)
 		}
-		big := 1.0
-		for _, v := range want {
-			big = max(big, math.Abs(float64(v)))
-		}
-		for i := range got {
-			if d := math.Abs(float64(got[i]-want[i])) / big; !(d <= 1e-5) {
-				t.Fatalf("%v T=1: y[%d] = %v, CPU %v (largest |y| %g)", dt, i, got[i], want[i], big)
-			}
-		}
+		nearCPU(t, fmt.Sprintf("%v T=1", dt), got, want)
 	}
 }
 
@@ -225,15 +225,7 @@ func TestBackendMoERoute(t *testing.T) {
 				t.Errorf("T=1: moe_route_sort gives other bits than moe_route_b and moe_sort")
 			}
 		}
-		big := 1.0
-		for _, v := range want {
-			big = max(big, math.Abs(float64(v)))
-		}
-		for i := range got {
-			if d := math.Abs(float64(got[i]-want[i])) / big; !(d <= 1e-5) {
-				t.Fatalf("T=%d: y[%d] = %v, CPU %v (largest |y| %g)", T, i, got[i], want[i], big)
-			}
-		}
+		nearCPU(t, fmt.Sprintf("T=%d", T), got, want)
 	}
 }
 
