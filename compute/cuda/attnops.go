@@ -337,6 +337,8 @@ func (b *Backend) attentionTiled(a *compute.AttentionArgs, sp compute.Spans, has
 	kb := attnChunk
 	if tiny && !b.attnLogits32 {
 		kb = attnLogitChunk
+	} else if !tiny && b.attnQKKB > 0 {
+		kb = b.attnQKKB
 	}
 	ds := 1
 	if split && tiny && d%(2*attnGroup) == 0 && !b.attnValuesWhole {

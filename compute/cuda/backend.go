@@ -164,6 +164,11 @@ type Backend struct {
 	// in one block (the path of large batches) instead of splitting them
 	// over blocks at small ones (tests: the same bits).
 	attnNoSplit bool
+	// attnQKKB > 0: attn_qk's chunk of keys at launches past the tiny
+	// layout instead of attnChunk (A/B attn-qk-kb16, attn-qk-kb8: a
+	// logit does not depend on the chunks, so the same bits; smaller
+	// chunks take less shared memory, more blocks an SM).
+	attnQKKB int
 	// attnTinyT > 0: the tiled kernels' small-launch layout up to that
 	// many tokens instead of attnTiledTiny's (the attn-tiny-8 A/B).
 	attnTinyT int
@@ -193,11 +198,12 @@ type Backend struct {
 	// its slots (else the three ops, the same bits), so that the last
 	// blocks always find room.
 	hcSlots, hcSlotsO4 int
-	// hcO4: HCPostPreNorm takes hc_post_pre_o4 from hcO4MinT tokens (the
-	// same bits; A/B hc-o4). Off: written at the end of run 22, when no
-	// device time was left to measure it. hcO4MinT, when not 0, replaces
-	// the constant (tests).
-	hcO4     bool
+	// hcO2: HCPostPreNorm keeps hc_post_pre (two blocks an SM) at every
+	// batch instead of taking hc_post_pre_o4 (four) from hcO4MinT tokens:
+	// the same bits; run 23 measured hc_post_pre_o4 0.0% / 0.7% / 2.4%
+	// faster a step at batches 8 / 64 / 256 (A/B hc-o4, now hc-o2).
+	// hcO4MinT, when not 0, replaces the constant (tests).
+	hcO2     bool
 	hcO4MinT int
 	// br are the backend's branches (branch.go).
 	br branches

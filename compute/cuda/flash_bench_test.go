@@ -465,8 +465,13 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("attn-qk-hb8", []int{1, 2}, func(on bool) { be.attnQKHB8 = on })
 	abAt("attn-qk-tiles", []int{1, 2, 8}, func(on bool) { be.attnQKTiles = on })
 	abAt("indexer-r21", []int{1, 8}, func(on bool) { be.indexerR21 = on })
+	// attn_qk's key chunks of 16 or 8 keys at large launches, not 32.
+	abAt("attn-qk-kb16", []int{64, 256}, func(on bool) { be.attnQKKB = map[bool]int{true: 16}[on] })
+	abAt("attn-qk-kb8", []int{64, 256}, func(on bool) { be.attnQKKB = map[bool]int{true: 8}[on] })
 	abAt("attn-combine-r21", []int{1, 8}, func(on bool) { be.attnCombineR21 = on })
-	abAt("hc-o4", []int{8, 64, 256}, func(on bool) { be.hcO4 = on })
+	// hc_post_pre at every batch (two blocks an SM), not hc_post_pre_o4
+	// from hcO4MinT tokens.
+	abAt("hc-o2", []int{64, 256}, func(on bool) { be.hcO2 = on })
 	// A head's channels over 4 attn_pv blocks at small launches, not 2.
 	abAt("attn-pv-ds4", []int{1, 2}, func(on bool) { be.attnTinyDS = map[bool]int{true: 4}[on] })
 	// One token's FP8 products on the float16 tensor cores (gemvh; other

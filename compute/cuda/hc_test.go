@@ -245,20 +245,22 @@ func TestBackendHCPostPreNorm(t *testing.T) {
 					return out
 				}
 				n0 := be.hcFusedLaunches
+				be.hcO2 = true
 				apart, fused := run(false), run(true)
+				be.hcO2 = false
 				if want := hc <= hcFused && D <= hcFusedMaxCol; (be.hcFusedLaunches > n0) != want {
 					t.Errorf("%s: hc_post_pre launched %d times (want it: %v)", name, be.hcFusedLaunches-n0, want)
 				}
-				be.hcO4, be.hcO4MinT = true, 1
+				be.hcO4MinT = 1
 				o4 := run(true)
-				be.hcO4, be.hcO4MinT = false, 0
+				be.hcO4MinT = 0
 				// As many tokens as the device holds blocks: the three ops
 				// (the waiting blocks could fill every SM).
-				slots := be.hcSlots
-				be.hcSlots = T
+				slots, slotsO4 := be.hcSlots, be.hcSlotsO4
+				be.hcSlots, be.hcSlotsO4 = T, T
 				n1 := be.hcFusedLaunches
 				capped := run(true)
-				be.hcSlots = slots
+				be.hcSlots, be.hcSlotsO4 = slots, slotsO4
 				if be.hcFusedLaunches != n1 {
 					t.Errorf("%s: hc_post_pre launched for a batch of %d with room for %d blocks", name, T, T)
 				}

@@ -572,7 +572,7 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	wc, S := hcMixCols(hc, D)
 	m := b.mustMat(w.Fn)
 	name, slots := "hc_post_pre", b.hcSlots
-	if minT := cmp.Or(b.hcO4MinT, hcO4MinT); T >= minT && b.hcO4 && T < b.hcSlotsO4 {
+	if minT := cmp.Or(b.hcO4MinT, hcO4MinT); T >= minT && !b.hcO2 && T < b.hcSlotsO4 {
 		name, slots = "hc_post_pre_o4", b.hcSlotsO4
 	}
 	if b.hcFusedOff || T == 0 || T > hcFusedMaxT || T >= slots || hc > hcFused || D > hcFusedMaxCol || S*(nMix+1) > hcStage ||
@@ -617,7 +617,7 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 }
 
 // hcO4MinT is the batch from which HCPostPreNorm takes hc_post_pre_o4
-// when Backend.hcO4 is set (four blocks an SM rather than two: its
+// unless Backend.hcO2 is set (four blocks an SM rather than two: its
 // (token, segment) blocks run in waves).
 const hcO4MinT = 16
 

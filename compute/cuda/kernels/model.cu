@@ -634,8 +634,9 @@ extern "C" __global__ void __launch_bounds__(MT)
 // four blocks an SM (64 registers a thread; the last block's 64 streams
 // and 16 columns a thread spill to local memory): for large batches,
 // whose (token, segment) blocks run in waves. Run 22: hc_post_pre sat at
-// 128 registers, two blocks an SM, ~244 us a launch at batch 256. Not yet
-// measured: the host takes it only with Backend.hcO4 (A/B hc-o4).
+// 128 registers, two blocks an SM, ~244 us a launch at batch 256. Run 23:
+// a step 0.7% / 2.4% faster with it at batches 64 / 256 (A/B hc-o4), so
+// the host takes it from hcO4MinT tokens unless Backend.hcO2.
 extern "C" __global__ void __launch_bounds__(MT, 4)
     hc_post_pre_o4(float* __restrict__ h, const float* __restrict__ y, const float* __restrict__ postIn,
                    const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post,
