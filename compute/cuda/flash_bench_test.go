@@ -484,6 +484,8 @@ func BenchmarkFlash(b *testing.B) {
 	// gemvh with the L2 prefetches on: what gemvh reads from the L2.
 	abAt("gemvh-pf", []int{1, 8}, func(on bool) { be.gemvh, be.noPrefetch = on, !on })
 	abAt("gemmx-o1", gemmBatches, func(on bool) { be.k.useO1 = on })
+	// gemmx_fp8 with run 22's software decode of every chunk.
+	abAt("gemmx-dec-r22", gemmBatches, func(on bool) { be.k.useR22 = on })
 	// The crossover: run 8's FastGEMVMaxT (32) against run 9's (8).
 	abAt("gemv-to-32", []int{16, 32}, func(on bool) { be.k.gemvMaxT = map[bool]int{true: 32, false: FastGEMVMaxT}[on] })
 	pdl0 := be.PDL()

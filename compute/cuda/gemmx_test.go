@@ -133,6 +133,61 @@ func TestMatMulX(t *testing.T) {
 	}
 }
 
+// TestMatMulXDecodeR22 checks gemmx_fp8's decode (gvx_dec2's placement
+// and bfloat16 multiplies where every product is a normal bfloat16, the
+// software decode elsewhere) against run 22's software decode of every
+// chunk (gemmx_fp8_r22), bit for bit: scale bytes at and around the
+// fast range's ends [10, 246] and where the one multiply becomes two
+// (134, 135), NaN and subnormal scales, every e4m3 code (zeros, subnormals
+// and a NaN code among them), with the matrix marked NaN-free and not.
+func TestMatMulXDecodeR22(t *testing.T) {
+	k := device(t).Kernels()
+	if !k.gemmxFits(&Matrix{DType: compute.FP8, Rows: 128, Cols: 128, BlockRows: 128, BlockCols: 128}) || k.gemmxFP8R22 == 0 {
+		t.Skip("cuda: no gemmx on this device (needs bfloat16 tensor cores)")
+	}
+	const R, K, B, T = 160, 1024, 32, 70
+	rng := rand.New(rand.NewPCG(7, 24))
+	edges := []byte{0, 1, 2, 9, 10, 11, 60, 100, 120, 127, 133, 134, 135, 136, 200, 245, 246, 247, 250, 254, 255}
+	for _, nanFree := range []bool{false, true} {
+		m, _ := testMatrix(rng, compute.FP8, R, K, B, B)
+		for i := range m.Data {
+			m.Data[i] = byte(i * 37 % 256) // every code in every row
+			if m.Data[i]&0x7F == 0x7F {
+				m.Data[i] ^= 1
+			}
+		}
+		for i := range m.Scale {
+			m.Scale[i] = edges[i%len(edges)]
+			if i%len(edges) == 0 && i > 0 {
+				m.Scale[i] = byte(112 + rng.IntN(16))
+			}
+		}
+		if m.NaNFree = nanFree; !nanFree {
+			m.Data[9*K+70] = 0x7F // a NaN code in row 9
+			m.Data[100*K+513] = 0xFF
+		}
+		x := randFloats(rng, T*K)
+		got := runX(t, []*compute.Matrix{m}, x, T, false)
+		k.useR22 = true
+		want := runX(t, []*compute.Matrix{m}, x, T, false)
+		k.useR22 = false
+		if n := countDiff(bitsOf(got), bitsOf(want)); n > 0 {
+			t.Errorf("NaN-free %v: %d of %d outputs differ from run 22's decode", nanFree, n, len(got))
+		}
+	}
+}
+
+// countDiff returns how many elements of a and b differ.
+func countDiff(a, b []uint32) int {
+	n := 0
+	for i := range a {
+		if a[i] != b[i] {
+			n++
+		}
+	}
+	return n
+}
+
 // TestMatMulXBatchInvariant checks that a token's gemmx product does not
 // depend on its position in the batch or on the other tokens.
 func TestMatMulXBatchInvariant(t *testing.T) {

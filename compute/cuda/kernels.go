@@ -50,6 +50,11 @@ type Kernels struct {
 	// when useO1 is set (measured beside).
 	gemmx, gemmxO1 [5]Func
 	useO1          bool
+	// gemmxFP8R22 is gemmx_fp8_r22 (run 22's software FP8 decode, the
+	// same bits), taken for FP8 when useR22 is set (tests, A/B
+	// gemmx-dec-r22).
+	gemmxFP8R22 Func
+	useR22      bool
 	// gemvMaxT is FastGEMVMaxT, changed only to measure another crossover;
 	// gemvxMinT is GEMVXMinT.
 	gemvMaxT, gemvxMinT int
@@ -270,7 +275,10 @@ func loadKernels(t *Thread, units []built, tensorCores bool, sms int, keepGoing 
 		for _, e := range []struct {
 			f    *Func
 			name string
-		}{{&k.gemmx[d], "gemmx_" + dtypeNames[d]}, {&k.gemmxO1[d], "gemmx_" + dtypeNames[d] + "_o1"}} {
+		}{{&k.gemmx[d], "gemmx_" + dtypeNames[d]}, {&k.gemmxO1[d], "gemmx_" + dtypeNames[d] + "_o1"}, {&k.gemmxFP8R22, "gemmx_fp8_r22"}} {
+			if e.f == &k.gemmxFP8R22 && d != compute.FP8 {
+				continue
+			}
 			fn(e.f, e.name)
 			if *e.f != 0 {
 				if err := t.SetMaxDynamicShared(*e.f, gemmxShared(d)); err != nil {
@@ -673,11 +681,15 @@ func (k *Kernels) matMulX(t *Thread, s Stream, y Ptr, ldy, ygs int, xh, xl Ptr, 
 		per = 1
 	}
 	a := t.Args().Ptr(y).Ptr(part).Ptr(xh).Ptr(xl).Ptr(w.Data).Ptr(w.Scale).Ptr(tab).Int(M).Int(K).Int(T).Int(ldx).Int(xgs).
-		Int(ldy).Int(ygs).Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols()).Int(S).Int(per)
+		Int(ldy).Int(ygs).Int(max(w.BlockRows, 1)).Int(max(w.BlockCols, 1)).Int(w.scaleCols()).Int(S).Int(per).
+		Int(map[bool]int{true: 1}[w.NaNFree && G == 1])
 	grid := Dim3{X: blocks(M, gemmxRows), Y: blocks(T, gemmxTokens), Z: G * (S / per)}
 	f := k.gemmx[w.DType]
 	if k.useO1 && k.gemmxO1[w.DType] != 0 {
 		f = k.gemmxO1[w.DType]
+	}
+	if k.useR22 && w.DType == compute.FP8 && k.gemmxFP8R22 != 0 {
+		f = k.gemmxFP8R22
 	}
 	if err := t.Launch(f, grid, Dim3{X: 256}, gemmxShared(w.DType), s, a); err != nil {
 		return err

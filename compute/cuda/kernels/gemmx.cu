@@ -74,14 +74,35 @@ __host__ __device__ constexpr int gemmx_stage_bytes() {
   return 2 * XN * XS * 2 + gemmx_w_bytes<FMT>();
 }
 
-// decode16 turns a thread's raw chunk (16 columns from column k of row
-// row) into 8 pairs of bfloat16.
-template <int FMT>
-__device__ __forceinline__ void decode16(u32* o, const u8* raw, const u8* __restrict__ sc, int row, int k, int M,
-                                         int K, int blockRows, int blockCols, int scaleCols) {
+// decode16 turns a thread's raw chunk (16 columns of one row) into 8
+// pairs of bfloat16, sb the chunk's UE8M0 scale byte (127 for rows past
+// M). FP8 with FAST (the gemmx_fp8 entries): gvx_dec2's bit placement and
+// bfloat16x2 multiplies, about 2.5 instructions a weight against the
+// software decode's 9 or so (e4m3, a float32 multiply, the bits' shift
+// a weight), for scale bytes in [10, 246] and chunks without a NaN code
+// (nanFree: the matrix has none): there every product of an e4m3 value
+// and the scale is a normal bfloat16, so both decodes give it exactly,
+// the same bits. Other chunks take the software decode (run 22's).
+template <int FMT, bool FAST>
+__device__ __forceinline__ void decode16(u32* o, const u8* raw, u32 sb, int nanFree) {
   if (FMT == FMT_FP8) {
     const uint4 q = *(const uint4*)raw;
-    const float s = row < M ? ue8m0(__ldg(sc + (row / blockRows) * scaleCols + k / blockCols)) : 1.0f;
+    const float s = ue8m0(sb);
+    if (FAST && sb >= 10u && sb <= 246u &&
+        (nanFree || (e4m3_nan_bits(q.x) | e4m3_nan_bits(q.y) | e4m3_nan_bits(q.z) | e4m3_nan_bits(q.w)) == 0u)) {
+      // m2 = 2^(sb-7) = 2^120 · scale as a bfloat16 pair where that is a
+      // bfloat16 (sb <= 134), else 2^120 and then the scale (s2).
+      const bool two = sb > 134u;
+      const u32 s2 = (sb << 7) | (sb << 23);
+      const u32 mb = two ? 0x7B80u : (sb + 120u) << 7, m2 = mb | (mb << 16);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const u32 v = word_of(q, j);
+        o[2 * j] = gvx_dec2(v, 0, m2, s2, two, s);
+        o[2 * j + 1] = gvx_dec2(v, 1, m2, s2, two, s);
+      }
+      return;
+    }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const u32 v = word_of(q, j);
@@ -91,7 +112,7 @@ __device__ __forceinline__ void decode16(u32* o, const u8* raw, const u8* __rest
     }
   } else {  // FMT_FP4
     const uint2 q = *(const uint2*)raw;
-    const float s = row < M ? ue8m0(__ldg(sc + (long long)row * (K / 32) + k / 32)) : 1.0f;
+    const float s = ue8m0(sb);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const u32 v = j < 4 ? q.x >> (8 * j) : q.y >> (8 * (j - 4));
@@ -118,12 +139,12 @@ struct GemmxPairs {
 // y[t·ldy + g·ygs + r]; per == 1: the part's sums at
 // part[((g·S + p)·N + t)·M + r]. With P, the tokens are tile y's pairs
 // (GemmxPairs) and G = 1.
-template <int FMT>
+template <int FMT, bool FAST>
 __device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restrict__ part, const u16* __restrict__ xh,
                                            const u16* __restrict__ xl, const u8* __restrict__ w,
                                            const u8* __restrict__ sc, const u64* __restrict__ tab, int M, int K,
                                            int N, int ldx, int xgs, int ldy, int ygs, int blockRows, int blockCols,
-                                           int scaleCols, int S, int per, const GemmxPairs* P = 0) {
+                                           int scaleCols, int S, int per, int nanFree, const GemmxPairs* P = 0) {
   DYN_SHARED(u8, smem);
   constexpr int SB = gemmx_stage_bytes<FMT>(), BT = XN * XS;  // BT: bfloat16s of one activation tile
   constexpr bool DEC = FMT != FMT_BF16;                         // the weights need decoding into A
@@ -189,13 +210,19 @@ __device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restr
 #pragma unroll
   for (int i = 0; i < XSTAGES - 1; ++i) issue(i);
   for (int i = 0; i < nt; ++i) {
+    // The chunk's scale byte, loaded before the wait (its latency under
+    // the wait's, not after it).
+    u32 sb = 127u;
+    if (DEC && rowOK) {
+      const int k = (kt0 + i) * XK + lk;
+      sb = __ldg(sc + (FMT == FMT_FP8 ? (row / blockRows) * scaleCols + k / blockCols : (long long)row * (K / 32) + k / 32));
+    }
     cp_async_wait();
     const u8* st = smem + (i % XSTAGES) * SB;
     const u16* a = (const u16*)(st + 4 * BT);
     if (DEC) {
       u32 o[8];
-      decode16<FMT>(o, st + 4 * BT + tid * (FMT == FMT_FP8 ? 16 : 8), sc, row, (kt0 + i) * XK + lk, M, K, blockRows,
-                    blockCols, scaleCols);
+      decode16<FMT, FAST>(o, st + 4 * BT + tid * (FMT == FMT_FP8 ? 16 : 8), sb, nanFree);
       u16* ad = A + (i & 1) * XM * XS;
       store8(&ad[lr * XS + lk], o);
       a = ad;
@@ -264,23 +291,27 @@ __device__ __forceinline__ void gemmx_body(float* __restrict__ y, float* __restr
       }
 }
 
-#define GEMMX_ENTRY(NAME, FMT, MINB)                                                                                \
-  extern "C" __global__ void __launch_bounds__(256, MINB)                                                          \
-      NAME(float* __restrict__ y, float* __restrict__ part, const u16* __restrict__ xh, const u16* __restrict__ xl, \
-           const u8* __restrict__ w, const u8* __restrict__ sc, const u64* __restrict__ tab, int M, int K, int N,   \
-           int ldx, int xgs, int ldy, int ygs, int blockRows, int blockCols, int scaleCols, int S, int per) {       \
-    PDL_WAIT();                                                                                                     \
-    gemmx_body<FMT>(y, part, xh, xl, w, sc, tab, M, K, N, ldx, xgs, ldy, ygs, blockRows, blockCols, scaleCols, S,   \
-                    per);                                                                                           \
+#define GEMMX_ENTRY(NAME, FMT, MINB, FAST)                                                                           \
+  extern "C" __global__ void __launch_bounds__(256, MINB)                                                           \
+      NAME(float* __restrict__ y, float* __restrict__ part, const u16* __restrict__ xh, const u16* __restrict__ xl,  \
+           const u8* __restrict__ w, const u8* __restrict__ sc, const u64* __restrict__ tab, int M, int K, int N,    \
+           int ldx, int xgs, int ldy, int ygs, int blockRows, int blockCols, int scaleCols, int S, int per,          \
+           int nanFree) {                                                                                            \
+    PDL_WAIT();                                                                                                      \
+    gemmx_body<FMT, FAST>(y, part, xh, xl, w, sc, tab, M, K, N, ldx, xgs, ldy, ygs, blockRows, blockCols, scaleCols, \
+                          S, per, nanFree);                                                                          \
   }
-GEMMX_ENTRY(gemmx_bf16, FMT_BF16, 2)
-GEMMX_ENTRY(gemmx_fp8, FMT_FP8, 2)
-GEMMX_ENTRY(gemmx_fp4, FMT_FP4, 2)
+GEMMX_ENTRY(gemmx_bf16, FMT_BF16, 2, true)
+GEMMX_ENTRY(gemmx_fp8, FMT_FP8, 2, true)
+GEMMX_ENTRY(gemmx_fp4, FMT_FP4, 2, true)
 // _o1: the same kernels bounded for one block an SM (registers unbounded
 // by the second block), measured beside.
-GEMMX_ENTRY(gemmx_bf16_o1, FMT_BF16, 1)
-GEMMX_ENTRY(gemmx_fp8_o1, FMT_FP8, 1)
-GEMMX_ENTRY(gemmx_fp4_o1, FMT_FP4, 1)
+GEMMX_ENTRY(gemmx_bf16_o1, FMT_BF16, 1, true)
+GEMMX_ENTRY(gemmx_fp8_o1, FMT_FP8, 1, true)
+GEMMX_ENTRY(gemmx_fp4_o1, FMT_FP4, 1, true)
+// gemmx_fp8_r22: run 22's FP8 decode (software, every chunk), for the
+// A/B gemmx-dec-r22 and the tests that compare the two decodes' bits.
+GEMMX_ENTRY(gemmx_fp8_r22, FMT_FP8, 2, false)
 
 // gemmx_moe_<fmt>: y[q] = W_e·x[q / xDiv] for the pairs q of every tile of
 // moe_sort's list (tiles of at most 64 pairs of one expert e), gemmx's
@@ -292,7 +323,8 @@ GEMMX_ENTRY(gemmx_fp4_o1, FMT_FP4, 1)
            int blockRows, int blockCols, int scaleCols) {                                                          \
     PDL_WAIT();                                                                                                     \
     const GemmxPairs P = {order, idx, chunks, xDiv};                                                                \
-    gemmx_body<FMT>(y, 0, xh, xl, 0, 0, tab, M, K, 0, ldx, 0, ldy, 0, blockRows, blockCols, scaleCols, 1, 1, &P);  \
+    gemmx_body<FMT, true>(y, 0, xh, xl, 0, 0, tab, M, K, 0, ldx, 0, ldy, 0, blockRows, blockCols, scaleCols, 1, 1, \
+                          0, &P);                                                                                    \
   }
 GEMMX_MOE_ENTRY(gemmx_moe_bf16, FMT_BF16)
 GEMMX_MOE_ENTRY(gemmx_moe_fp8, FMT_FP8)

@@ -31,31 +31,6 @@
 #define GVX_U 4
 #define GVX_ROWS 32
 
-// gvx_dec2 decodes the e4m3 bytes 2h and 2h+1 of q, times the chunk's
-// scale 2^(e-127) (sf; e its UE8M0 byte), into a bfloat16 pair (byte 2h
-// low). On sm_90: each byte's bits placed as a bfloat16 of the same value
-// times 2^-120 (sign at bit 15, exponent and mantissa at bits 10..4:
-// e4m3's subnormals become bfloat16 subnormals), then one exact
-// bfloat16x2 multiply by m2 = 2^(e-7) (two, by 2^120 and by the scale,
-// where 2^(e-7) is not a bfloat16: e > 134).
-__device__ __forceinline__ u32 gvx_dec2(u32 q, int h, u32 m2, u32 s2, bool two, float sf) {
-#if defined(STRATA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
-  (void)m2;
-  (void)s2;
-  (void)two;
-  return pack2(bf16_exact(__fmul_rn(e4m3((q >> (16 * h)) & 0xFF), sf)),
-               bf16_exact(__fmul_rn(e4m3((q >> (16 * h + 8)) & 0xFF), sf)));
-#else
-  (void)sf;
-  u32 v;  // bytes 2h, 2h+1 as the high bytes of the halves
-  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(v) : "r"(q), "r"(h ? 0x3424u : 0x1404u));
-  u32 t = (v & 0x80008000u) | ((v >> 4) & 0x07F007F0u);
-  asm("mul.rn.bf16x2 %0, %0, %1;" : "+r"(t) : "r"(m2));
-  if (two) asm("mul.rn.bf16x2 %0, %0, %1;" : "+r"(t) : "r"(s2));
-  return t;
-#endif
-}
-
 // gvx_split writes hi and lo of the pair (a, b) (a low) as bfloat16 pairs:
 // hi = bf16(x), lo = bf16(x - hi), round to nearest even.
 __device__ __forceinline__ void gvx_split(float a, float b, u32& hi, u32& lo) {
