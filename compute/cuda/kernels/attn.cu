@@ -232,10 +232,14 @@ __device__ __forceinline__ void key_group_store(float* v, const KeyGroup& g, con
                                                 const Paged& comp, int dim, int i0) {
   switch (g.mode) {
     case 0: {
+      // The hardware's e4m3 to float16 to float32 conversions (exact, NaN
+      // codes to NaN: e4m3's values) instead of e4m3's bit placement and
+      // its NaN test, then the same multiply: the same bits.
+      float e[8];
+      e4m3x4_hw(g.r[0].x, e);
+      e4m3x4_hw(g.r[0].y, e + 4);
 #pragma unroll
-      for (int k = 0; k < 4; ++k) v[k] = __fmul_rn(e4m3((g.r[0].x >> (8 * k)) & 0xFFu), g.sc);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) v[4 + k] = __fmul_rn(e4m3((g.r[0].y >> (8 * k)) & 0xFFu), g.sc);
+      for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(e[k], g.sc);
       break;
     }
     case 1: {
