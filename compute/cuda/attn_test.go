@@ -190,7 +190,8 @@ func (c *flashAttnCase) run(t *testing.T, be *Backend) []float32 {
 // FP8KV window and compressed slots, with and without the indexer's
 // selection) the tiled kernels (16 heads a block: attn_qk's two head tiles
 // a block, attn_pv8 and, at one and two tokens, attn_pv4 on half or a
-// quarter of the channels; attn_qk with 8 heads or a warp a tile;
+// quarter of the channels; attn_qk with 8 heads or a warp a tile, attn_qk8's
+// tiles of 8 keys (from 3 tokens) against attn_qk's of 4, chunks of 8 keys;
 // attn_combine in run 21's form) give the 4- and 16-head kernels' outputs bit for bit, split over blocks
 // and not, and are the float64 definition
 // within 2e-5 of each output's sum of magnitudes.
@@ -219,7 +220,8 @@ func TestBackendAttentionFlash(t *testing.T) {
 			{"tiled, unsplit", false, true, false, false}, {"4-head kernels, unsplit", true, true, false, false},
 			{"tiled, chunks of 32 keys and whole heads", false, false, false, true}, {"tiled, quarter heads", false, false, false, false},
 			{"tiled, 8 heads a logits block", false, false, false, false}, {"tiled, a warp a logits tile", false, false, false, false},
-			{"tiled, run 21's attn_combine", false, false, false, false}} {
+			{"tiled, run 21's attn_combine", false, false, false, false}, {"tiled, 4-key logits tiles", false, false, false, false},
+			{"tiled, logits chunks of 8 keys", false, false, false, false}} {
 			be.attnTiledOff, be.attnNoSplit, be.attnHG16 = v.off, v.noSplit, v.hg16
 			be.attnLogits32, be.attnValuesWhole = v.logits32, v.logits32
 			if v.name == "tiled, quarter heads" {
@@ -228,7 +230,12 @@ func TestBackendAttentionFlash(t *testing.T) {
 			be.attnQKHB8 = v.name == "tiled, 8 heads a logits block"
 			be.attnQKTiles = v.name == "tiled, a warp a logits tile"
 			be.attnCombineR21 = v.name == "tiled, run 21's attn_combine"
+			be.attnQK4 = v.name == "tiled, 4-key logits tiles"
+			if v.name == "tiled, logits chunks of 8 keys" {
+				be.attnQKKB = 8
+			}
 			got := c.run(t, be)
+			be.attnQK4, be.attnQKKB = false, 0
 			be.attnTiledOff, be.attnNoSplit, be.attnHG16, be.attnLogits32, be.attnValuesWhole = false, false, false, false, false
 			be.attnTinyDS, be.attnQKHB8, be.attnQKTiles, be.attnCombineR21 = 0, false, false, false
 			for i := range got {

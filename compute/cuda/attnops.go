@@ -356,7 +356,12 @@ func (b *Backend) attentionTiled(a *compute.AttentionArgs, sp compute.Spans, has
 	if tiny && b.attnQKHB8 {
 		hb = 8
 	}
-	tiles := (kb / 4) * (hb / 8)
+	// Launches past the tiny layout take 8 keys a warp's tile (attn_qk8).
+	logits, tk := "attn_qk", 4
+	if !tiny && kb%8 == 0 && !b.attnQK4 && b.k.fns["attn_qk8"] != 0 {
+		logits, tk = "attn_qk8", 8
+	}
+	tiles := (kb / tk) * (hb / 8)
 	// opThreads a block at every launch, the warps past the tiles loading
 	// queries and keys only: one warp a tile (run 20's, attnQKTiles) made
 	// a step 0.8-0.9% slower at batch 1 and 1.2% at 2 (run 21 calls 4-5).
@@ -365,7 +370,7 @@ func (b *Backend) attentionTiled(a *compute.AttentionArgs, sp compute.Spans, has
 		lthreads = min(opThreads, 32*tiles)
 	}
 	b.attentionLaunches(a, sp, hasComp, selK, maxKeys, split, ds, attnLaunch{
-		logits: "attn_qk", ly: blocks(H, hb), lz: blocks(maxKeys, kb), lthreads: lthreads, lshared: 4*(kb+hb)*d + 12*kb,
+		logits: logits, ly: blocks(H, hb), lz: blocks(maxKeys, kb), lthreads: lthreads, lshared: 4*(kb+hb)*d + 12*kb,
 		values: values, vy: HGv * ds,
 		largs: func(ar *Args) { ar.Int(kb).Int(hb) },
 	})

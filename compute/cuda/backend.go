@@ -164,6 +164,10 @@ type Backend struct {
 	// in one block (the path of large batches) instead of splitting them
 	// over blocks at small ones (tests: the same bits).
 	attnNoSplit bool
+	// attnQK4: launches past the tiny layout keep attn_qk (tiles of 4
+	// keys a warp) instead of attn_qk8 (8 keys: the same bits; A/B
+	// attn-qk-tk4).
+	attnQK4 bool
 	// attnQKKB > 0: attn_qk's chunk of keys at launches past the tiny
 	// layout instead of attnChunk (A/B attn-qk-kb16, attn-qk-kb8: a
 	// logit does not depend on the chunks, so the same bits; smaller
@@ -387,7 +391,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_pv4", "attn_pv8", "indexer_scores", "indexer_scores_r21", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
+		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_qk8", "attn_pv4", "attn_pv8", "indexer_scores", "indexer_scores_r21", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
 		names = append(names, moeSXKernels...)
 		for _, name := range names {
 			if f := b.k.fns[name]; f != 0 {

@@ -465,6 +465,8 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("attn-qk-hb8", []int{1, 2}, func(on bool) { be.attnQKHB8 = on })
 	abAt("attn-qk-tiles", []int{1, 2, 8}, func(on bool) { be.attnQKTiles = on })
 	abAt("indexer-r21", []int{1, 8}, func(on bool) { be.indexerR21 = on })
+	// attn_qk's tiles of 4 keys a warp at large launches, not attn_qk8's 8.
+	abAt("attn-qk-tk4", []int{8, 64, 256}, func(on bool) { be.attnQK4 = on })
 	// attn_qk's key chunks of 16 or 8 keys at large launches, not 32.
 	abAt("attn-qk-kb16", []int{64, 256}, func(on bool) { be.attnQKKB = map[bool]int{true: 16}[on] })
 	abAt("attn-qk-kb8", []int{64, 256}, func(on bool) { be.attnQKKB = map[bool]int{true: 8}[on] })

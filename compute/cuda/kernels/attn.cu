@@ -626,12 +626,16 @@ __device__ __forceinline__ float qk_scatter32(float (&v)[32]) {
 // and heads [blockIdx.y·hb, +hb). Grid (tokens, ceil(heads/hb),
 // ceil(maxKeys/kb)), whole warps up to MT (a warp a tile at most; the
 // host gives MT: the extra warps load queries and keys); dynamic shared
-// memory: (kb + hb)·dim floats + kb·12 bytes.
-extern "C" __global__ void __launch_bounds__(MT)
-    attn_qk(float* lg, int t0, const float* Q, const float* KV, const int* tab, int nspans, const int* pos, Paged win,
-            int winSize, Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK, int heads,
-            int dim, float scale, int maxKeys, int vec, int kb, int hb) {
-  PDL_WAIT();
+// memory: (kb + hb)·dim floats + kb·12 bytes. attn_qk_body's TK is the
+// keys of a warp's tile: QK_TK (attn_qk), or 2·QK_TK (attn_qk8, for kb a
+// multiple of 8: 64 chains a lane, 16 shared loads for 64 multiply-adds
+// instead of 24 for two tiles of 4 keys; each of its 32-chain halves
+// reduced as attn_qk's, so the same bits).
+template <int TK>
+__device__ __forceinline__ void attn_qk_body(float* lg, int t0, const float* Q, const float* KV, const int* tab,
+                                             int nspans, const int* pos, Paged win, int winSize, Paged comp,
+                                             int hasComp, int rate, const int* sel, const int* cnt, int selK,
+                                             int heads, int dim, float scale, int maxKeys, int vec, int kb, int hb) {
   DYN_SHARED(float, sm);
   float* ks = sm;
   float* qs = ks + kb * dim;
@@ -663,31 +667,50 @@ extern "C" __global__ void __launch_bounds__(MT)
   }
   attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec, 0, dim);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  const int nkt = (kn + QK_TK - 1) / QK_TK, nht = (hn + QK_TH - 1) / QK_TH;
+  const int nkt = (kn + TK - 1) / TK, nht = (hn + QK_TH - 1) / QK_TH;
   for (int tile = warp; tile < nkt * nht; tile += nw) {
     const int kt = tile % nkt, ht = tile / nkt;
     // Rows past kn are in the block's buffer and not stored either.
-    const float* kr = ks + kt * QK_TK * dim;
+    const float* kr = ks + kt * TK * dim;
     const float* qr = qs + ht * QK_TH * dim;
-    float v[QK_TK * QK_TH];
+    float v[TK * QK_TH];
 #pragma unroll
-    for (int o = 0; o < QK_TK * QK_TH; ++o) v[o] = 0.0f;
+    for (int o = 0; o < TK * QK_TH; ++o) v[o] = 0.0f;
     for (int i = lane; i < dim; i += 32) {
-      float k[QK_TK], q[QK_TH];
+      float k[TK], q[QK_TH];
 #pragma unroll
-      for (int jj = 0; jj < QK_TK; ++jj) k[jj] = kr[jj * dim + i];
+      for (int jj = 0; jj < TK; ++jj) k[jj] = kr[jj * dim + i];
 #pragma unroll
       for (int hh = 0; hh < QK_TH; ++hh) q[hh] = qr[hh * dim + i];
 #pragma unroll
-      for (int jj = 0; jj < QK_TK; ++jj)
+      for (int jj = 0; jj < TK; ++jj)
 #pragma unroll
         for (int hh = 0; hh < QK_TH; ++hh) v[jj * QK_TH + hh] = __fmaf_rn(q[hh], k[jj], v[jj * QK_TH + hh]);
     }
-    const float s = qk_scatter32(v);
-    const int j = kt * QK_TK + lane / QK_TH, h = ht * QK_TH + lane % QK_TH;
-    if (j < kn && h < hn) lg[((long long)tl * heads + h0 + h) * maxKeys + j0 + j] = __fmul_rn(s, scale);
+#pragma unroll
+    for (int part = 0; part < TK / QK_TK; ++part) {
+      // Keys part·QK_TK .. +QK_TK of the tile: their 32 chains.
+      float w[QK_TK * QK_TH];
+#pragma unroll
+      for (int o = 0; o < QK_TK * QK_TH; ++o) w[o] = v[part * QK_TK * QK_TH + o];
+      const float s = qk_scatter32(w);
+      const int j = kt * TK + part * QK_TK + lane / QK_TH, h = ht * QK_TH + lane % QK_TH;
+      if (j < kn && h < hn) lg[((long long)tl * heads + h0 + h) * maxKeys + j0 + j] = __fmul_rn(s, scale);
+    }
   }
 }
+
+#define ATTN_QK_ENTRY(NAME, TK)                                                                                        \
+  extern "C" __global__ void __launch_bounds__(MT)                                                                     \
+      NAME(float* lg, int t0, const float* Q, const float* KV, const int* tab, int nspans, const int* pos, Paged win,  \
+           int winSize, Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK, int heads, int dim, \
+           float scale, int maxKeys, int vec, int kb, int hb) {                                                        \
+    PDL_WAIT();                                                                                                        \
+    attn_qk_body<TK>(lg, t0, Q, KV, tab, nspans, pos, win, winSize, comp, hasComp, rate, sel, cnt, selK, heads, dim,   \
+                     scale, maxKeys, vec, kb, hb);                                                                     \
+  }
+ATTN_QK_ENTRY(attn_qk, QK_TK)
+ATTN_QK_ENTRY(attn_qk8, 2 * QK_TK)
 
 // attn_pv: attn_values' outputs (or, with split, its chunk sums) for the
 // heads [blockIdx.y / dsplit · PV_HB, +PV_HB), threads (cw/4)·(PV_HB/TH)
