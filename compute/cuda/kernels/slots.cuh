@@ -156,12 +156,28 @@ struct Span {
   int index, start, n, pos0;
 };
 
-// span_of finds the span holding batch row t of the table (nspans rows of
-// start, length, first position); index -1 when none does.
+// span_of finds the first span holding batch row t of the table (nspans
+// rows of start, length, first position); index -1 when none does. The
+// rows are read SPAN_U at a time, their loads in flight together: one
+// row's loads then its test a row (run 22's loop) made a decode step's
+// batch-256 attn_qk spend about 40% of its warps' stall samples in this
+// search (ncu, run 23: row t of a decode batch is span t, so a block
+// walked t rows, a load's latency each).
+#define SPAN_U 16
 __device__ __forceinline__ Span span_of(const int* tab, int nspans, int t) {
-  for (int s = 0; s < nspans; ++s) {
-    const int st = tab[3 * s], n = tab[3 * s + 1];
-    if (t >= st && t < st + n) return Span{s, st, n, tab[3 * s + 2]};
+  for (int s0 = 0; s0 < nspans; s0 += SPAN_U) {
+    int st[SPAN_U], n[SPAN_U];
+#pragma unroll
+    for (int u = 0; u < SPAN_U; ++u) {
+      const int s = min(s0 + u, nspans - 1);
+      st[u] = tab[3 * s];
+      n[u] = tab[3 * s + 1];
+    }
+#pragma unroll
+    for (int u = 0; u < SPAN_U; ++u) {
+      const int s = s0 + u;
+      if (s < nspans && t >= st[u] && t < st[u] + n[u]) return Span{s, st[u], n[u], tab[3 * s + 2]};
+    }
   }
   return Span{-1, 0, 0, 0};
 }
