@@ -90,17 +90,7 @@ __device__ __forceinline__ void decode16(u32* o, const u8* raw, u32 sb, int nanF
     const float s = ue8m0(sb);
     if (FAST && sb >= 10u && sb <= 246u &&
         (nanFree || (e4m3_nan_bits(q.x) | e4m3_nan_bits(q.y) | e4m3_nan_bits(q.z) | e4m3_nan_bits(q.w)) == 0u)) {
-      // m2 = 2^(sb-7) = 2^120 · scale as a bfloat16 pair where that is a
-      // bfloat16 (sb <= 134), else 2^120 and then the scale (s2).
-      const bool two = sb > 134u;
-      const u32 s2 = (sb << 7) | (sb << 23);
-      const u32 mb = two ? 0x7B80u : (sb + 120u) << 7, m2 = mb | (mb << 16);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const u32 v = word_of(q, j);
-        o[2 * j] = gvx_dec2(v, 0, m2, s2, two, s);
-        o[2 * j + 1] = gvx_dec2(v, 1, m2, s2, two, s);
-      }
+      gvx_dec16(q, sb, s, o);
       return;
     }
 #pragma unroll

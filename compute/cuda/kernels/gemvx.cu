@@ -76,18 +76,7 @@ __device__ __forceinline__ void gvx_step(float (&acc)[2][4], const uint4 (&q)[4]
       float sf = ue8m0(e[i]);
       if (!nanFree && (e4m3_nan_bits(v.x) | e4m3_nan_bits(v.y) | e4m3_nan_bits(v.z) | e4m3_nan_bits(v.w)) != 0u)
         sf = __uint_as_float(QNAN_BITS);
-      // m2 = 2^(e-7) = 2^120 · scale as a bfloat16 pair (exponent field
-      // e + 120) when it is one (and no NaN),
-      // else 2^120, and s2 the scale (or NaN) for a second multiply.
-      const u32 sb = __float_as_uint(sf) >> 16, s2 = sb | (sb << 16);
-      const bool two = e[i] > 134u || sf != sf;
-      const u32 mb = two ? 0x7B80u : (e[i] + 120u) << 7, m2 = mb | (mb << 16);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const u32 wd = word_of(v, j);
-        A[h][2 * j] = gvx_dec2(wd, 0, m2, s2, two, sf);
-        A[h][2 * j + 1] = gvx_dec2(wd, 1, m2, s2, two, sf);
-      }
+      gvx_dec16(v, e[i], sf, A[h]);
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {

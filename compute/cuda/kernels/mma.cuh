@@ -83,9 +83,9 @@ __device__ __forceinline__ void ldmatrix_x4(u32* r, const u16* p) {
 
 __device__ __forceinline__ u32 pack2(u32 lo, u32 hi) { return (lo & 0xFFFFu) | (hi << 16); }
 
-// gvx_dec2 (gemvx's and gemmx's) decodes the e4m3 bytes 2h and 2h+1 of
-// q, times the chunk's scale 2^(e-127) (sf; e its UE8M0 byte), into a
-// bfloat16 pair (byte 2h low). On sm_90: each byte's bits placed as a bfloat16 of the same value
+// gvx_dec2 decodes the e4m3 bytes 2h and 2h+1 of q, times the chunk's
+// scale 2^(e-127) (sf; e its UE8M0 byte), into a bfloat16 pair (byte 2h
+// low). On sm_90: each byte's bits placed as a bfloat16 of the same value
 // times 2^-120 (sign at bit 15, exponent and mantissa at bits 10..4:
 // e4m3's subnormals become bfloat16 subnormals), then one exact
 // bfloat16x2 multiply by m2 = 2^(e-7) (two, by 2^120 and by the scale,
@@ -106,6 +106,25 @@ __device__ __forceinline__ u32 gvx_dec2(u32 q, int h, u32 m2, u32 s2, bool two, 
   if (two) asm("mul.rn.bf16x2 %0, %0, %1;" : "+r"(t) : "r"(s2));
   return t;
 #endif
+}
+
+// gvx_dec16 decodes a chunk's 16 e4m3 bytes v times its scale sf (2^(e-127),
+// e its UE8M0 byte; NaN where the chunk is to decode as NaN) into the 8
+// bfloat16 pairs o[j] (bytes 2j, 2j+1) by gvx_dec2: gemvx's decode, and
+// gemmx's where every product is a normal bfloat16.
+__device__ __forceinline__ void gvx_dec16(const uint4& v, u32 e, float sf, u32* o) {
+  // m2 = 2^(e-7) = 2^120 · scale as a bfloat16 pair (exponent field
+  // e + 120) when it is one (and no NaN), else 2^120, and s2 the scale
+  // (or NaN) for a second multiply.
+  const u32 sb = __float_as_uint(sf) >> 16, s2 = sb | (sb << 16);
+  const bool two = e > 134u || sf != sf;
+  const u32 mb = two ? 0x7B80u : (e + 120u) << 7, m2 = mb | (mb << 16);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const u32 wd = word_of(v, j);
+    o[2 * j] = gvx_dec2(wd, 0, m2, s2, two, sf);
+    o[2 * j + 1] = gvx_dec2(wd, 1, m2, s2, two, sf);
+  }
 }
 
 __device__ __forceinline__ void store8(u16* dst, const u32* v) {

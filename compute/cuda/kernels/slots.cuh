@@ -160,7 +160,7 @@ struct Span {
 // rows of start, length, first position); index -1 when none does. The
 // rows are read SPAN_U at a time, their loads in flight together: one
 // row's loads then its test a row (run 22's loop) made a decode step's
-// batch-256 attn_qk spend about 40% of its warps' stall samples in this
+// batch-256 attn_qk spend about 44% of its warps' stall samples in this
 // search (ncu, run 23: row t of a decode batch is span t, so a block
 // walked t rows, a load's latency each).
 #define SPAN_U 16
