@@ -24,9 +24,9 @@ type branches struct {
 	side   [lanes]Stream // created at the first flush that forks them
 	joinEv [lanes]Event
 	forkEv Event
-	// busy: lanes with launches other than l2_prefetch since their last
-	// join (prefetch-only lanes read no scratch), from the recording's
-	// records up to scanned.
+	// busy: lanes with launches other than l2_prefetch and hc_comb since
+	// their last join (those read no scratch: weights, and hc_comb the
+	// backend's hcMixBuf), from the recording's records up to scanned.
 	busy    [lanes]bool
 	scanned int
 	// serial: Branch and Join do nothing, every op runs on the main stream
@@ -40,7 +40,10 @@ const (
 	// laneShared: the MoE's shared expert, beside its routing and routed
 	// experts (moe_combine joins it).
 	laneShared = compute.MaxBranches + 1 + iota
-	lanes      // the lanes, the main stream's 0 included
+	// laneComb: an mHC site's comb (hc_comb), beside the sub-block after
+	// the site; the next site joins it (HCPostPreNorm, HCPost).
+	laneComb
+	lanes // the lanes, the main stream's 0 included
 )
 
 // Branch implements compute.Branches.
@@ -139,11 +142,11 @@ func (b *Backend) joinLane(i int) {
 }
 
 // scanLanes marks the lanes of the launches recorded since the last scan
-// busy unless they are prefetches.
+// busy unless they are prefetches or hc_comb.
 func (b *Backend) scanLanes() {
-	pf := b.k.fns["l2_prefetch"]
+	pf, hcc := b.k.fns["l2_prefetch"], b.k.fns["hc_comb"]
 	for _, r := range b.rec.launches[min(b.br.scanned, len(b.rec.launches)):] {
-		if r.op == opLaunch && r.lane > 0 && r.f != pf {
+		if r.op == opLaunch && r.lane > 0 && r.f != pf && r.f != hcc {
 			b.br.busy[r.lane] = true
 		}
 	}

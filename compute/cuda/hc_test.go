@@ -218,11 +218,17 @@ func TestBackendHCPostPreNorm(t *testing.T) {
 					t.Helper()
 					mark := be.ScratchMark()
 					defer be.ResetScratch(mark)
+					// Outputs start as NaN: scratch would otherwise hold the
+					// last run's values at the same addresses.
 					up := func(v []float32, r, cols int) compute.Tensor {
 						a := be.Scratch(compute.F32, r, cols)
-						if v != nil {
-							be.Write(a, v)
+						if v == nil {
+							v = make([]float32, r*cols)
+							for i := range v {
+								v[i] = float32(math.NaN())
+							}
 						}
+						be.Write(a, v)
 						return a
 					}
 					ht, xt, pt, ct := up(h, T, hc*D), up(nil, T, D), up(nil, T, hc), up(nil, T, hc*hc)
@@ -254,26 +260,39 @@ func TestBackendHCPostPreNorm(t *testing.T) {
 				be.hcO4MinT = 1
 				o4 := run(true)
 				be.hcO4MinT = 0
-				// As many tokens as the device holds blocks: the three ops
-				// (the waiting blocks could fill every SM).
+				// comb computed in hc_post_pre (run 23's form, hcCombIn)
+				// rather than by hc_comb.
+				be.hcCombIn = true
+				inKernel := run(true)
+				// As many tokens as the device holds blocks: with hcCombIn
+				// the three ops (the waiting blocks could fill every SM);
+				// without it, where no block waits, hc_post_pre still.
 				slots, slotsO4 := be.hcSlots, be.hcSlotsO4
 				be.hcSlots, be.hcSlotsO4 = T, T
 				n1 := be.hcFusedLaunches
 				capped := run(true)
-				be.hcSlots, be.hcSlotsO4 = slots, slotsO4
+				be.hcCombIn = false
 				if be.hcFusedLaunches != n1 {
-					t.Errorf("%s: hc_post_pre launched for a batch of %d with room for %d blocks", name, T, T)
+					t.Errorf("%s: hc_post_pre (hcCombIn) launched for a batch of %d with room for %d blocks", name, T, T)
+				}
+				uncapped := run(true)
+				be.hcSlots, be.hcSlotsO4 = slots, slotsO4
+				if want := hc <= hcFused && D <= hcFusedMaxCol; (be.hcFusedLaunches > n1) != want {
+					t.Errorf("%s: hc_post_pre launched %d times with room for %d blocks and none waiting (want it: %v)",
+						name, be.hcFusedLaunches-n1, T, want)
 				}
 				what := [4]string{"h", "x", "post", "comb"}
 				for i := range apart {
 					if !slices.Equal(bitsOf(fused[i]), bitsOf(apart[i])) {
 						t.Errorf("%s: %s differs from the three ops'", name, what[i])
 					}
-					if !slices.Equal(bitsOf(o4[i]), bitsOf(fused[i])) {
-						t.Errorf("%s: %s from hc_post_pre_o4 differs from hc_post_pre's", name, what[i])
-					}
-					if !slices.Equal(bitsOf(capped[i]), bitsOf(apart[i])) {
-						t.Errorf("%s: %s with hc_post_pre's blocks capped differs from the three ops'", name, what[i])
+					for _, o := range []struct {
+						name string
+						out  [4][]float32
+					}{{"hc_post_pre_o4", o4}, {"hcCombIn", inKernel}, {"hcCombIn capped", capped}, {"uncapped", uncapped}} {
+						if !slices.Equal(bitsOf(o.out[i]), bitsOf(fused[i])) {
+							t.Errorf("%s: %s from %s differs from hc_post_pre's", name, what[i], o.name)
+						}
 					}
 				}
 				// The CPU's three ops.

@@ -43,6 +43,15 @@ else
 	( STRATA_FLASH_SYNTH=$CK "$B/cuda.test" -test.run '^TestSynthFlash$' -test.v > "$OUT/synth.log" 2>&1; echo "synth rc=$? at +$(($(date +%s) - T0))s" >> "$OUT/synth.log" ) &
 fi
 SYN=$!
+# FLASH6=1: a 6-layer checkpoint of the Flash pattern beside it (layers 4
+# and 5: a CSA and an HCA layer with scored routing, the kind of 39 of the
+# released 43), whose decode table less the 4-layer one gives a layer's
+# marginal step time for the 43-layer extrapolation (summary).
+CK6=/tmp/strata-flash6
+if [ "${FLASH6:-0}" = 1 ]; then
+	( STRATA_FLASH_LAYERS=6 STRATA_FLASH_SYNTH=$CK6 "$B/cuda.test" -test.run '^TestSynthFlash$' -test.v > "$OUT/synth6.log" 2>&1; echo "synth6 rc=$? at +$(($(date +%s) - T0))s" >> "$OUT/synth6.log" ) &
+	SYN6=$!
+fi
 
 stage tests
 [ "${TESTS:-1}" = 1 ] && timeout $(left 150) "$B/cuda.test" -test.v -test.timeout 200s \
@@ -64,6 +73,14 @@ STRATA_FLASH_DIR=$CK STRATA_FLASH_PROFILE=${PROFILE:-1,8,64} STRATA_FLASH_PROFIL
 	> "$OUT/flash.log" 2>&1
 echo "flash rc=$?" >> "$OUT/flash.log"
 
+if [ "${FLASH6:-0}" = 1 ]; then
+	stage flash6
+	wait $SYN6
+	STRATA_FLASH_DIR=$CK6 STRATA_FLASH_LAYERS=6 STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=none \
+		timeout $(left 30) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
+		> "$OUT/flash6.log" 2>&1
+	echo "flash6 rc=$?" >> "$OUT/flash6.log"
+fi
 if [ "${GEMV:-1}" = 1 ]; then
 	stage gemv
 	timeout $(left 15) "$B/cuda.test" -test.run '^$' -test.bench "${GEMV_BENCH:-BenchmarkGEMVVariants|BenchmarkGEMVGrouped}" -test.benchtime 1x -test.timeout 300s \
@@ -184,6 +201,16 @@ grep -cE "^    --- PASS|^--- PASS" "$OUT/tests.log" | sed 's/^/tests passed (lin
 grep -E "FORMATS|MULTI|FUSED|PDL|BRANCHES|FASTSMALL|MOEH|MOEGEMVX" "$OUT/tests.log" | grep -v "^    " | head -30
 [ -f "$OUT/tests-pdl.log" ] && { grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|FORMATS|rc=|panic" "$OUT/tests-pdl.log" | grep -v "^    " | head -30; grep -cE "^    --- PASS|^--- PASS" "$OUT/tests-pdl.log" | sed 's/^/pdl tests passed (lines): /'; }
 grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -vE "FLASH (kernel|regs|launch)" | head -60
+if [ -f "$OUT/flash6.log" ]; then
+	grep -E "^FLASH \| [0-9]+ \| 4096 \|.*\| true \|$|rc=|panic" "$OUT/flash6.log" | sed 's/^FLASH/FLASH6/'
+	# 43 layers = the 4 measured + 39 of layers 4-5's mean (CSA and HCA
+	# alternate from layer 4 on), step and floor alike.
+	awk -F'|' 'FNR == NR && /^FLASH \| [0-9]+ \| 4096 \|.*\| true \|$/ { t4[$2 + 0] = $4; f4[$2 + 0] = $6; next }
+		/^FLASH \| [0-9]+ \| 4096 \|.*\| true \|$/ { b = $2 + 0; if (b in t4) {
+			l = ($4 - t4[b]) / 2; fl = ($6 - f4[b]) / 2; t = t4[b] + 39 * l; f = f4[b] + 39 * fl
+			printf "FLASH43 | batch %d | 4096 | a layer %.4f ms (floor %.4f, %.2fx) | 43 layers %.3f ms, %.0f tokens/s | floor %.3f ms | %.2fx |\n", b, l, fl, (fl > 0 ? l / fl : 0), t, 1e3 * b / t, f, t / f } }' \
+		"$OUT/flash.log" "$OUT/flash6.log"
+fi
 grep "FLASH kernel" "$OUT/flash.log" | awk -F'|' '{ if (n[$1]++ < 16) print }' | head -120
 grep "FLASH regs" "$OUT/flash.log" | grep -E "gemmx|_sx|_h16|gemvp|gemvx_moe" | head -40
 [ -f "$OUT/ncu-flash.log" ] && grep -E "^  [a-z]|Duration|DRAM Throughput|L2 Cache Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Stall|smsp__|sm__|Issue Slots Busy|Executed Ipc|rc=" "$OUT/ncu-flash.log" | head -120
