@@ -130,7 +130,11 @@ func (b *Backend) joinLanes() {
 	}
 }
 
-// joinLane records a join of lane i if it is forked.
+// joinLane records a join of lane i if it is forked, and of laneComb
+// with it: hc_comb's few microseconds have long ended by the next join
+// of another lane, where the main stream waits anyway, so that the next
+// mHC site, which needs its comb, finds the lane joined and waits for no
+// event just before its launch (which may start early).
 func (b *Backend) joinLane(i int) {
 	if !b.br.forked[i] {
 		return
@@ -139,6 +143,9 @@ func (b *Backend) joinLane(i int) {
 	b.rec.launches = append(b.rec.launches, launchRec{op: opJoin, lane: uint8(i)})
 	b.br.forked[i], b.br.busy[i] = false, false
 	b.br.scanned = len(b.rec.launches)
+	if i != laneComb {
+		b.joinLane(laneComb)
+	}
 }
 
 // scanLanes marks the lanes of the launches recorded since the last scan
