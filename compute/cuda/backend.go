@@ -68,10 +68,8 @@ type Backend struct {
 	noHostMem bool
 	mats      []*Matrix
 	moeTabs   map[*compute.Matrix]*moeTables
-	// hcCnt: hc_post_pre's counters (HCPostPreNorm), and hcMixBuf: the
-	// mix values it leaves for hc_comb (hcFusedMaxT·hcMixMax floats);
-	// freed at Close.
-	hcCnt, hcMixBuf Ptr
+	// hcCnt: hc_post_pre's counters (HCPostPreNorm), freed at Close.
+	hcCnt Ptr
 	// groupTabs are GroupedMatMul's tables, by the group's first matrix.
 	groupTabs map[*compute.Matrix]groupTab
 	optin     int // dynamic shared memory a block may use
@@ -117,11 +115,6 @@ type Backend struct {
 	hcLate bool
 	// hcFusedLaunches counts hc_post_pre's launches (tests).
 	hcFusedLaunches int
-	// hcCombIn: hc_post_pre computes comb itself (run 23's form: the
-	// block before the last waits for it and runs the Sinkhorn steps,
-	// which the launch's end waits for) instead of leaving its mix for
-	// hc_comb on laneComb; the same bits (the hc-comb-in A/B).
-	hcCombIn bool
 	// moeSXP: FP4 and FP8 tiles of 1 and 2 pairs take moe.cu's _sxp
 	// entries (the weight loads in a shared-memory ring) instead of the
 	// _sx ones where the batch has more than one token; the same bits.
@@ -203,12 +196,11 @@ type Backend struct {
 	// indexer_scores (the same bits; A/B indexer-r21).
 	indexerR21 bool
 	// hcSlots, hcSlotsO4: how many blocks of hc_post_pre and of
-	// hc_post_pre_o4 the device holds at once (residentSlots). With
-	// hcCombIn a token's next-to-last block waits for its last, so a
-	// launch of T tokens may hold T waiting blocks: HCPostPreNorm then
-	// takes a kernel only for T below its slots (else the three ops, the
-	// same bits), so that the last blocks always find room. Without it no
-	// block waits for another, and the slots do not bound T.
+	// hc_post_pre_o4 the device holds at once (residentSlots). A token's
+	// next-to-last block waits for its last, so a launch of T tokens may
+	// hold T waiting blocks: HCPostPreNorm takes a kernel only for T below
+	// its slots (else the three ops, the same bits), so that the last
+	// blocks always find room.
 	hcSlots, hcSlotsO4 int
 	// hcO2: HCPostPreNorm keeps hc_post_pre (two blocks an SM) at every
 	// batch instead of taking hc_post_pre_o4 (four) from hcO4MinT tokens:
@@ -691,9 +683,6 @@ func (b *Backend) Close() error {
 		}
 		for _, mt := range b.moeTabs {
 			errs = append(errs, t.Free(mt.tab))
-		}
-		if b.hcMixBuf != 0 {
-			errs = append(errs, t.Free(b.hcMixBuf))
 		}
 		if b.hcCnt != 0 {
 			errs = append(errs, t.Free(b.hcCnt))

@@ -24,9 +24,9 @@ type branches struct {
 	side   [lanes]Stream // created at the first flush that forks them
 	joinEv [lanes]Event
 	forkEv Event
-	// busy: lanes with launches other than l2_prefetch and hc_comb since
-	// their last join (those read no scratch: weights, and hc_comb the
-	// backend's hcMixBuf), from the recording's records up to scanned.
+	// busy: lanes with launches other than l2_prefetch since their last
+	// join (prefetch-only lanes read no scratch), from the recording's
+	// records up to scanned.
 	busy    [lanes]bool
 	scanned int
 	// serial: Branch and Join do nothing, every op runs on the main stream
@@ -40,10 +40,7 @@ const (
 	// laneShared: the MoE's shared expert, beside its routing and routed
 	// experts (moe_combine joins it).
 	laneShared = compute.MaxBranches + 1 + iota
-	// laneComb: an mHC site's comb (hc_comb), beside the sub-block after
-	// the site; the next site joins it (HCPostPreNorm, HCPost).
-	laneComb
-	lanes // the lanes, the main stream's 0 included
+	lanes      // the lanes, the main stream's 0 included
 )
 
 // Branch implements compute.Branches.
@@ -130,11 +127,7 @@ func (b *Backend) joinLanes() {
 	}
 }
 
-// joinLane records a join of lane i if it is forked, and of laneComb
-// with it: hc_comb's few microseconds have long ended by the next join
-// of another lane, where the main stream waits anyway, so that the next
-// mHC site, which needs its comb, finds the lane joined and waits for no
-// event just before its launch (which may start early).
+// joinLane records a join of lane i if it is forked.
 func (b *Backend) joinLane(i int) {
 	if !b.br.forked[i] {
 		return
@@ -143,17 +136,14 @@ func (b *Backend) joinLane(i int) {
 	b.rec.launches = append(b.rec.launches, launchRec{op: opJoin, lane: uint8(i)})
 	b.br.forked[i], b.br.busy[i] = false, false
 	b.br.scanned = len(b.rec.launches)
-	if i != laneComb {
-		b.joinLane(laneComb)
-	}
 }
 
 // scanLanes marks the lanes of the launches recorded since the last scan
-// busy unless they are prefetches or hc_comb.
+// busy unless they are prefetches.
 func (b *Backend) scanLanes() {
-	pf, hcc := b.k.fns["l2_prefetch"], b.k.fns["hc_comb"]
+	pf := b.k.fns["l2_prefetch"]
 	for _, r := range b.rec.launches[min(b.br.scanned, len(b.rec.launches)):] {
-		if r.op == opLaunch && r.lane > 0 && r.f != pf && r.f != hcc {
+		if r.op == opLaunch && r.lane > 0 && r.f != pf {
 			b.br.busy[r.lane] = true
 		}
 	}

@@ -132,13 +132,6 @@ func TestBackendBranches(t *testing.T) {
 		}
 		samePaths(t, br, one, "on one stream")
 		samePaths(t, br, shm, "with the shared expert on the main stream")
-		// Each mHC site's comb forks laneComb (hc_comb) unless hcCombIn.
-		var ci *Backend
-		cin := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { ci = be; be.noPrefetch = false; be.hcCombIn = true })
-		if on.Stats().Forks <= ci.Stats().Forks {
-			t.Fatalf("%d forks with hc_comb on its lane, %d with comb in hc_post_pre", on.Stats().Forks, ci.Stats().Forks)
-		}
-		samePaths(t, br, cin, "with comb in hc_post_pre")
 		// A recording a layer (Submit) or one a step: the same values.
 		var ns *Backend
 		one1 := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { ns = be; be.noPrefetch = false; be.noSubmit = true })

@@ -474,9 +474,6 @@ func BenchmarkFlash(b *testing.B) {
 	// hc_post_pre at every batch (two blocks an SM), not hc_post_pre_o4
 	// from hcO4MinT tokens.
 	abAt("hc-o2", []int{64, 256}, func(on bool) { be.hcO2 = on })
-	// comb's Sinkhorn steps in hc_post_pre (its launch's end waits for
-	// them), not hc_comb on laneComb.
-	abAt("hc-comb-in", []int{1, 8, 64, 256}, func(on bool) { be.hcCombIn = on })
 	// A head's channels over 4 attn_pv blocks at small launches, not 2.
 	abAt("attn-pv-ds4", []int{1, 2}, func(on bool) { be.attnTinyDS = map[bool]int{true: 4}[on] })
 	// One token's FP8 products on the float16 tensor cores (gemvh; other

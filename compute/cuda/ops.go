@@ -545,7 +545,6 @@ func (b *Backend) HCPost(h, y, post, comb compute.Tensor, p compute.HCParams) {
 	if T == 0 {
 		return
 	}
-	b.opJoin(laneComb) // comb may be hc_comb's (HCPostPreNorm)
 	b.launch("hc_post", Dim3{X: T, Y: blocks(D, opThreads)}, Dim3{X: opThreads}, 0,
 		b.args().Ptr(b.ptr(h)).Ptr(b.ptr(y)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).Int(hc).Int(D))
 }
@@ -567,24 +566,14 @@ const (
 // streams of hcFusedMaxCol columns, hcFusedMaxT tokens and fewer than the
 // kernel's resident blocks, Backend.hcSlots; not Backend.hcFusedOff),
 // else the three ops.
-//
-// Unless hcCombIn, comb is computed by hc_comb on the backend's laneComb
-// (from the mix values hc_post_pre leaves in hcMixBuf), beside the ops
-// that follow: only the next site reads it, and HCPostPreNorm and HCPost
-// join the lane before they launch.
 func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tensor, w *compute.HC, p compute.HCParams, norm compute.Tensor, eps float32) {
 	hc, D, T := p.HC, p.D, h.Rows
 	nMix := (2 + hc) * hc
 	wc, S := hcMixCols(hc, D)
 	m := b.mustMat(w.Fn)
-	// combIn may be the last site's comb, and hcMixBuf is written again.
-	b.opJoin(laneComb)
 	name, slots := "hc_post_pre", b.hcSlots
-	if minT := cmp.Or(b.hcO4MinT, hcO4MinT); T >= minT && !b.hcO2 && (T < b.hcSlotsO4 || !b.hcCombIn) {
+	if minT := cmp.Or(b.hcO4MinT, hcO4MinT); T >= minT && !b.hcO2 && T < b.hcSlotsO4 {
 		name, slots = "hc_post_pre_o4", b.hcSlotsO4
-	}
-	if !b.hcCombIn {
-		slots = hcFusedMaxT + 1 // no block waits for another
 	}
 	if b.hcFusedOff || T == 0 || T > hcFusedMaxT || T >= slots || hc > hcFused || D > hcFusedMaxCol || S*(nMix+1) > hcStage ||
 		m.DType != compute.F32 || m.Rows != nMix || m.Cols != hc*D {
@@ -611,12 +600,9 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 		checkShape("HCPostPreNorm norm", norm, 1, D)
 		nw = b.ptr(norm)
 	}
-	cnt, mixBuf := b.hcCounters()
+	cnt := b.hcCounters()
 	if cnt == 0 {
 		return
-	}
-	if b.hcCombIn {
-		mixBuf = 0
 	}
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
@@ -626,22 +612,9 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	// start early, as the weight products do (SetPDLEarly), unless hcLate.
 	b.launchAs(name, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
 		b.args().Ptr(b.ptr(h)).Ptr(yp).Ptr(pip).Ptr(cip).Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).
-			Ptr(b.ptr(part)).Ptr(cnt).Ptr(mixBuf).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).
+			Ptr(b.ptr(part)).Ptr(cnt).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).
 			Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps), !b.hcLate)
-	if mixBuf == 0 {
-		return
-	}
-	lane := b.opBranch(laneComb)
-	b.launch("hc_comb", Dim3{X: T}, Dim3{X: 32}, 0,
-		b.args().Ptr(b.ptr(comb)).Ptr(mixBuf).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Int(hc).F32(p.Eps).Int(p.SinkhornIters))
-	if lane {
-		b.opMain()
-	}
 }
-
-// hcMixMax is the most mix values a token hc_post_pre leaves for hc_comb:
-// (2 + hcFused)·hcFused.
-const hcMixMax = (2 + hcFused) * hcFused
 
 // hcO4MinT is the batch from which HCPostPreNorm takes hc_post_pre_o4
 // unless Backend.hcO2 is set (four blocks an SM rather than two: its
@@ -650,40 +623,32 @@ const hcO4MinT = 16
 
 // hcCounters returns hc_post_pre's counters (hcFusedMaxT uint32s, zero
 // between launches: each launch's last blocks reset theirs), allocated and
-// zeroed on first use, and its buffer for hc_comb (hcFusedMaxT·hcMixMax
-// floats); 0s after a failure (recorded in b.err).
-func (b *Backend) hcCounters() (cnt, mix Ptr) {
+// zeroed on first use; 0 after a failure (recorded in b.err).
+func (b *Backend) hcCounters() Ptr {
 	if b.hcCnt != 0 {
-		return b.hcCnt, b.hcMixBuf
+		return b.hcCnt
 	}
 	err := b.do(func(t *Thread) error {
-		mp, err := t.Alloc(4 * hcFusedMaxT * hcMixMax)
-		if err != nil {
-			return err
-		}
 		p, err := t.Alloc(4 * hcFusedMaxT)
 		if err != nil {
-			t.Free(mp)
 			return err
 		}
 		if err := t.Memset32(p, 0, hcFusedMaxT, t.Stream()); err != nil {
 			t.Free(p)
-			t.Free(mp)
 			return err
 		}
 		if err := t.Sync(t.Stream()); err != nil {
 			t.Free(p)
-			t.Free(mp)
 			return err
 		}
-		b.hcCnt, b.hcMixBuf = p, mp
+		b.hcCnt = p
 		return nil
 	})
 	if err != nil {
 		b.fail(fmt.Errorf("cuda: hc_post_pre counters: %w", err))
-		return 0, 0
+		return 0
 	}
-	return b.hcCnt, b.hcMixBuf
+	return b.hcCnt
 }
 
 // HCHead implements compute.Mixing.

@@ -495,16 +495,11 @@ extern "C" __global__ void __launch_bounds__(MT)
 // reads them) and the segment's partial sums; the last block of token t
 // to finish (cnt[t]) stages the partials, computes mix (hc_stage_mix),
 // pre and post (hc_pre_weights), x = Σ_j pre_j·h'_j for every column
-// (hc_pre_split's order) and its RMS norm (rms_factor: rmsnorm's order).
-// They read what the others wrote through L2 (__ldcg, after the
+// (hc_pre_split's order) and its RMS norm (rms_factor: rmsnorm's order);
+// the block that arrived before it waits for it, computes mix again and
+// comb (hc_pre_comb) at the same time, and resets cnt[t] for the next
+// launch. They read what the others wrote through L2 (__ldcg, after the
 // counter's fences).
-// comb (hc_pre_comb: 2·iters - 1 dependent Sinkhorn steps, ~2 us) is
-// read only by the next site, so with mixOut the last block writes mix
-// there and resets cnt[t], and hc_comb computes comb from it in a launch
-// of its own (beside the sub-block, off its critical path); no block
-// waits for another. Without mixOut (run 23's form, Backend.hcCombIn):
-// the block that arrived before the last waits for it, computes mix again
-// and comb at the same time, and resets cnt[t] for the next launch.
 // The host takes it where hc <= HC_FUSED, S·(nMix + 1) <= HC_STAGE and
 // D <= RMS_REGS·MT. Grid (T, S), S = ceil(D/w).
 #define HC_FUSED 4
@@ -513,8 +508,7 @@ extern "C" __global__ void __launch_bounds__(MT)
 __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const float* __restrict__ y,
                                                  const float* __restrict__ postIn, const float* __restrict__ combIn,
                                                  float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
-                                                 float* part, unsigned* cnt, float* __restrict__ mixOut,
-                                                 const float* __restrict__ fn,
+                                                 float* part, unsigned* cnt, const float* __restrict__ fn,
                                                  const float* __restrict__ base, const float* __restrict__ scale,
                                                  const float* __restrict__ normW, int hc, int D, int w, float normEps,
                                                  float eps, int iters, float rmsEps) {
@@ -562,17 +556,16 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   __syncthreads();
   if (tid == 0) arrived = atomicAdd(cnt + t, 1u);
   __syncthreads();
-  // The last block to arrive computes x (and, with mixOut, writes mix and
-  // resets the counter); without mixOut the one before it (on the GPU:
+  // The last block to arrive computes x; the one before it (on the GPU:
   // the emulator runs blocks one at a time) waits for the last and
   // computes comb meanwhile, and resets the counter.
 #ifdef STRATA_EMU
-  const bool combHere = !mixOut;
+  const bool combHere = true;
   if (arrived != (unsigned)(S - 1)) return;
   if (tid == 0) cnt[t] = 0;
 #else
-  const bool combHere = !mixOut && S == 1;
-  if (!mixOut && S > 1 && arrived == (unsigned)(S - 2)) {
+  const bool combHere = S == 1;
+  if (S > 1 && arrived == (unsigned)(S - 2)) {
     if (tid == 0) {
       while (atomicAdd(cnt + t, 0u) != (unsigned)S) __nanosleep(20);
       cnt[t] = 0;
@@ -587,7 +580,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
     return;
   }
   if (arrived != (unsigned)(S - 1)) return;
-  if ((mixOut || S == 1) && tid == 0) cnt[t] = 0;
+  if (S == 1 && tid == 0) cnt[t] = 0;
 #endif
   __threadfence();
   const float* pt = part + (long long)t * np;
@@ -605,8 +598,6 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   __syncthreads();
   hc_stage_mix(mix, gsum, stage, S, nMix, hc * D, normEps);
   if (tid < 32) hc_pre_weights(mix, pre, post, true, true, nullptr, t, S, nMix, hc * D, normEps, base, scale, hc, eps);
-  if (mixOut)
-    for (int r = tid; r < nMix; r += MT) mixOut[(long long)t * nMix + r] = mix[r];
   __syncthreads();
   float xv[RMS_REGS];
 #pragma unroll
@@ -631,12 +622,12 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
 extern "C" __global__ void __launch_bounds__(MT)
     hc_post_pre(float* __restrict__ h, const float* __restrict__ y, const float* __restrict__ postIn,
                 const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
-                float* part, unsigned* cnt, float* __restrict__ mixOut, const float* __restrict__ fn,
-                const float* __restrict__ base, const float* __restrict__ scale, const float* __restrict__ normW, int hc,
-                int D, int w, float normEps, float eps, int iters, float rmsEps) {
+                float* part, unsigned* cnt, const float* __restrict__ fn, const float* __restrict__ base,
+                const float* __restrict__ scale, const float* __restrict__ normW, int hc, int D, int w, float normEps,
+                float eps, int iters, float rmsEps) {
   PDL_OPEN_EARLY();
-  hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, mixOut, fn, base, scale, normW, hc, D, w, normEps, eps,
-                   iters, rmsEps);
+  hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
+                   rmsEps);
 }
 
 // hc_post_pre_o4 is hc_post_pre (the same body, so the same bits) held to
@@ -649,27 +640,12 @@ extern "C" __global__ void __launch_bounds__(MT)
 extern "C" __global__ void __launch_bounds__(MT, 4)
     hc_post_pre_o4(float* __restrict__ h, const float* __restrict__ y, const float* __restrict__ postIn,
                    const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post,
-                   float* __restrict__ comb, float* part, unsigned* cnt, float* __restrict__ mixOut,
-                   const float* __restrict__ fn, const float* __restrict__ base, const float* __restrict__ scale,
-                   const float* __restrict__ normW, int hc, int D, int w, float normEps, float eps, int iters,
-                   float rmsEps) {
+                   float* __restrict__ comb, float* part, unsigned* cnt, const float* __restrict__ fn,
+                   const float* __restrict__ base, const float* __restrict__ scale, const float* __restrict__ normW,
+                   int hc, int D, int w, float normEps, float eps, int iters, float rmsEps) {
   PDL_OPEN_EARLY();
-  hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, mixOut, fn, base, scale, normW, hc, D, w, normEps, eps,
-                   iters, rmsEps);
-}
-
-// hc_comb writes comb[t] (hc_pre_comb) from token t's mix values, which
-// hc_post_pre wrote to mix (nMix = (2 + hc)·hc floats a token): the bits
-// of the comb hc_post_pre computes without mixOut. Grid T, one warp.
-extern "C" __global__ void __launch_bounds__(32)
-    hc_comb(float* __restrict__ comb, const float* __restrict__ mix, const float* __restrict__ base,
-            const float* __restrict__ scale, int hc, float eps, int iters) { PDL_WAIT();
-  __shared__ float m[HC_MIX_MAX];
-  __shared__ float c[HC_MAX * HC_MAX];
-  const int t = blockIdx.x, nMix = (2 + hc) * hc;
-  for (int r = threadIdx.x; r < nMix; r += 32) m[r] = mix[(long long)t * nMix + r];
-  __syncwarp();
-  hc_pre_comb(comb, c, m, t, base, scale, hc, eps, iters);
+  hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
+                   rmsEps);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
