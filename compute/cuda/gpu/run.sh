@@ -14,7 +14,8 @@
 # the golden and invariance tests again with programmatic dependent launch,
 # STRATA_CUDA_PDL=PDLMODE: 1, or early for SetPDLEarly);
 # BenchmarkFlash (decode table, A/B lines, kernel breakdowns at
-# PROFILE batches, 8K prefill); the GEMV benchmarks (GEMV=1, GEMV_BENCH the -test.bench pattern); gemmx
+# PROFILE batches, 8K prefill); with FLASH6=1 a 6-layer checkpoint's
+# decode table and the 43-layer extrapolation (FLASH43 lines); the GEMV benchmarks (GEMV=1, GEMV_BENCH the -test.bench pattern); gemmx
 # against run 8's fast products (GEMMX=1); what an L2 prefetch buys a
 # product (PREFETCH=1); ncu on the T = 1 FP8 products (NCU=1) and on a
 # batch-1 step's kernels (NCU_FLASH=1, NCU_K); perplexity
