@@ -203,11 +203,13 @@ grep -E "FORMATS|MULTI|FUSED|PDL|BRANCHES|FASTSMALL|MOEH|MOEGEMVX" "$OUT/tests.l
 [ -f "$OUT/tests-pdl.log" ] && { grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|FORMATS|rc=|panic" "$OUT/tests-pdl.log" | grep -v "^    " | head -30; grep -cE "^    --- PASS|^--- PASS" "$OUT/tests-pdl.log" | sed 's/^/pdl tests passed (lines): /'; }
 grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -vE "FLASH (kernel|regs|launch)" | head -60
 if [ -f "$OUT/flash6.log" ]; then
-	grep -E "^FLASH \| [0-9]+ \| 4096 \|.*\| true \|$|rc=|panic" "$OUT/flash6.log" | sed 's/^FLASH/FLASH6/'
+	# A decode-table row at 4K context with graphs.
+	ROW='^FLASH \| [0-9]+ \| 4096 \|.*\| true \|$'
+	grep -E "$ROW|rc=|panic" "$OUT/flash6.log" | sed 's/^FLASH/FLASH6/'
 	# 43 layers = the 4 measured + 39 of layers 4-5's mean (CSA and HCA
 	# alternate from layer 4 on), step and floor alike.
-	awk -F'|' 'FNR == NR && /^FLASH \| [0-9]+ \| 4096 \|.*\| true \|$/ { t4[$2 + 0] = $4; f4[$2 + 0] = $6; next }
-		/^FLASH \| [0-9]+ \| 4096 \|.*\| true \|$/ { b = $2 + 0; if (b in t4) {
+	awk -F'|' -v row="$ROW" 'FNR == NR && $0 ~ row { t4[$2 + 0] = $4; f4[$2 + 0] = $6; next }
+		$0 ~ row { b = $2 + 0; if (b in t4) {
 			l = ($4 - t4[b]) / 2; fl = ($6 - f4[b]) / 2; t = t4[b] + 39 * l; f = f4[b] + 39 * fl
 			printf "FLASH43 | batch %d | 4096 | a layer %.4f ms (floor %.4f, %.2fx) | 43 layers %.3f ms, %.0f tokens/s | floor %.3f ms | %.2fx |\n", b, l, fl, (fl > 0 ? l / fl : 0), t, 1e3 * b / t, f, t / f } }' \
 		"$OUT/flash.log" "$OUT/flash6.log"
