@@ -88,17 +88,14 @@ const hbmBytesPerSec = 4.3e12
 // STRATA_FLASH_LAYERS (4), STRATA_FLASH_EXPERTS (256), STRATA_FLASH_BATCHES
 // (1,8,64,256), STRATA_FLASH_CONTEXTS (4096,65536), STRATA_FLASH_PREFILL
 // (8192), STRATA_FLASH_PROFILE (1: the batches whose kernels are listed),
-// STRATA_FLASH_DIR (where the checkpoint is written).
+// STRATA_FLASH_DIR (where the checkpoint is written), STRATA_FLASH_DEPTH
+// (the checkpoint loaded as a model of that many layers, its last two
+// repeated, each layer in its own device memory: deepseekv4.LoadDeep; max:
+// as many as the device's free memory holds with the largest cache the
+// table asks for; only the decode table is run then).
 func BenchmarkFlash(b *testing.B) {
 	dev := device(b)
 	layers, experts := envInt("STRATA_FLASH_LAYERS", 4), envInt("STRATA_FLASH_EXPERTS", 256)
-	ratios := make([]string, layers)
-	for l := range ratios {
-		ratios[l] = "0"
-		if l >= 2 {
-			ratios[l] = []string{"4", "128"}[(l-2)%2]
-		}
-	}
 	cfgJSON := flashJSON(layers, experts)
 	dir := os.Getenv("STRATA_FLASH_DIR")
 	if dir == "" {
@@ -134,14 +131,31 @@ func BenchmarkFlash(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	batches := intList(os.Getenv("STRATA_FLASH_BATCHES"), []int{1, 8, 64, 256})
+	contexts := intList(os.Getenv("STRATA_FLASH_CONTEXTS"), []int{4096, 65536})
+	depth := layers
+	if v := os.Getenv("STRATA_FLASH_DEPTH"); v == "max" {
+		depth = flashMaxDepth(b, be, dir, layers, fp8, batches, contexts)
+	} else if v != "" {
+		depth = envInt("STRATA_FLASH_DEPTH", layers)
+	}
 	start := time.Now()
-	m, err := deepseekv4.LoadWith(dir, be, model.Options{CacheDType: fp8})
+	var m *deepseekv4.Model
+	if depth > layers {
+		m, err = deepseekv4.LoadDeep(dir, be, model.Options{CacheDType: fp8}, depth, 2)
+	} else {
+		m, err = deepseekv4.LoadWith(dir, be, model.Options{CacheDType: fp8})
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer m.Close()
 	fmt.Printf("FLASH loaded on %s (pdl %v) in %.1fs\n", be.Name(), be.PDL(), time.Since(start).Seconds())
 	cfg := m.Cfg
+	var ratios []string
+	for _, l := range cfg.Layers {
+		ratios = append(ratios, strconv.Itoa(l.Rate))
+	}
 	ctx := context.Background()
 
 	// Bytes a decode step reads: every weight once (the routed experts: the
@@ -241,9 +255,7 @@ func BenchmarkFlash(b *testing.B) {
 		return sec, nil
 	}
 
-	batches := intList(os.Getenv("STRATA_FLASH_BATCHES"), []int{1, 8, 64, 256})
-	contexts := intList(os.Getenv("STRATA_FLASH_CONTEXTS"), []int{4096, 65536})
-	fmt.Printf("FLASH %d layers (%s), %d experts of %d (fp4), weights %.2f GB read at batch 1\n", layers, strings.Join(ratios, ","), E, cfg.MoEInter, weightsFor(1)/1e9)
+	fmt.Printf("FLASH %d layers (%s), %d experts of %d (fp4), weights %.2f GB read at batch 1\n", len(cfg.Layers), strings.Join(ratios, ","), E, cfg.MoEInter, weightsFor(1)/1e9)
 	fmt.Println("FLASH | batch | context | ms/step | tokens/s | floor ms | of floor | graphs |")
 	var hostLines []string
 	for _, n := range contexts {
@@ -265,6 +277,9 @@ func BenchmarkFlash(b *testing.B) {
 	}
 	for _, l := range hostLines {
 		fmt.Println(l)
+	}
+	if depth > layers {
+		return // a deepened model: its decode table alone
 	}
 	// The logits' read-back at each batch: into Go (pageable) memory, as
 	// Forward reads them, against pinned memory (with and without the copy
@@ -764,4 +779,55 @@ func flashReadLine(b *testing.B, be *Backend, B, vocab int) string {
 	gbs := func(s float64) float64 { return float64(n) / s / 1e9 }
 	return fmt.Sprintf("FLASH read | batch %d | %d KB | go memory %.1f us (%.1f GB/s) | pinned %.1f us (%.1f GB/s) | pinned + copy %.1f us |",
 		B, n>>10, 1e6*goMem, gbs(goMem), 1e6*pinOnly, gbs(pinOnly), 1e6*pinCopy)
+}
+
+// flashMaxDepth is the most layers (the checkpoint's, then pairs of its
+// last two) whose weights and the largest decode pool of the table fit in
+// the device's free memory, less a reserve for the activations, graphs and
+// logits. The checkpoint's shards (WriteSynthetic's, one a layer) give the
+// bytes: a layer's weights on the device are its tensors' bytes.
+func flashMaxDepth(b *testing.B, be *Backend, dir string, layers int, dt cache.DType, batches, contexts []int) int {
+	var free int64
+	if err := be.do(func(t *Thread) error { var err error; free, _, err = t.MemInfo(); return err }); err != nil {
+		b.Fatal(err)
+	}
+	size := func(name string) int64 {
+		st, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return st.Size()
+	}
+	stored := size("model-head.safetensors")
+	for l := range layers {
+		stored += size(fmt.Sprintf("model-layer%03d.safetensors", l))
+	}
+	pair := size(fmt.Sprintf("model-layer%03d.safetensors", layers-2)) + size(fmt.Sprintf("model-layer%03d.safetensors", layers-1))
+	cfg, err := deepseekv4.LoadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	const reserve = 8 << 30
+	best := layers
+	for n := layers; ; n += 2 {
+		deep, err := deepseekv4.Deepen(cfg, n, 2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		specs := deep.CacheSpecs(dt)
+		pb := cache.PageBytesFor(specs)
+		var pool int64
+		for _, B := range batches {
+			for _, c := range contexts {
+				pool = max(pool, int64(B)*int64(cache.TotalPages(specs, c+10, pb))*int64(pb))
+			}
+		}
+		need := stored + int64((n-layers)/2)*pair + pool + reserve
+		if need > free {
+			fmt.Printf("FLASH depth %d: %.1f GB free; %d layers would need %.1f GB (weights %.1f, the largest pool %.1f, reserve %.1f)\n",
+				best, float64(free)/1e9, n, float64(need)/1e9, float64(stored+int64((n-layers)/2)*pair)/1e9, float64(pool)/1e9, float64(reserve)/1e9)
+			return best
+		}
+		best = n
+	}
 }

@@ -100,6 +100,11 @@ func New(cfg *Config, ck *safetensors.Checkpoint, be compute.Backend, o model.Op
 	if err != nil {
 		return nil, err
 	}
+	return newBound(cfg, ck, w, be, o)
+}
+
+// newBound is New for weights already bound.
+func newBound(cfg *Config, ck *safetensors.Checkpoint, w *Weights, be compute.Backend, o model.Options) (*Model, error) {
 	lay, err := newCacheLayout(cfg, cfg.CacheSpecs(o.CacheDType), len(cfg.Layers), o.CacheDType)
 	if err != nil {
 		return nil, err

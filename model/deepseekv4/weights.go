@@ -170,6 +170,12 @@ type binder struct {
 // shapes and dtypes. It reports every missing, unexpected or malformed tensor
 // at once.
 func Bind(cfg *Config, ck *safetensors.Checkpoint) (*Weights, error) {
+	return bind(cfg, ck, len(cfg.Layers), 0)
+}
+
+// bind is Bind where layers from stored on, which the checkpoint does not
+// hold, bind the tensors of its last period layers in turn (LoadDeep).
+func bind(cfg *Config, ck *safetensors.Checkpoint, stored, period int) (*Weights, error) {
 	b := &binder{cfg: cfg, byName: map[string]string{}, ck: ck, used: map[string]bool{}}
 	for _, name := range ck.Names() {
 		c := canonicalName(name)
@@ -192,7 +198,11 @@ func Bind(cfg *Config, ck *safetensors.Checkpoint) (*Weights, error) {
 	w.Head = b.head("")
 	w.Layers = make([]Layer, len(cfg.Layers))
 	for i, l := range cfg.Layers {
-		w.Layers[i] = b.layer(fmt.Sprintf("layers.%d.", i), l)
+		src := i
+		if i >= stored {
+			src = stored - period + (i-stored)%period
+		}
+		w.Layers[i] = b.layer(fmt.Sprintf("layers.%d.", src), l)
 	}
 	for i, l := range cfg.MTP {
 		p := fmt.Sprintf("mtp.%d.", i)

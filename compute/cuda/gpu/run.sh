@@ -15,7 +15,9 @@
 # STRATA_CUDA_PDL=PDLMODE: 1, or early for SetPDLEarly);
 # BenchmarkFlash (decode table, A/B lines, kernel breakdowns at
 # PROFILE batches, 8K prefill); with FLASH6=1 a 6-layer checkpoint's
-# decode table and the 43-layer extrapolation (FLASH43 lines); the GEMV benchmarks (GEMV=1, GEMV_BENCH the -test.bench pattern); gemmx
+# decode table and the 43-layer extrapolation (FLASH43 lines), and with
+# DEEP=1 too that checkpoint loaded as DEPTH layers (max: as many as the
+# device holds; FLASHD lines, FLASHD43 the extrapolation from them); the GEMV benchmarks (GEMV=1, GEMV_BENCH the -test.bench pattern); gemmx
 # against run 8's fast products (GEMMX=1); what an L2 prefetch buys a
 # product (PREFETCH=1); ncu on the T = 1 FP8 products (NCU=1) and on a
 # batch-1 step's kernels (NCU_FLASH=1, NCU_K); perplexity
@@ -77,10 +79,22 @@ echo "flash rc=$?" >> "$OUT/flash.log"
 if [ "${FLASH6:-0}" = 1 ]; then
 	stage flash6
 	wait $SYN6
-	STRATA_FLASH_DIR=$CK6 STRATA_FLASH_LAYERS=6 STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=none \
+	CTX6=4096
+	[ "${DEEP:-0}" = 1 ] && CTX6=4096,65536
+	STRATA_FLASH_DIR=$CK6 STRATA_FLASH_LAYERS=6 STRATA_FLASH_CONTEXTS=$CTX6 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=none \
 		timeout $(left 30) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
 		> "$OUT/flash6.log" 2>&1
 	echo "flash6 rc=$?" >> "$OUT/flash6.log"
+	if [ "${DEEP:-0}" = 1 ]; then
+		# The 6-layer checkpoint as DEPTH layers, layers 4-5 repeated
+		# (deepseekv4.LoadDeep: each layer in its own device memory):
+		# the issue's "as many layers as fit", measured, not extrapolated.
+		stage deep
+		STRATA_FLASH_DIR=$CK6 STRATA_FLASH_LAYERS=6 STRATA_FLASH_DEPTH=${DEPTH:-max} STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=none \
+			timeout $(left 25) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 400s \
+			> "$OUT/deep.log" 2>&1
+		echo "deep rc=$?" >> "$OUT/deep.log"
+	fi
 fi
 if [ "${GEMV:-1}" = 1 ]; then
 	stage gemv
@@ -213,6 +227,20 @@ if [ -f "$OUT/flash6.log" ]; then
 			l = ($4 - t4[b]) / 2; fl = ($6 - f4[b]) / 2; t = t4[b] + 39 * l; f = f4[b] + 39 * fl
 			printf "FLASH43 | batch %d | 4096 | a layer %.4f ms (floor %.4f, %.2fx) | 43 layers %.3f ms, %.0f tokens/s | floor %.3f ms | %.2fx |\n", b, l, fl, (fl > 0 ? l / fl : 0), t, 1e3 * b / t, f, t / f } }' \
 		"$OUT/flash.log" "$OUT/flash6.log"
+fi
+if [ -f "$OUT/deep.log" ]; then
+	# The deep model's table, and 43 layers = its N measured + (43 - N)
+	# of the mean layer between it and the 6-layer model, at each batch
+	# and context.
+	ROWC='^FLASH \| [0-9]+ \| [0-9]+ \|.*\| true \|$'
+	grep -E "^FLASH (depth|loaded|[0-9]+ layers)|$ROWC|rc=|panic" "$OUT/deep.log" | sed 's/^FLASH/FLASHD/'
+	awk -F'|' -v row="$ROWC" 'FNR == 1 { file++ }
+		file == 1 && $0 ~ row { k = ($2 + 0) "," ($3 + 0); t6[k] = $4; f6[k] = $6; next }
+		file == 2 && /^FLASH [0-9]+ layers/ { split($0, a, " "); n = a[2]; next }
+		file == 2 && $0 ~ row && n > 6 { k = ($2 + 0) "," ($3 + 0); if (k in t6) {
+			l = ($4 - t6[k]) / (n - 6); fl = ($6 - f6[k]) / (n - 6); t = $4 + (43 - n) * l; g = $6 + (43 - n) * fl
+			printf "FLASHD43 | batch %d | %d | %d layers %.3f ms | a layer %.4f ms (floor %.4f, %.2fx) | 43 layers %.3f ms, %.0f tokens/s | floor %.3f ms | %.2fx |\n", $2, $3, n, $4, l, fl, (fl > 0 ? l / fl : 0), t, 1e3 * $2 / t, g, t / g } }' \
+		"$OUT/flash6.log" "$OUT/deep.log"
 fi
 grep "FLASH kernel" "$OUT/flash.log" | awk -F'|' '{ if (n[$1]++ < 16) print }' | head -120
 grep "FLASH regs" "$OUT/flash.log" | grep -E "gemmx|_sx|_h16|gemvp|gemvx_moe" | head -40
