@@ -21,7 +21,8 @@
 # against run 8's fast products (GEMMX=1); what an L2 prefetch buys a
 # product (PREFETCH=1); ncu on the T = 1 FP8 products (NCU=1) and on a
 # batch-1 step's kernels (NCU_FLASH=1, NCU_K); perplexity
-# against the CPU (PPL=1, needs C/heldout.txt); HF transformers (HF=1).
+# against the CPU (PPL=1, needs C/heldout.txt); HF transformers (HF=1; with
+# FLASH6=1 and HF6=1 on the 6-layer checkpoint too, for HF at 43 layers).
 # Logs go to $OUT (in logs.tgz at the end), a summary is printed last and
 # kept in $OUT/summary.txt.
 set -u
@@ -192,6 +193,13 @@ if [ "${HF:-0}" = 1 ]; then
 	stage hf
 	PYTHONUNBUFFERED=1 timeout $(left 0) python3 "$G/hf_decode.py" $CK 24 > "$OUT/hf.log" 2>&1
 	echo "hf rc=$?" >> "$OUT/hf.log"
+	if [ "${FLASH6:-0}" = 1 ] && [ "${HF6:-0}" = 1 ]; then
+		# HF on the 6-layer checkpoint (bf16: ~80 GB, an H200's), whose
+		# step less the 4-layer one gives HF's marginal layer (HF43 lines).
+		stage hf6
+		HF_BATCHES=${HF6_BATCHES:-1,8} PYTHONUNBUFFERED=1 timeout $(left 0) python3 "$G/hf_decode.py" $CK6 24 > "$OUT/hf6.log" 2>&1
+		echo "hf6 rc=$?" >> "$OUT/hf6.log"
+	fi
 fi
 stage done
 
@@ -254,6 +262,13 @@ grep "FLASH regs" "$OUT/flash.log" | grep -E "gemmx|_sx|_h16|gemvp|gemvx_moe" | 
 [ -f "$OUT/ppl.log" ] && grep -E "cache|against|rc=" "$OUT/ppl.log"
 [ -f "$OUT/sass-ops.txt" ] && awk '{ if (c[$1]++ < 40) print "SASS", $0 }' "$OUT/sass-ops.txt"
 [ -f "$OUT/hf.log" ] && grep -E "^HF|rc=|Error" "$OUT/hf.log" | tail -6
+if [ -f "$OUT/hf6.log" ]; then
+	grep -E "^HF|rc=|Error" "$OUT/hf6.log" | tail -5 | sed 's/^HF/HF6/'
+	# HF at 43 layers: the 4-layer step + 39 of the marginal layer.
+	awk '/^HF decode batch [0-9]+: [0-9.]+ ms/ { b = $4 + 0; sub(":", "", b); if (FNR == NR) t4[b] = $5; else if (b in t4) {
+		l = ($5 - t4[b]) / 2; printf "HF43 | batch %d | a layer %.3f ms | 43 layers %.1f ms, %.1f tokens/s |\n", b, l, t4[b] + 39 * l, 1e3 * b / (t4[b] + 39 * l) } }' \
+		"$OUT/hf.log" "$OUT/hf6.log"
+fi
 cat "$OUT/stages.log"
 } 2>&1 | tee "$OUT/summary.txt"
 (cd "$OUT" && tar czf logs.tgz *.log && rm -f *.log)
