@@ -10,6 +10,7 @@
 # must be an ignored folder of that checkout, named in carry, and the
 # tracked files plus C must stay under 64 MiB.)
 # Stages, each bounded by what is left of BUDGET (240 s): the 4-layer Flash
+# (FLASH4=0: none, and no BenchmarkFlash on it)
 # checkpoint written in the background while the GPU tests run (PDLTEST=1:
 # the golden and invariance tests again with programmatic dependent launch,
 # STRATA_CUDA_PDL=PDLMODE: 1, or early for SetPDLEarly);
@@ -41,12 +42,15 @@ CK=/tmp/strata-flash4
 stage synth
 # The checkpoint: cuda.test's TestSynthFlash (the working tree that
 # travels leaves no room for strata.gz beside it), or strata synth.
-if [ -f "$C/strata.gz" ]; then
+if [ "${FLASH4:-1}" = 0 ]; then
+	: # FLASH4=0: no 4-layer checkpoint and no BenchmarkFlash on it (a short call for FLASH6/DEEP)
+elif [ -f "$C/strata.gz" ]; then
 	( "$B/strata" synth -config "$G/flash4.json" -out $CK > "$OUT/synth.log" 2>&1; echo "synth rc=$? at +$(($(date +%s) - T0))s" >> "$OUT/synth.log" ) &
 else
 	( STRATA_FLASH_SYNTH=$CK "$B/cuda.test" -test.run '^TestSynthFlash$' -test.v > "$OUT/synth.log" 2>&1; echo "synth rc=$? at +$(($(date +%s) - T0))s" >> "$OUT/synth.log" ) &
 fi
 SYN=$!
+[ "${FLASH4:-1}" = 0 ] && SYN=
 # FLASH6=1: a 6-layer checkpoint of the Flash pattern beside it (layers 4
 # and 5: a CSA and an HCA layer with scored routing, the kind of 39 of the
 # released 43), whose decode table less the 4-layer one gives a layer's
@@ -71,11 +75,13 @@ if [ "${PDLTEST:-0}" = 1 ]; then
 fi
 
 stage wait-synth
-wait $SYN
-stage flash
-STRATA_FLASH_DIR=$CK STRATA_FLASH_PROFILE=${PROFILE:-1,8,64} STRATA_FLASH_PROFILE_GX=${PROFILE_GX:-} STRATA_FLASH_PROFILE_H=${PROFILE_H:-} timeout $(left 60) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
-	> "$OUT/flash.log" 2>&1
-echo "flash rc=$?" >> "$OUT/flash.log"
+[ -n "$SYN" ] && wait $SYN
+if [ "${FLASH4:-1}" = 1 ]; then
+	stage flash
+	STRATA_FLASH_DIR=$CK STRATA_FLASH_PROFILE=${PROFILE:-1,8,64} STRATA_FLASH_PROFILE_GX=${PROFILE_GX:-} STRATA_FLASH_PROFILE_H=${PROFILE_H:-} timeout $(left 60) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
+		> "$OUT/flash.log" 2>&1
+	echo "flash rc=$?" >> "$OUT/flash.log"
+fi
 
 if [ "${FLASH6:-0}" = 1 ]; then
 	stage flash6
