@@ -10,8 +10,7 @@
 # must be an ignored folder of that checkout, named in carry, and the
 # tracked files plus C must stay under 64 MiB.)
 # Stages, each bounded by what is left of BUDGET (240 s): the 4-layer Flash
-# (FLASH4=0: none, and no BenchmarkFlash on it)
-# checkpoint written in the background while the GPU tests run (PDLTEST=1:
+# checkpoint (none with FLASH4=0) written in the background while the GPU tests run (PDLTEST=1:
 # the golden and invariance tests again with programmatic dependent launch,
 # STRATA_CUDA_PDL=PDLMODE: 1, or early for SetPDLEarly);
 # BenchmarkFlash (decode table, A/B lines, kernel breakdowns at
@@ -42,15 +41,17 @@ CK=/tmp/strata-flash4
 stage synth
 # The checkpoint: cuda.test's TestSynthFlash (the working tree that
 # travels leaves no room for strata.gz beside it), or strata synth.
-if [ "${FLASH4:-1}" = 0 ]; then
-	: # FLASH4=0: no 4-layer checkpoint and no BenchmarkFlash on it (a short call for FLASH6/DEEP)
-elif [ -f "$C/strata.gz" ]; then
-	( "$B/strata" synth -config "$G/flash4.json" -out $CK > "$OUT/synth.log" 2>&1; echo "synth rc=$? at +$(($(date +%s) - T0))s" >> "$OUT/synth.log" ) &
-else
-	( STRATA_FLASH_SYNTH=$CK "$B/cuda.test" -test.run '^TestSynthFlash$' -test.v > "$OUT/synth.log" 2>&1; echo "synth rc=$? at +$(($(date +%s) - T0))s" >> "$OUT/synth.log" ) &
+# FLASH4=0: no 4-layer checkpoint and no BenchmarkFlash on it (a short
+# call for FLASH6/DEEP).
+SYN=
+if [ "${FLASH4:-1}" = 1 ]; then
+	if [ -f "$C/strata.gz" ]; then
+		( "$B/strata" synth -config "$G/flash4.json" -out $CK > "$OUT/synth.log" 2>&1; echo "synth rc=$? at +$(($(date +%s) - T0))s" >> "$OUT/synth.log" ) &
+	else
+		( STRATA_FLASH_SYNTH=$CK "$B/cuda.test" -test.run '^TestSynthFlash$' -test.v > "$OUT/synth.log" 2>&1; echo "synth rc=$? at +$(($(date +%s) - T0))s" >> "$OUT/synth.log" ) &
+	fi
+	SYN=$!
 fi
-SYN=$!
-[ "${FLASH4:-1}" = 0 ] && SYN=
 # FLASH6=1: a 6-layer checkpoint of the Flash pattern beside it (layers 4
 # and 5: a CSA and an HCA layer with scored routing, the kind of 39 of the
 # released 43), whose decode table less the 4-layer one gives a layer's
