@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"testing"
@@ -371,26 +372,53 @@ func BenchmarkRows(b *testing.B) {
 		name string
 		n    int // floats of input
 		run  func(th *Thread, k *Kernels, x, y, aux Ptr) error
+		// zeros: the input's first live floats 0, the rest -Inf (else random).
+		zeros bool
+		live  int
 	}
 	ops := []op{
 		{"rmsnorm-64x4096", 64 * 4096, func(th *Thread, k *Kernels, x, y, _ Ptr) error {
 			return k.RMSNorm(th, th.Stream(), y, x, 0, 64, 4096, 1e-6)
-		}},
+		}, false, 0},
 		{"softmax-8x129280", 8 * 129280, func(th *Thread, k *Kernels, x, _, _ Ptr) error {
 			return k.Softmax(th, th.Stream(), x, 8, 129280)
-		}},
+		}, false, 0},
 		{"topk512-64x16384", 64 * 16384, func(th *Thread, k *Kernels, x, y, _ Ptr) error {
 			return k.TopK(th, th.Stream(), y, x, 64, 16384, 512)
-		}},
+		}, false, 0},
 		{"topk512-1x65536", 65536, func(th *Thread, k *Kernels, x, y, _ Ptr) error {
 			return k.TopK(th, th.Stream(), y, x, 1, 65536, 512)
-		}},
+		}, false, 0},
+	}
+	// The indexer's top-k at batch 1 (4K and 64K contexts: 1K and 16K
+	// closed entries), scores random and all equal (zeros, the rest of
+	// the row -Inf: BenchmarkFlash's cache), by topk and topk_r25.
+	for _, n := range []int{1024, 16384} {
+		for _, zeros := range []bool{false, true} {
+			for _, r25 := range []bool{false, true} {
+				name := fmt.Sprintf("topk512-1x%d-%s-%s", n+256, map[bool]string{false: "random", true: "zeros"}[zeros], map[bool]string{false: "topk", true: "r25"}[r25])
+				ops = append(ops, op{name, n + 256, func(th *Thread, k *Kernels, x, y, _ Ptr) error {
+					k.useTopkR25 = r25
+					defer func() { k.useTopkR25 = false }()
+					return k.TopK(th, th.Stream(), y, x, 1, n+256, 512)
+				}, zeros, n})
+			}
+		}
 	}
 	for _, o := range ops {
 		b.Run(o.name, func(b *testing.B) {
 			for b.Loop() {
 				benchDo(b, func(th *Thread) error {
-					x, err := upload(th, randFloats(rand.New(rand.NewPCG(4, 5)), o.n))
+					in := randFloats(rand.New(rand.NewPCG(4, 5)), o.n)
+					if o.zeros {
+						for i := range in {
+							in[i] = 0
+							if i >= o.live {
+								in[i] = float32(math.Inf(-1))
+							}
+						}
+					}
+					x, err := upload(th, in)
 					if err != nil {
 						return err
 					}

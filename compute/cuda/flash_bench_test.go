@@ -315,42 +315,49 @@ func BenchmarkFlash(b *testing.B) {
 	ab := func(name string, set func(bool)) { abAt(name, abBatches, set) }
 	// STRATA_FLASH_AB, when set, names the A/B lines to run (comma list).
 	abOnly := strings.Split(os.Getenv("STRATA_FLASH_AB"), ",")
-	abAt = func(name string, abBatches []int, set func(bool)) {
+	// abAtCtx is abAt at each of ctxs.
+	abAtCtx := func(name string, abBatches, ctxs []int, set func(bool)) {
 		if abOnly[0] != "" && !slices.Contains(abOnly, name) {
 			return
 		}
-		for _, B := range abBatches {
-			var t [2][]float64
-			var want []float32
-			same := true
-			for range rounds {
-				for side := range 2 {
-					set(side == 1)
-					sec, _ := decode(B, contexts[0], 20, false)
-					t[side] = append(t[side], sec)
-					if side == 0 {
-						want = lastFirst[B]
-					} else if !sameBits(B, want, name) {
-						same = false
+		for _, ctxLen := range ctxs {
+			for _, B := range abBatches {
+				var t [2][]float64
+				var want []float32
+				same := true
+				for range rounds {
+					for side := range 2 {
+						set(side == 1)
+						sec, _ := decode(B, ctxLen, 20, false)
+						t[side] = append(t[side], sec)
+						if side == 0 {
+							want = lastFirst[B]
+						} else if !sameBits(B, want, name) {
+							same = false
+						}
 					}
 				}
+				set(false)
+				med := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
+				a, b := med(t[0]), med(t[1])
+				diff := ""
+				if !same { // how far: the alternative's last first step against the default's
+					d := compareLogits(want, lastFirst[B], len(want)/B)
+					diff = fmt.Sprintf(" (max abs %.3g, mean KL %.3g, top-1 %d/%d)", d.maxAbs, d.meanKL, d.agree, d.rows)
+				}
+				fmt.Printf("FLASH AB %s | batch %d | %d | default %.3f ms | %s %.3f ms | %+.1f%% | logits %s%s |\n", name, B, ctxLen, 1e3*a, name, 1e3*b, 100*(b-a)/a,
+					map[bool]string{true: "identical", false: "DIFFERENT"}[same], diff)
 			}
-			set(false)
-			med := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
-			a, b := med(t[0]), med(t[1])
-			diff := ""
-			if !same { // how far: the alternative's last first step against the default's
-				d := compareLogits(want, lastFirst[B], len(want)/B)
-				diff = fmt.Sprintf(" (max abs %.3g, mean KL %.3g, top-1 %d/%d)", d.maxAbs, d.meanKL, d.agree, d.rows)
-			}
-			fmt.Printf("FLASH AB %s | batch %d | %d | default %.3f ms | %s %.3f ms | %+.1f%% | logits %s%s |\n", name, B, contexts[0], 1e3*a, name, 1e3*b, 100*(b-a)/a,
-				map[bool]string{true: "identical", false: "DIFFERENT"}[same], diff)
 		}
 	}
+	abAt = func(name string, abBatches []int, set func(bool)) { abAtCtx(name, abBatches, contexts[:1], set) }
 	// The layer's chains on one stream (the schedule before branches; with
 	// the branches off the prefetches do nothing), and the L2 prefetches
 	// (off by default) on their branch.
 	abAt("one-stream", []int{1, 8, 64}, func(on bool) { be.SetBranches(!on) })
+	// topk's histogram of one copy (run 25's), at every context: the
+	// indexer's top-k reads more scores the longer the context.
+	abAtCtx("topk-r25", []int{1, 8}, contexts, func(on bool) { be.k.useTopkR25 = on })
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
 	// A decode step as one recording, not one a layer (Submit): the host's
 	// recording then waits for the GPU and the GPU for it.

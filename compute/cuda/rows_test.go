@@ -165,13 +165,30 @@ func TestSoftmax(t *testing.T) {
 	}
 }
 
+// TestTopK checks topk and topk_r25 (useTopkR25) against the CPU's TopK:
+// ties, -0, infinities and NaN among normal values, and the indexer's
+// worst cases: every score equal (BenchmarkFlash's cache of zeros) with a
+// tail of -Inf (the entries past a token's closed ones).
 func TestTopK(t *testing.T) {
 	be := cpu.New(1)
 	kern := device(t).Kernels()
-	for _, c := range []struct{ rows, n, k int }{{1, 1, 1}, {3, 100, 7}, {4, 5000, 512}, {2, 16384, 1024}, {5, 1024, 1024}, {2, 700, 600}} {
+	defer func() { kern.useTopkR25 = false }()
+	for _, c := range []struct {
+		rows, n, k int
+		equal      int // > 0: the first n - equal values are 0, the rest -Inf
+	}{
+		{1, 1, 1, 0}, {3, 100, 7, 0}, {4, 5000, 512, 0}, {2, 16384, 1024, 0}, {5, 1024, 1024, 0}, {2, 700, 600, 0},
+		{1, 1500, 512, 1100}, {2, 16640, 512, 16385}, {1, 4096, 512, 4096},
+	} {
 		rng := rand.New(rand.NewPCG(uint64(c.n), uint64(c.k)))
 		x := make([]float32, c.rows*c.n)
 		for i := range x {
+			if c.equal > 0 {
+				if i%c.n >= c.equal {
+					x[i] = float32(math.Inf(-1))
+				}
+				continue
+			}
 			switch rng.IntN(10) {
 			case 0:
 				x[i] = float32(rng.IntN(5)) // ties, many
@@ -183,37 +200,41 @@ func TestTopK(t *testing.T) {
 				x[i] = float32(rng.NormFloat64())
 			}
 		}
-		if c.n > 10 {
+		if c.n > 10 && c.equal == 0 {
 			x[3] = float32(math.NaN())
 			x[c.n-2] = float32(math.NaN())
 			x[5] = float32(math.Inf(1))
 		}
-		got := make([]int32, c.rows*c.k)
-		do(t, func(th *Thread) error {
-			xs, err := upload(th, x)
-			if err != nil {
-				return err
-			}
-			defer th.Free(xs)
-			is, err := allocPoisoned(th, len(got))
-			if err != nil {
-				return err
-			}
-			defer th.Free(is)
-			if err := kern.TopK(th, th.Stream(), is, xs, c.rows, c.n, c.k); err != nil {
-				return err
-			}
-			return download(th, got, is)
-		})
+		want := make([]int32, c.rows*c.k)
 		for r := range c.rows {
-			want := make([]int32, c.k)
-			be.TopK(want, x[r*c.n:(r+1)*c.n], c.k)
-			if g := got[r*c.k : (r+1)*c.k]; !slices.Equal(g, want) {
+			be.TopK(want[r*c.k:(r+1)*c.k], x[r*c.n:(r+1)*c.n], c.k)
+		}
+		for _, r25 := range []bool{false, true} {
+			kern.useTopkR25 = r25
+			got := make([]int32, c.rows*c.k)
+			do(t, func(th *Thread) error {
+				xs, err := upload(th, x)
+				if err != nil {
+					return err
+				}
+				defer th.Free(xs)
+				is, err := allocPoisoned(th, len(got))
+				if err != nil {
+					return err
+				}
+				defer th.Free(is)
+				if err := kern.TopK(th, th.Stream(), is, xs, c.rows, c.n, c.k); err != nil {
+					return err
+				}
+				return download(th, got, is)
+			})
+			if !slices.Equal(got, want) {
 				i := 0
-				for g[i] == want[i] {
+				for got[i] == want[i] {
 					i++
 				}
-				t.Fatalf("rows %d n %d k %d: row %d differs first at %d: index %d, CPU %d", c.rows, c.n, c.k, r, i, g[i], want[i])
+				t.Fatalf("topk_r25 %v, rows %d n %d k %d equal %d: row %d differs first at %d: index %d, CPU %d",
+					r25, c.rows, c.n, c.k, c.equal, i/c.k, i%c.k, got[i], want[i])
 			}
 		}
 	}

@@ -151,11 +151,11 @@ fi
 if [ "${NCU_T:-0}" = 1 ]; then
 	# Every kernel's duration (Nsight Compute, one metric, caches and
 	# clocks left alone) over the first NCU_TC launches of BenchmarkFlash
-	# at batch 1, 4K context: its first decode steps (direct, then the
+	# at batch 1, 4K context (NCU_CTX): its first decode steps (direct, then the
 	# graphs' replays; gpu/steps.py splits them at each embed_bf16).
 	stage ncu-t
 	NCUB=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
-	STRATA_FLASH_DIR=$CK STRATA_FLASH_BATCHES=1 STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
+	STRATA_FLASH_DIR=$CK STRATA_FLASH_BATCHES=1 STRATA_FLASH_CONTEXTS=${NCU_CTX:-4096} STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
 		timeout $(left 15) "$NCUB" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv -c ${NCU_TC:-700} \
 		"$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
 		> "$OUT/ncu-t.log" 2>&1
@@ -261,7 +261,7 @@ grep "FLASH kernel" "$OUT/flash.log" | awk -F'|' '{ if (n[$1]++ < 16) print }' |
 grep "FLASH regs" "$OUT/flash.log" | grep -E "gemmx|_sx|_h16|gemvp|gemvx_moe" | head -40
 [ -f "$OUT/ncu-flash.log" ] && grep -E "^  [a-z]|Duration|DRAM Throughput|L2 Cache Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Stall|smsp__|sm__|Issue Slots Busy|Executed Ipc|rc=" "$OUT/ncu-flash.log" | head -120
 [ -f "$OUT/ncu.log" ] && grep -E "^  [a-z]|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|L1/TEX Hit|Stall|rc=" "$OUT/ncu.log" | head -60
-[ -f "$OUT/gemv.log" ] && grep -E "GEMVV|GEMVG|rc=|panic" "$OUT/gemv.log"
+[ -f "$OUT/gemv.log" ] && grep -E "GEMVV|GEMVG|Rows|rc=|panic" "$OUT/gemv.log"
 [ -f "$OUT/prefetch.log" ] && grep -E "Prefetch|GEMVX|rc=|panic" "$OUT/prefetch.log"
 [ -f "$OUT/gemmx.log" ] && grep -E "GEMMX|rc=|panic" "$OUT/gemmx.log"
 [ -f "$OUT/ncu-t.log" ] && { grep -c gpu__time_duration "$OUT/ncu-t.log"; grep "rc=" "$OUT/ncu-t.log"; }
