@@ -118,6 +118,9 @@ func (b *Backend) indexerScores(scores compute.Tensor, a *compute.IndexerArgs, s
 	T, maxE := a.Q.Rows, capacity(a.Keys)
 	checkShape("IndexerSelect scores", scores, T, maxE)
 	ipw := indexerPerWarp(T)
+	if b.indexerIPW > 0 {
+		ipw = b.indexerIPW
+	}
 	name, qs := "indexer_scores", dI+4
 	if b.indexerR21 || dI > 128 || dI%4 != 0 || nI%4 != 0 || ipw > 8 || b.k.fns[name] == 0 {
 		name, qs = "indexer_scores_r21", dI+1

@@ -199,6 +199,11 @@ type Backend struct {
 	// (each slot's pointer and score waited on in turn) instead of
 	// compress_emit (the same bits; A/B compress-r25).
 	compressR25 bool
+	// indexerIPW, when positive, is the entries a warp of indexer_scores
+	// takes instead of indexerPerWarp's (A/B indexer-ipw8: at long
+	// contexts a batch-1 launch of 2 is a thousand blocks, each staging
+	// the token's queries).
+	indexerIPW int
 	// hcSlots, hcSlotsO4: how many blocks of hc_post_pre and of
 	// hc_post_pre_o4 the device holds at once (residentSlots). A token's
 	// next-to-last block waits for its last, so a launch of T tokens may

@@ -41,7 +41,8 @@ func indexerRef(q, w, key []float32, heads, dim int) float32 {
 // width (64 heads of 128) against indexerRef bit for bit (-Inf past each
 // token's closed entries), from both kernels (indexer_scores and run 21's
 // indexer_scores_r21, indexerR21), for keys stored as float32 and as
-// fp8-key, at a batch of one token (two entries a warp) and of 17 (eight);
+// fp8-key, at a batch of one token (two entries a warp) and of 17 (eight),
+// and with one and eight entries a warp at every batch (indexerIPW);
 // and IndexerSelect's selection and counts against the CPU's TopK of those
 // scores (the tokens with at most TopK entries: all of them in order).
 func TestBackendIndexerSelect(t *testing.T) {
@@ -130,8 +131,12 @@ func TestBackendIndexerSelect(t *testing.T) {
 					Format: format, Width: dim},
 				Heads: heads, Dim: dim, Rate: rate, TopK: K,
 				Sel: be.Scratch(compute.I32, T, K), N: be.Scratch(compute.I32, T, 1)}
-			for _, r21 := range []bool{false, true} {
-				be.indexerR21 = r21
+			for _, v := range []struct {
+				r21 bool
+				ipw int
+			}{{false, 0}, {true, 0}, {false, 8}, {false, 1}} {
+				r21 := v.r21
+				be.indexerR21, be.indexerIPW = r21, v.ipw
 				scores := be.Scratch(compute.F32, T, maxE)
 				be.indexerScores(scores, a, sp)
 				got := make([]float32, T*maxE)
@@ -145,12 +150,12 @@ func TestBackendIndexerSelect(t *testing.T) {
 					for e := range maxE {
 						g, x := got[s*maxE+e], want[s*maxE+e]
 						if math.Float32bits(g) != math.Float32bits(x) {
-							t.Fatalf("%s (r21 %v): token %d entry %d: score %v, reference %v", name, r21, s, e, g, x)
+							t.Fatalf("%s (r21 %v, ipw %d): token %d entry %d: score %v, reference %v", name, r21, v.ipw, s, e, g, x)
 						}
 					}
 				}
 			}
-			be.indexerR21 = false
+			be.indexerR21, be.indexerIPW = false, 0
 			be.IndexerSelect(a, sp)
 			sel, cnt := make([]int32, T*K), make([]int32, T)
 			if err := be.Read(sel, a.Sel); err != nil {
