@@ -57,11 +57,7 @@ func (b *Backend) Compress(a *compute.CompressArgs, sp compute.Spans) {
 	ar := b.args().Ptr(b.ptr(a.A)).Ptr(b.ptr(a.Z))
 	b.spanArgs(ar, sp).Ptr(pos).Struct(b.paged(a.Ring)...).Struct(b.paged(a.Entries)...).
 		Ptr(b.ptr(a.Norm)).Ptr(b.ptr(a.InvFreq)).Int(a.InvFreq.Len()).Int(width).Int(rate).Int(overlap).F32(a.Eps)
-	emit := "compress_emit"
-	if b.compressR25 {
-		emit = "compress_emit_r25"
-	}
-	b.launch(emit, Dim3{X: T}, Dim3{X: opThreads}, 4*width, ar)
+	b.launch("compress_emit", Dim3{X: T}, Dim3{X: opThreads}, 4*width, ar)
 	ar = b.args().Ptr(b.ptr(a.A)).Ptr(b.ptr(a.Z))
 	b.spanArgs(ar, sp).Ptr(pos).Struct(b.paged(a.Ring)...).Int(cw).Int(ringSlots)
 	b.launch("compress_ring", Dim3{X: T}, Dim3{X: opThreads}, 0, ar)

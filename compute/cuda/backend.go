@@ -195,10 +195,6 @@ type Backend struct {
 	// round trip after another for the queries and each key) instead of
 	// indexer_scores (the same bits; A/B indexer-r21).
 	indexerR21 bool
-	// compressR25: the compressor's entries by run 25's compress_emit_r25
-	// (each slot's pointer and score waited on in turn) instead of
-	// compress_emit (the same bits; A/B compress-r25).
-	compressR25 bool
 	// indexerIPW, when positive, is the entries a warp of indexer_scores
 	// takes instead of indexerPerWarp's (A/B indexer-ipw8: at long
 	// contexts a batch-1 launch of 2 is a thousand blocks, each staging
@@ -400,7 +396,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_qk8", "attn_pv4", "attn_pv8", "indexer_scores", "indexer_scores_r21", "compress_emit", "compress_emit_r25", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
+		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_qk8", "attn_pv4", "attn_pv8", "indexer_scores", "indexer_scores_r21", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
 		names = append(names, moeSXKernels...)
 		for _, name := range names {
 			if f := b.k.fns[name]; f != 0 {

@@ -358,8 +358,6 @@ func BenchmarkFlash(b *testing.B) {
 	// topk's histogram of one copy (run 25's), at every context: the
 	// indexer's top-k reads more scores the longer the context.
 	abAtCtx("topk-r25", []int{1, 8}, contexts, func(on bool) { be.k.useTopkR25 = on })
-	// The compressor's entries waiting on each slot in turn (run 25's).
-	abAt("compress-r25", []int{1, 8}, func(on bool) { be.compressR25 = on })
 	abAtCtx("indexer-ipw8", []int{1, 8}, contexts, func(on bool) { be.indexerIPW = map[bool]int{true: 8}[on] })
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
 	// A decode step as one recording, not one a layer (Submit): the host's

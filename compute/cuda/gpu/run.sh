@@ -228,7 +228,7 @@ cat "$OUT/smi.txt"
 tail -2 "$OUT/synth.log"
 grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|tests rc|panic" "$OUT/tests.log" | grep -v "^    " | head -40
 grep -cE "^    --- PASS|^--- PASS" "$OUT/tests.log" | sed 's/^/tests passed (lines): /'
-grep -E "FORMATS|MULTI|FUSED|PDL|BRANCHES|FASTSMALL|MOEH|MOEGEMVX|COMPRESS" "$OUT/tests.log" | grep -v "^    " | head -60
+grep -E "FORMATS|MULTI|FUSED|PDL|BRANCHES|FASTSMALL|MOEH|MOEGEMVX" "$OUT/tests.log" | grep -v "^    " | head -30
 [ -f "$OUT/tests-pdl.log" ] && { grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|FORMATS|rc=|panic" "$OUT/tests-pdl.log" | grep -v "^    " | head -30; grep -cE "^    --- PASS|^--- PASS" "$OUT/tests-pdl.log" | sed 's/^/pdl tests passed (lines): /'; }
 grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -vE "FLASH (kernel|regs|launch)" | head -60
 if [ -f "$OUT/flash6.log" ]; then

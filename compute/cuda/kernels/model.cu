@@ -706,114 +706,14 @@ __device__ __forceinline__ void cmp_token(const float* A, const float* Z, const 
   }
 }
 
-// cmp_finish ends compress_emit's entry w of span sp, out its width
-// softmax averages (every thread of the block calls it, after a sync):
-// the RMS norm, the RoPE at the window's first position, the entries'
-// format.
-__device__ __forceinline__ void cmp_finish(float* out, float* buf, const Span& sp, int w, const Paged& ents,
-                                           const float* norm, const float* invFreq, int nf, int width, int rate,
-                                           float eps) {
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < width; i += blockDim.x) ss = __fmaf_rn(out[i], out[i], ss);
-  ss = bsum(ss, buf);
-  const float r = (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(ss, (float)width), eps)));
-  for (int i = threadIdx.x; i < width; i += blockDim.x) {
-    const float v = __fmul_rn(out[i], r);
-    out[i] = norm ? __fmul_rn(norm[i], v) : v;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < nf; i += blockDim.x) {
-    float c, s;
-    rope_cs(w * rate, invFreq[i], false, &c, &s);
-    float* q = out + (width - 2 * nf) + 2 * i;
-    rope_turn(q[0], q[1], c, s, &q[0], &q[1]);
-  }
-  __syncthreads();
-  encode_row(slot_ptr(ents, sp.index, w), out, ents.fmt, width, ents.rope, buf);
-}
-
 // compress_emit writes the entry of the window that closes at each token
 // (position p with (p+1) % rate == 0): per channel the softmax over the
 // window's scores of its values (in the CPU's slot order), then the RMS
 // norm, the RoPE at the window's first position, and the entries' format.
 // One block a token; dynamic shared memory: width floats.
-//
-// Each thread's channel reads its window's CMP_U scores (then values)
-// with their loads in flight together, then reduces them in slot order:
-// the same operations in the same order as compress_emit_r25, which
-// waited on each slot's pointer and score in turn (run 25's NCU_T: 24.9
-// us for the CSA compressor's emitting step, 13.5 for the indexer's).
-#define CMP_U 8
 extern "C" __global__ void __launch_bounds__(MT)
     compress_emit(const float* A, const float* Z, const int* tab, int nspans, const int* pos, Paged ring, Paged ents,
                   const float* norm, const float* invFreq, int nf, int width, int rate, int overlap, float eps) { PDL_WAIT();
-  __shared__ float buf[32];
-  DYN_SHARED(float, out);
-  const int t = blockIdx.x, p = pos[t];
-  if ((p + 1) % rate != 0) return;
-  const Span sp = span_of(tab, nspans, t);
-  if (sp.index < 0) return;
-  const int w = (p + 1) / rate - 1;
-  const int cw = overlap ? 2 * width : width, ringSlots = overlap ? 2 * rate : rate;
-  const int off = overlap ? width : 0;
-  const float ninf = __int_as_float(0xFF800000);
-  // The window's slots j = 0 .. nq - 1 in the CPU's order: the previous
-  // window's positions (their first halves) when overlapping, then this
-  // one's (their halves at off).
-  const int nprev = overlap && w > 0 ? rate : 0;
-  const int q0 = w * rate - nprev, nq = nprev + rate;
-  for (int i = threadIdx.x; i < width; i += blockDim.x) {
-    float mx = ninf;
-    for (int j0 = 0; j0 < nq; j0 += CMP_U) {
-      float zv[CMP_U];
-#pragma unroll
-      for (int u = 0; u < CMP_U; ++u) {
-        const int j = j0 + u;
-        zv[u] = ninf;
-        if (j < nq) {
-          const float *a, *z;
-          cmp_token(A, Z, ring, sp, q0 + j, cw, ringSlots, &a, &z);
-          zv[u] = z[j < nprev ? i : off + i];
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < CMP_U; ++u)
-        if (j0 + u < nq) mx = gomax(mx, zv[u]);
-    }
-    float num = 0.0f, den = 0.0f;
-    for (int j0 = 0; j0 < nq; j0 += CMP_U) {
-      float zv[CMP_U], av[CMP_U];
-#pragma unroll
-      for (int u = 0; u < CMP_U; ++u) {
-        const int j = j0 + u;
-        zv[u] = av[u] = 0.0f;
-        if (j < nq) {
-          const float *a, *z;
-          cmp_token(A, Z, ring, sp, q0 + j, cw, ringSlots, &a, &z);
-          const int c = j < nprev ? i : off + i;
-          zv[u] = z[c];
-          av[u] = a[c];
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < CMP_U; ++u)
-        if (j0 + u < nq) {
-          const float e = exp_f(__fsub_rn(zv[u], mx));
-          den = __fadd_rn(den, e);
-          num = __fadd_rn(num, __fmul_rn(e, av[u]));
-        }
-    }
-    out[i] = __fdiv_rn(num, den);
-  }
-  __syncthreads();
-  cmp_finish(out, buf, sp, w, ents, norm, invFreq, nf, width, rate, eps);
-}
-
-// compress_emit_r25 is compress_emit as run 25 measured it (the same
-// bits; Backend.compressR25, A/B compress-r25).
-extern "C" __global__ void __launch_bounds__(MT)
-    compress_emit_r25(const float* A, const float* Z, const int* tab, int nspans, const int* pos, Paged ring,
-                      Paged ents, const float* norm, const float* invFreq, int nf, int width, int rate, int overlap, float eps) { PDL_WAIT();
   __shared__ float buf[32];
   DYN_SHARED(float, out);
   const int t = blockIdx.x, p = pos[t];
@@ -853,7 +753,23 @@ extern "C" __global__ void __launch_bounds__(MT)
     out[i] = __fdiv_rn(num, den);
   }
   __syncthreads();
-  cmp_finish(out, buf, sp, w, ents, norm, invFreq, nf, width, rate, eps);
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < width; i += blockDim.x) ss = __fmaf_rn(out[i], out[i], ss);
+  ss = bsum(ss, buf);
+  const float r = (float)(1.0 / sqrt((double)__fadd_rn(__fdiv_rn(ss, (float)width), eps)));
+  for (int i = threadIdx.x; i < width; i += blockDim.x) {
+    const float v = __fmul_rn(out[i], r);
+    out[i] = norm ? __fmul_rn(norm[i], v) : v;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < nf; i += blockDim.x) {
+    float c, s;
+    rope_cs(w * rate, invFreq[i], false, &c, &s);
+    float* q = out + (width - 2 * nf) + 2 * i;
+    rope_turn(q[0], q[1], c, s, &q[0], &q[1]);
+  }
+  __syncthreads();
+  encode_row(slot_ptr(ents, sp.index, w), out, ents.fmt, width, ents.rope, buf);
 }
 
 // compress_ring keeps, for each span's last ringSlots positions, the token's
