@@ -63,19 +63,27 @@ func (b *Backend) Compress(a *compute.CompressArgs, sp compute.Spans) {
 	b.launch("compress_ring", Dim3{X: T}, Dim3{X: opThreads}, 0, ar)
 }
 
-// indexerWarps is IDX_WARPS; a warp scores indexerPerWarp(T) entries.
+// indexerWarps is IDX_WARPS; a warp scores indexerPerWarp(T, entries) entries.
 const indexerWarps = 8
 
 // indexerPerWarp is 2 entries a warp for batches of fewer than 16 tokens
 // (decode: more blocks; run 3 had 8, 16 blocks at a 4K context) and 8
 // from 16 (prefill: each block loads its token's queries once for 64
-// entries). No score depends on it.
-func indexerPerWarp(T int) int {
-	if T < 16 {
+// entries), or where a token has more than indexerLongEntries entries
+// (every block stages the token's queries: at 64K context and 2 a warp a
+// token is a thousand blocks; run 25 call 3, H100, 8 a warp: -0.9% / -3.3%
+// a step at batches 1 / 8 at 64K, +1.9% / +0.3% at 4K). No score depends
+// on it.
+func indexerPerWarp(T, entries int) int {
+	if T < 16 && entries <= indexerLongEntries {
 		return 2
 	}
 	return 8
 }
+
+// indexerLongEntries is between run 25's two contexts (1.5K and 16.6K
+// entries at 4K and 64K tokens).
+const indexerLongEntries = 4096
 
 // IndexerSelect implements compute.Attention: scores for every entry a span
 // can hold (-Inf past the token's closed ones), the TopK kernel over them,
@@ -113,7 +121,7 @@ func (b *Backend) indexerScores(scores compute.Tensor, a *compute.IndexerArgs, s
 	nI, dI, K := a.Heads, a.Dim, a.TopK
 	T, maxE := a.Q.Rows, capacity(a.Keys)
 	checkShape("IndexerSelect scores", scores, T, maxE)
-	ipw := indexerPerWarp(T)
+	ipw := indexerPerWarp(T, maxE)
 	if b.indexerIPW > 0 {
 		ipw = b.indexerIPW
 	}

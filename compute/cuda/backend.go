@@ -196,9 +196,8 @@ type Backend struct {
 	// indexer_scores (the same bits; A/B indexer-r21).
 	indexerR21 bool
 	// indexerIPW, when positive, is the entries a warp of indexer_scores
-	// takes instead of indexerPerWarp's (A/B indexer-ipw8: at long
-	// contexts a batch-1 launch of 2 is a thousand blocks, each staging
-	// the token's queries).
+	// takes instead of indexerPerWarp's (tests; A/B indexer-ipw8 and
+	// indexer-ipw2).
 	indexerIPW int
 	// hcSlots, hcSlotsO4: how many blocks of hc_post_pre and of
 	// hc_post_pre_o4 the device holds at once (residentSlots). A token's

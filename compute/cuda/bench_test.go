@@ -392,17 +392,13 @@ func BenchmarkRows(b *testing.B) {
 	}
 	// The indexer's top-k at batch 1 (4K and 64K contexts: 1K and 16K
 	// closed entries), scores random and all equal (zeros, the rest of
-	// the row -Inf: BenchmarkFlash's cache), by topk and topk_r25.
+	// the row -Inf: BenchmarkFlash's cache).
 	for _, n := range []int{1024, 16384} {
 		for _, zeros := range []bool{false, true} {
-			for _, r25 := range []bool{false, true} {
-				name := fmt.Sprintf("topk512-1x%d-%s-%s", n+256, map[bool]string{false: "random", true: "zeros"}[zeros], map[bool]string{false: "topk", true: "r25"}[r25])
-				ops = append(ops, op{name, n + 256, func(th *Thread, k *Kernels, x, y, _ Ptr) error {
-					k.useTopkR25 = r25
-					defer func() { k.useTopkR25 = false }()
-					return k.TopK(th, th.Stream(), y, x, 1, n+256, 512)
-				}, zeros, n})
-			}
+			name := fmt.Sprintf("topk512-1x%d-%s", n+256, map[bool]string{false: "random", true: "zeros"}[zeros])
+			ops = append(ops, op{name, n + 256, func(th *Thread, k *Kernels, x, y, _ Ptr) error {
+				return k.TopK(th, th.Stream(), y, x, 1, n+256, 512)
+			}, zeros, n})
 		}
 	}
 	for _, o := range ops {

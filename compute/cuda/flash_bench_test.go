@@ -355,10 +355,10 @@ func BenchmarkFlash(b *testing.B) {
 	// the branches off the prefetches do nothing), and the L2 prefetches
 	// (off by default) on their branch.
 	abAt("one-stream", []int{1, 8, 64}, func(on bool) { be.SetBranches(!on) })
-	// topk's histogram of one copy (run 25's), at every context: the
-	// indexer's top-k reads more scores the longer the context.
-	abAtCtx("topk-r25", []int{1, 8}, contexts, func(on bool) { be.k.useTopkR25 = on })
+	// indexer_scores' entries a warp: 8 and 2 against indexerPerWarp's
+	// choice, at every context.
 	abAtCtx("indexer-ipw8", []int{1, 8}, contexts, func(on bool) { be.indexerIPW = map[bool]int{true: 8}[on] })
+	abAtCtx("indexer-ipw2", []int{1, 8}, contexts, func(on bool) { be.indexerIPW = map[bool]int{true: 2}[on] })
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
 	// A decode step as one recording, not one a layer (Submit): the host's
 	// recording then waits for the GPU and the GPU for it.

@@ -55,10 +55,6 @@ type Kernels struct {
 	// gemmx-dec-r22).
 	gemmxFP8R22 Func
 	useR22      bool
-	// topkR25 is topk_r25 (run 25's histogram of one copy, the same
-	// indices), taken when useTopkR25 is set (tests, A/B topk-r25).
-	topkR25    Func
-	useTopkR25 bool
 	// gemvMaxT is FastGEMVMaxT, changed only to measure another crossover;
 	// gemvxMinT is GEMVXMinT.
 	gemvMaxT, gemvxMinT int
@@ -328,7 +324,6 @@ func loadKernels(t *Thread, units []built, tensorCores bool, sms int, keepGoing 
 	fn(&k.rope, "rope")
 	fn(&k.softmax, "softmax")
 	fn(&k.topk, "topk")
-	fn(&k.topkR25, "topk_r25")
 	fn(&k.gather, "gather")
 	fn(&k.empty, "empty")
 	k.fns = make(map[string]Func, len(modelKernels))
@@ -757,11 +752,7 @@ func (k *Kernels) TopK(t *Thread, s Stream, idx, x Ptr, rows, n, kk int) error {
 	if rows <= 0 || kk == 0 {
 		return nil
 	}
-	f := k.topk
-	if k.useTopkR25 && k.topkR25 != 0 {
-		f = k.topkR25
-	}
-	return k.launch(t, f, Dim3{X: rows}, Dim3{X: 512}, s, t.Args().Ptr(idx).Ptr(x).Int(n).Int(kk))
+	return k.launch(t, k.topk, Dim3{X: rows}, Dim3{X: 512}, s, t.Args().Ptr(idx).Ptr(x).Int(n).Int(kk))
 }
 
 // Gather queues y[i] = x[idx[i]] for the m int32 indices at idx, rows of

@@ -165,14 +165,13 @@ func TestSoftmax(t *testing.T) {
 	}
 }
 
-// TestTopK checks topk and topk_r25 (useTopkR25) against the CPU's TopK:
+// TestTopK checks topk against the CPU's TopK:
 // ties, -0, infinities and NaN among normal values, and the indexer's
 // worst cases: every score equal (BenchmarkFlash's cache of zeros) with a
 // tail of -Inf (the entries past a token's closed ones).
 func TestTopK(t *testing.T) {
 	be := cpu.New(1)
 	kern := device(t).Kernels()
-	defer func() { kern.useTopkR25 = false }()
 	for _, c := range []struct {
 		rows, n, k int
 		equal      int // > 0: the first n - equal values are 0, the rest -Inf
@@ -209,33 +208,30 @@ func TestTopK(t *testing.T) {
 		for r := range c.rows {
 			be.TopK(want[r*c.k:(r+1)*c.k], x[r*c.n:(r+1)*c.n], c.k)
 		}
-		for _, r25 := range []bool{false, true} {
-			kern.useTopkR25 = r25
-			got := make([]int32, c.rows*c.k)
-			do(t, func(th *Thread) error {
-				xs, err := upload(th, x)
-				if err != nil {
-					return err
-				}
-				defer th.Free(xs)
-				is, err := allocPoisoned(th, len(got))
-				if err != nil {
-					return err
-				}
-				defer th.Free(is)
-				if err := kern.TopK(th, th.Stream(), is, xs, c.rows, c.n, c.k); err != nil {
-					return err
-				}
-				return download(th, got, is)
-			})
-			if !slices.Equal(got, want) {
-				i := 0
-				for got[i] == want[i] {
-					i++
-				}
-				t.Fatalf("topk_r25 %v, rows %d n %d k %d equal %d: row %d differs first at %d: index %d, CPU %d",
-					r25, c.rows, c.n, c.k, c.equal, i/c.k, i%c.k, got[i], want[i])
+		got := make([]int32, c.rows*c.k)
+		do(t, func(th *Thread) error {
+			xs, err := upload(th, x)
+			if err != nil {
+				return err
 			}
+			defer th.Free(xs)
+			is, err := allocPoisoned(th, len(got))
+			if err != nil {
+				return err
+			}
+			defer th.Free(is)
+			if err := kern.TopK(th, th.Stream(), is, xs, c.rows, c.n, c.k); err != nil {
+				return err
+			}
+			return download(th, got, is)
+		})
+		if !slices.Equal(got, want) {
+			i := 0
+			for got[i] == want[i] {
+				i++
+			}
+			t.Fatalf("rows %d n %d k %d equal %d: row %d differs first at %d: index %d, CPU %d",
+				c.rows, c.n, c.k, c.equal, i/c.k, i%c.k, got[i], want[i])
 		}
 	}
 }

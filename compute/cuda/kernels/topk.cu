@@ -9,17 +9,6 @@
 // above it; the keys at or above it are collected (exactly k of them) and
 // sorted by a bitonic sort (registers and shuffles, shared memory for
 // distances of a warp or more). One block per row.
-//
-// The histogram (topk, run 25): each lane counts into its own copy of the
-// 256 bins (hist[bin][lane], lane l's copy on bank l), so the 32 atomics of
-// a warp never meet on one address. Scores concentrate in a few bins (the
-// top byte is sign and exponent; relu makes many scores exactly 0, and
-// BenchmarkFlash's cache of zeros makes every score 0): topk_r25's
-// histogram of one copy serialized a warp's 32 atomics on the same word,
-// every element of every pass. The copies' sums, in lane-rotated order
-// (bank-conflict free), are cleared as they are read. Each thread loads
-// TOPK_U elements before it counts any (one wait on L2 for them, not one
-// an element). The passes, and so the keys selected, are topk_r25's.
 
 #define TOPK_THREADS 512
 #define TOPK_MAX 1024
@@ -32,61 +21,25 @@ __device__ __forceinline__ u64 topk_key(float v, int i) {
   return ((u64)b << 32) | (u64)(~(u32)i);
 }
 
-#define TOPK_U 8
-
-// topk_select runs the radix select over row (n keys) for the k largest:
-// on return (every thread) the keys whose masked value is >= prefix are
-// exactly k. PRIV: the lane-private histogram (hist holds 256·32 words,
-// zero on entry, tot 256); else run 25's one copy (hist 256 words).
-template <bool PRIV>
-__device__ __forceinline__ void topk_select(const float* __restrict__ row, int n, int k, u32* hist, u32* tot,
-                                            u64& prefix_out, u64& mask_out) {
-  __shared__ u32 s_bin, s_above;
+extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
+    topk(int* __restrict__ idx, const float* __restrict__ x, int n, int k) { PDL_WAIT();
+  __shared__ u32 hist[256];
+  __shared__ u64 sel[TOPK_MAX];
+  __shared__ u32 s_bin, s_above, s_count;
+  const float* row = x + (long long)blockIdx.x * n;
   const int tid = threadIdx.x, lane = tid & 31;
+  const int iters = (n + (int)blockDim.x - 1) / (int)blockDim.x;  // the same on every thread: whole warps in the loops
+
   u64 prefix = 0, mask = 0;
   u32 need = (u32)k;
   for (int shift = 56; shift >= 0; shift -= 8) {
-    if (PRIV) {
-      for (int i0 = 0; i0 < n; i0 += TOPK_U * (int)blockDim.x) {
-        float v[TOPK_U];
-#pragma unroll
-        for (int u = 0; u < TOPK_U; ++u) {
-          const int i = i0 + u * (int)blockDim.x + tid;
-          v[u] = i < n ? row[i] : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < TOPK_U; ++u) {
-          const int i = i0 + u * (int)blockDim.x + tid;
-          const u64 key = topk_key(v[u], i);
-          if (i < n && (key & mask) == prefix) atomicAdd(&hist[((u32)(key >> shift) & 255u) * 32u + lane], 1u);
-        }
-      }
-      __syncthreads();
-      // Bin tid/2's total: each of its two threads sums (and clears) 16
-      // of the 32 copies, starting at a bin-dependent copy so that the
-      // 16 bins of a warp read 16 different banks a step. TOPK_THREADS
-      // is 512: one pair of threads a bin.
-      {
-        const int bin = tid >> 1, half = tid & 1;
-        u32 sum = 0;
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          u32* p = hist + bin * 32 + half * 16 + ((j + bin) & 15);
-          sum += *p;
-          *p = 0;
-        }
-        sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
-        if (half == 0) tot[bin] = sum;
-      }
-    } else {
-      for (int b = tid; b < 256; b += blockDim.x) hist[b] = 0;
-      __syncthreads();
-      // An atomic a key (run 22: one a bin a warp through __match_any_sync
-      // made topk 20.1 us against 15.3).
-      for (int i = tid; i < n; i += blockDim.x) {
-        const u64 key = topk_key(row[i], i);
-        if ((key & mask) == prefix) atomicAdd(&hist[(u32)(key >> shift) & 255u], 1u);
-      }
+    for (int b = tid; b < 256; b += blockDim.x) hist[b] = 0;
+    __syncthreads();
+    // An atomic a key (run 22: one a bin a warp through __match_any_sync
+    // made topk 20.1 us against 15.3).
+    for (int i = tid; i < n; i += blockDim.x) {
+      const u64 key = topk_key(row[i], i);
+      if ((key & mask) == prefix) atomicAdd(&hist[(u32)(key >> shift) & 255u], 1u);
     }
     __syncthreads();
     if (tid < 32) {
@@ -96,7 +49,7 @@ __device__ __forceinline__ void topk_select(const float* __restrict__ row, int n
       u32 loc[8], sum = 0;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        loc[j] = tot[255 - 8 * tid - j];
+        loc[j] = hist[255 - 8 * tid - j];
         sum += loc[j];
       }
       u32 inc = sum;
@@ -120,27 +73,13 @@ __device__ __forceinline__ void topk_select(const float* __restrict__ row, int n
       }
     }
     __syncthreads();
-    const u32 bin = s_bin, above = s_above, cnt = tot[bin];
+    const u32 bin = s_bin, above = s_above, cnt = hist[bin];
     need -= above;
     prefix |= (u64)bin << shift;
     mask |= (u64)255 << shift;
     __syncthreads();  // everyone has read hist before the next pass clears it
     if (cnt == need) break;
   }
-  prefix_out = prefix, mask_out = mask;
-}
-
-// topk_body: the select (topk_select), then the collection and the sort.
-template <bool PRIV>
-__device__ __forceinline__ void topk_body(int* __restrict__ idx, const float* __restrict__ x, int n, int k, u32* hist,
-                                          u32* tot) {
-  __shared__ u64 sel[TOPK_MAX];
-  __shared__ u32 s_count;
-  const float* row = x + (long long)blockIdx.x * n;
-  const int tid = threadIdx.x, lane = tid & 31;
-  const int iters = (n + (int)blockDim.x - 1) / (int)blockDim.x;  // the same on every thread: whole warps in the loops
-  u64 prefix, mask;
-  topk_select<PRIV>(row, n, k, hist, tot, prefix, mask);
 
   // Collect the keys whose masked value is >= prefix: exactly k.
   if (tid == 0) s_count = 0;
@@ -220,21 +159,4 @@ __device__ __forceinline__ void topk_body(int* __restrict__ idx, const float* __
     const int i = tid + m * blockDim.x;
     if (m < ms && i < k) out[i] = (int)(~(u32)a[m]);
   }
-}
-
-// topk: the lane-private histogram (see the top of the file).
-extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
-    topk(int* __restrict__ idx, const float* __restrict__ x, int n, int k) { PDL_WAIT();
-  __shared__ u32 hist[256 * 32];
-  __shared__ u32 tot[256];
-  for (int i = threadIdx.x; i < 256 * 32; i += blockDim.x) hist[i] = 0;
-  __syncthreads();
-  topk_body<true>(idx, x, n, k, hist, tot);
-}
-
-// topk_r25: run 25's histogram, one copy (A/B topk-r25; the same indices).
-extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
-    topk_r25(int* __restrict__ idx, const float* __restrict__ x, int n, int k) { PDL_WAIT();
-  __shared__ u32 hist[256];
-  topk_body<false>(idx, x, n, k, hist, hist);
 }
