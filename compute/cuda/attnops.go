@@ -116,7 +116,8 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 // score for the tokens with more than a.TopK closed entries (-Inf past
 // their closed ones), the CPU's values bit for bit. indexer_scores, or
 // run 21's indexer_scores_r21 (the same bits: A/B indexer-r21) where the
-// shapes do not suit it.
+// shapes do not suit it; indexer_scores_r25 (the same bits: A/B
+// indexer-r25) where its warps' keys do not fit in shared memory.
 func (b *Backend) indexerScores(scores compute.Tensor, a *compute.IndexerArgs, sp compute.Spans) {
 	nI, dI, K := a.Heads, a.Dim, a.TopK
 	T, maxE := a.Q.Rows, capacity(a.Keys)
@@ -126,10 +127,14 @@ func (b *Backend) indexerScores(scores compute.Tensor, a *compute.IndexerArgs, s
 		ipw = b.indexerIPW
 	}
 	name, qs := "indexer_scores", dI+4
+	shared := 4 * (nI*qs + nI + indexerWarps*ipw*(dI+nI))
+	if b.indexerR25 || shared > b.optin || b.k.fns[name] == 0 {
+		name, shared = "indexer_scores_r25", 4*(nI*qs+nI+indexerWarps*(dI+nI))
+	}
 	if b.indexerR21 || dI > 128 || dI%4 != 0 || nI%4 != 0 || ipw > 8 || b.k.fns[name] == 0 {
 		name, qs = "indexer_scores_r21", dI+1
+		shared = 4 * (nI*qs + nI + indexerWarps*(dI+nI))
 	}
-	shared := 4 * (nI*qs + nI + indexerWarps*(dI+nI))
 	if shared > b.optin {
 		panic(fmt.Sprintf("cuda: IndexerSelect of %d heads of %d needs %d bytes of shared memory", nI, dI, shared))
 	}

@@ -195,6 +195,11 @@ type Backend struct {
 	// round trip after another for the queries and each key) instead of
 	// indexer_scores (the same bits; A/B indexer-r21).
 	indexerR21 bool
+	// indexerR25: the index scores by run 25's indexer_scores_r25 (the
+	// query's channels read again for each key, each key's heads summed
+	// on one lane) instead of indexer_scores (the same bits; A/B
+	// indexer-r25).
+	indexerR25 bool
 	// indexerIPW, when positive, is the entries a warp of indexer_scores
 	// takes instead of indexerPerWarp's (tests; A/B indexer-ipw8 and
 	// indexer-ipw2).
@@ -395,7 +400,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_qk8", "attn_pv4", "attn_pv8", "indexer_scores", "indexer_scores_r21", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
+		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_qk8", "attn_pv4", "attn_pv8", "indexer_scores", "indexer_scores_r21", "indexer_scores_r25", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
 		names = append(names, moeSXKernels...)
 		for _, name := range names {
 			if f := b.k.fns[name]; f != 0 {

@@ -3,6 +3,7 @@ package cuda
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -39,8 +40,8 @@ func indexerRef(q, w, key []float32, heads, dim int) float32 {
 
 // TestBackendIndexerSelect checks the index scores at the Flash indexer's
 // width (64 heads of 128) against indexerRef bit for bit (-Inf past each
-// token's closed entries), from both kernels (indexer_scores and run 21's
-// indexer_scores_r21, indexerR21), for keys stored as float32 and as
+// token's closed entries), from the three kernels (indexer_scores, run 21's
+// indexer_scores_r21 and run 25's indexer_scores_r25), for keys stored as float32 and as
 // fp8-key, at a batch of one token (two entries a warp) and of 17 (eight),
 // and with one and eight entries a warp at every batch (indexerIPW);
 // and IndexerSelect's selection and counts against the CPU's TopK of those
@@ -132,13 +133,22 @@ func TestBackendIndexerSelect(t *testing.T) {
 				Heads: heads, Dim: dim, Rate: rate, TopK: K,
 				Sel: be.Scratch(compute.I32, T, K), N: be.Scratch(compute.I32, T, 1)}
 			for _, v := range []struct {
-				r21 bool
-				ipw int
-			}{{false, 0}, {true, 0}, {false, 8}, {false, 1}} {
+				r21, r25 bool
+				ipw      int
+			}{{false, false, 0}, {true, false, 0}, {false, true, 0}, {false, false, 8}, {false, false, 1}, {false, true, 8}, {false, false, 3}} {
 				r21 := v.r21
-				be.indexerR21, be.indexerIPW = r21, v.ipw
+				be.indexerR21, be.indexerR25, be.indexerIPW = r21, v.r25, v.ipw
 				scores := be.Scratch(compute.F32, T, maxE)
+				be.StartProfile()
 				be.indexerScores(scores, a, sp)
+				p, err := be.StopProfile()
+				if err != nil {
+					t.Fatal(err)
+				}
+				kern := map[bool]string{true: "indexer_scores_r21", false: map[bool]string{true: "indexer_scores_r25", false: "indexer_scores"}[v.r25]}[r21]
+				if p.Kernels[kern] == nil || len(p.Kernels) != 1 {
+					t.Fatalf("%s (r21 %v, r25 %v, ipw %d): launched %v, not %s", name, r21, v.r25, v.ipw, slices.Collect(maps.Keys(p.Kernels)), kern)
+				}
 				got := make([]float32, T*maxE)
 				if err := be.Read(got, scores); err != nil {
 					t.Fatal(err)
@@ -150,12 +160,12 @@ func TestBackendIndexerSelect(t *testing.T) {
 					for e := range maxE {
 						g, x := got[s*maxE+e], want[s*maxE+e]
 						if math.Float32bits(g) != math.Float32bits(x) {
-							t.Fatalf("%s (r21 %v, ipw %d): token %d entry %d: score %v, reference %v", name, r21, v.ipw, s, e, g, x)
+							t.Fatalf("%s (r21 %v, r25 %v, ipw %d): token %d entry %d: score %v, reference %v", name, r21, v.r25, v.ipw, s, e, g, x)
 						}
 					}
 				}
 			}
-			be.indexerR21, be.indexerIPW = false, 0
+			be.indexerR21, be.indexerR25, be.indexerIPW = false, false, 0
 			be.IndexerSelect(a, sp)
 			sel, cnt := make([]int32, T*K), make([]int32, T)
 			if err := be.Read(sel, a.Sel); err != nil {

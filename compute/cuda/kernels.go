@@ -113,7 +113,7 @@ var modelKernels = []string{
 	"hc_pre_finish", "hc_post", "hc_head_finish", "hc_mix_partial", "hc_mix_reduce", "hc_pre_split", "hc_post_pre", "hc_post_pre_o4",
 	"rmsnorm_rope",
 	"compress_bias", "compress_emit", "compress_ring",
-	"indexer_scores", "indexer_scores_r21", "indexer_fix", "attn_logits", "attn_values", "attn_combine", "attn_logits_h16", "attn_values_h16",
+	"indexer_scores", "indexer_scores_r21", "indexer_scores_r25", "indexer_fix", "attn_logits", "attn_values", "attn_combine", "attn_logits_h16", "attn_values_h16",
 	"attn_qk", "attn_qk8", "attn_pv4", "attn_pv8",
 	"store_ring", "load_ring", "round_trip",
 	"moe_route", "moe_route_b", "moe_sort", "moe_route_sort", "swiglu_act", "moe_combine", "split_bf16", "gemmx_reduce", "split_bf16x",

@@ -880,7 +880,124 @@ __device__ __forceinline__ float dot4v(const float* a, const float* b, int n) {
 
 #define IDX_IPW_MAX 8
 
-// indexer_scores is indexer_scores_r21 (the same scores, bit for bit) with
+// indexer_scores is indexer_scores_r25 (the same scores, bit for bit) with
+// each lane's query channels loaded once for all of its warp's ipw keys:
+// a lane's heads h = lane, lane + 32, ... against every key, 4 channels
+// a step (the query's 16 bytes, then each key's, read by every lane at
+// once), each product in dot4's order; then lane j sums key j's heads in
+// order. indexer_scores_r25 read the query's channels again for each key
+// and summed each key's heads on lane 0 alone: at 64K context (16.6K
+// entries a token) it took 53.7 us a batch-1 step (run 25 call 2, H100),
+// bound by shared-memory wavefronts (5 a 4-channel step a key; here 4 + ipw
+// for ipw keys). The host takes it where dim <= 128, dim % 4 == 0, heads
+// % 4 == 0, ipw <= IDX_IPW_MAX and the shared memory fits; dynamic shared
+// memory: heads·(dim+4) + heads + IDX_WARPS·ipw·(dim + heads) floats.
+extern "C" __global__ void __launch_bounds__(MT)
+    indexer_scores(float* scores, const float* Q, const float* W, const int* tab, int nspans, const int* pos,
+                   Paged keys, int heads, int dim, int rate, int maxE, int topk, float sscale, int ipw,
+                   float wscale) { PDL_WAIT();
+  DYN_SHARED(float, sm);
+  const int t = blockIdx.x, n = (pos[t] + 1) / rate;
+  if (n <= topk) return;
+  const int perBlock = IDX_WARPS * ipw, e0 = blockIdx.y * perBlock;
+  float* row = scores + (long long)t * maxE;
+  const float ninf = __int_as_float(0xFF800000);
+  if (e0 >= n) {
+    for (int e = e0 + threadIdx.x; e < min(e0 + perBlock, maxE); e += blockDim.x) row[e] = ninf;
+    return;
+  }
+  const Span sp = span_of(tab, nspans, t);
+  const int qs = dim + 4, d4 = dim / 4, n4 = heads * d4;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float* q = sm;
+  float* wh = q + heads * qs;
+  float* kw = wh + heads + warp * ipw * dim;                // this warp's keys, dim apart
+  float* cw = wh + heads + IDX_WARPS * ipw * dim + warp * ipw * heads;  // their heads' terms
+  // This warp's keys first: their page-table and slot loads in flight
+  // with the queries'.
+  float kv[IDX_IPW_MAX][4];
+#pragma unroll
+  for (int j = 0; j < IDX_IPW_MAX; ++j) {
+    const int e = e0 + warp * ipw + j;
+    const bool live = j < ipw && e < maxE && e < n && sp.index >= 0 && lane < d4;
+    const u8* sl = live ? slot_ptr(keys, sp.index, e) : nullptr;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) kv[j][u] = live ? slot_value(sl, keys.fmt, dim, keys.rope, 4 * lane + u) : 0.0f;
+  }
+  const float4* Q4 = (const float4*)(Q + (long long)t * heads * dim);
+  for (int i0 = threadIdx.x; i0 < n4; i0 += 8 * blockDim.x) {
+    float4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int i = i0 + u * blockDim.x;
+      if (i < n4) v[u] = Q4[i];
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int i = i0 + u * blockDim.x;
+      if (i < n4) *(float4*)(q + (i / d4) * qs + (i % d4) * 4) = v[u];
+    }
+  }
+  for (int h = threadIdx.x; h < heads; h += blockDim.x) wh[h] = __fmul_rn(W[(long long)t * heads + h], wscale);
+  // The warp's keys (a dead one's zeros: scored, never written).
+#pragma unroll
+  for (int j = 0; j < IDX_IPW_MAX; ++j)
+    if (j < ipw && lane < d4) {
+      float4 v;
+      v.x = kv[j][0], v.y = kv[j][1], v.z = kv[j][2], v.w = kv[j][3];
+      *(float4*)(kw + j * dim + 4 * lane) = v;
+    }
+  __syncthreads();
+  for (int h = lane; h < heads; h += 32) {
+    float s[IDX_IPW_MAX][4];
+#pragma unroll
+    for (int j = 0; j < IDX_IPW_MAX; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    const float* qh = q + h * qs;
+#pragma unroll 2
+    for (int i = 0; i < dim; i += 4) {
+      const float4 x = *(const float4*)(qh + i);
+#pragma unroll
+      for (int j = 0; j < IDX_IPW_MAX; ++j)
+        if (j < ipw) {
+          const float4 y = *(const float4*)(kw + j * dim + i);
+          s[j][0] = __fadd_rn(s[j][0], __fmul_rn(x.x, y.x));
+          s[j][1] = __fadd_rn(s[j][1], __fmul_rn(x.y, y.y));
+          s[j][2] = __fadd_rn(s[j][2], __fmul_rn(x.z, y.z));
+          s[j][3] = __fadd_rn(s[j][3], __fmul_rn(x.w, y.w));
+        }
+    }
+    const float w = wh[h];
+#pragma unroll
+    for (int j = 0; j < IDX_IPW_MAX; ++j)
+      if (j < ipw) {
+        const float v = __fadd_rn(__fadd_rn(s[j][0], s[j][1]), __fadd_rn(s[j][2], s[j][3]));
+        cw[j * heads + h] = v > 0.0f ? __fmul_rn(__fmul_rn(v, sscale), w) : 0.0f;
+      }
+  }
+  __syncwarp();
+  if (lane < ipw) {
+    const int e = e0 + warp * ipw + lane;
+    if (e < maxE) {
+      if (e >= n || sp.index < 0) {
+        row[e] = ninf;
+      } else {
+        const float* c = cw + lane * heads;
+        float s = 0.0f;
+#pragma unroll 4
+        for (int h = 0; h < heads; h += 4) {
+          const float4 cv = *(const float4*)(c + h);
+          s = __fadd_rn(s, cv.x);
+          s = __fadd_rn(s, cv.y);
+          s = __fadd_rn(s, cv.z);
+          s = __fadd_rn(s, cv.w);
+        }
+        row[e] = s;
+      }
+    }
+  }
+}
+
+// indexer_scores_r25 is indexer_scores_r21 (the same scores, bit for bit) with
 // its loads in flight together rather than one round trip after another:
 // the token's queries in 16-byte loads, eight a thread before any is
 // stored; each warp's ipw keys (lane l holds channels 4l..4l+3) before
@@ -892,7 +1009,7 @@ __device__ __forceinline__ float dot4v(const float* a, const float* b, int n) {
 // 0 and ipw <= IDX_IPW_MAX; dynamic shared memory: heads·(dim+4) + heads
 // + IDX_WARPS·(dim + heads) floats.
 extern "C" __global__ void __launch_bounds__(MT)
-    indexer_scores(float* scores, const float* Q, const float* W, const int* tab, int nspans, const int* pos,
+    indexer_scores_r25(float* scores, const float* Q, const float* W, const int* tab, int nspans, const int* pos,
                    Paged keys, int heads, int dim, int rate, int maxE, int topk, float sscale, int ipw,
                    float wscale) { PDL_WAIT();
   DYN_SHARED(float, sm);
