@@ -71,9 +71,10 @@ const indexerWarps = 8
 // from 16 (prefill: each block loads its token's queries once for 64
 // entries), or where a token has more than indexerLongEntries entries
 // (every block stages the token's queries: at 64K context and 2 a warp a
-// token is a thousand blocks; run 25 call 3, H100, 8 a warp: -0.9% / -3.3%
-// a step at batches 1 / 8 at 64K, +1.9% / +0.3% at 4K). No score depends
-// on it.
+// token is a thousand blocks). Run 25 on an H100, 8 a warp against 2:
+// -0.9% / -3.3% a step at batches 1 / 8 at 64K and +1.9% / +0.3% at 4K
+// with indexer_scores_r25 (call 2), -7.5% / -7.4% at 64K with
+// indexer_scores (call 3). No score depends on it.
 func indexerPerWarp(T, entries int) int {
 	if T < 16 && entries <= indexerLongEntries {
 		return 2

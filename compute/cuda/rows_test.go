@@ -174,7 +174,7 @@ func TestTopK(t *testing.T) {
 	kern := device(t).Kernels()
 	for _, c := range []struct {
 		rows, n, k int
-		equal      int // > 0: the first n - equal values are 0, the rest -Inf
+		equal      int // > 0: each row's first equal values are 0, the rest -Inf
 	}{
 		{1, 1, 1, 0}, {3, 100, 7, 0}, {4, 5000, 512, 0}, {2, 16384, 1024, 0}, {5, 1024, 1024, 0}, {2, 700, 600, 0},
 		{1, 1500, 512, 1100}, {2, 16640, 512, 16385}, {1, 4096, 512, 4096},
