@@ -200,6 +200,10 @@ type Backend struct {
 	// on one lane) instead of indexer_scores (the same bits; A/B
 	// indexer-r25).
 	indexerR25 bool
+	// topkR26: IndexerSelect's top-k by topk (the row read from memory in
+	// each pass) instead of topk_reg (held in registers): the same output
+	// (A/B topk-r26).
+	topkR26 bool
 	// indexerIPW, when positive, is the entries a warp of indexer_scores
 	// takes instead of indexerPerWarp's (tests; A/B indexer-ipw8 and
 	// indexer-ipw2).

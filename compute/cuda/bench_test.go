@@ -393,12 +393,18 @@ func BenchmarkRows(b *testing.B) {
 	// The indexer's top-k at batch 1 (4K and 64K contexts: 1K and 16K
 	// closed entries), scores random and all equal (zeros, the rest of
 	// the row -Inf: BenchmarkFlash's cache).
+	// topk-r26: run 26's topk (the row read in each pass) beside topk_reg.
 	for _, n := range []int{1024, 16384} {
 		for _, zeros := range []bool{false, true} {
-			name := fmt.Sprintf("topk512-1x%d-%s", n+256, map[bool]string{false: "random", true: "zeros"}[zeros])
-			ops = append(ops, op{name, n + 256, func(th *Thread, k *Kernels, x, y, _ Ptr) error {
-				return k.TopK(th, th.Stream(), y, x, 1, n+256, 512)
-			}, zeros, n})
+			for _, reg := range []bool{true, false} {
+				name := fmt.Sprintf("topk512-1x%d-%s", n+256, map[bool]string{false: "random", true: "zeros"}[zeros])
+				if !reg {
+					name += "-r26"
+				}
+				ops = append(ops, op{name, n + 256, func(th *Thread, k *Kernels, x, y, _ Ptr) error {
+					return k.topK(th, th.Stream(), y, x, 1, n+256, 512, reg)
+				}, zeros, n})
+			}
 		}
 	}
 	for _, o := range ops {

@@ -89,7 +89,7 @@ type Kernels struct {
 	// unavailable says why kernels are missing (Open's keepGoing).
 	unavailable error
 
-	rmsnorm, rope, softmax, topk, gather, empty Func
+	rmsnorm, rope, softmax, topk, topkReg, gather, empty Func
 
 	// t8R4: BF16 and FP8 products of 8 or more tokens (plain and grouped)
 	// take gemv5 (4 rows a warp, gemv2's bits) instead of gemv2. On by
@@ -324,6 +324,7 @@ func loadKernels(t *Thread, units []built, tensorCores bool, sms int, keepGoing 
 	fn(&k.rope, "rope")
 	fn(&k.softmax, "softmax")
 	fn(&k.topk, "topk")
+	fn(&k.topkReg, "topk_reg")
 	fn(&k.gather, "gather")
 	fn(&k.empty, "empty")
 	k.fns = make(map[string]Func, len(modelKernels))
@@ -746,13 +747,30 @@ const MaxTopK = 1024
 // of its k largest values into idx[row*k:], largest first, ties to the
 // lower index, NaN above every number.
 func (k *Kernels) TopK(t *Thread, s Stream, idx, x Ptr, rows, n, kk int) error {
+	return k.topK(t, s, idx, x, rows, n, kk, true)
+}
+
+// topkThreads and topkRegs are topk.cu's TOPK_THREADS and TOPK_REGS:
+// topk_reg holds rows of up to their product in registers.
+const (
+	topkThreads = 512
+	topkRegs    = 36
+)
+
+// topK is TopK by topk_reg where reg and the row fits it, else by topk
+// (which reads the row in each pass): the same output.
+func (k *Kernels) topK(t *Thread, s Stream, idx, x Ptr, rows, n, kk int, reg bool) error {
 	if kk < 0 || kk > n || kk > MaxTopK {
 		return fmt.Errorf("cuda: TopK of %d from rows of %d (at most %d)", kk, n, MaxTopK)
 	}
 	if rows <= 0 || kk == 0 {
 		return nil
 	}
-	return k.launch(t, k.topk, Dim3{X: rows}, Dim3{X: 512}, s, t.Args().Ptr(idx).Ptr(x).Int(n).Int(kk))
+	f := k.topk
+	if reg && n <= topkRegs*topkThreads && k.topkReg != 0 {
+		f = k.topkReg
+	}
+	return k.launch(t, f, Dim3{X: rows}, Dim3{X: topkThreads}, s, t.Args().Ptr(idx).Ptr(x).Int(n).Int(kk))
 }
 
 // Gather queues y[i] = x[idx[i]] for the m int32 indices at idx, rows of

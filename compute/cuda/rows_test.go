@@ -172,12 +172,16 @@ func TestSoftmax(t *testing.T) {
 func TestTopK(t *testing.T) {
 	be := cpu.New(1)
 	kern := device(t).Kernels()
+	if kern.topkReg == 0 {
+		t.Fatal("topk_reg did not load")
+	}
 	for _, c := range []struct {
 		rows, n, k int
 		equal      int // > 0: each row's first equal values are 0, the rest -Inf
 	}{
 		{1, 1, 1, 0}, {3, 100, 7, 0}, {4, 5000, 512, 0}, {2, 16384, 1024, 0}, {5, 1024, 1024, 0}, {2, 700, 600, 0},
 		{1, 1500, 512, 1100}, {2, 16640, 512, 16385}, {1, 4096, 512, 4096},
+		{3, 18432, 512, 0}, {2, 18433, 1000, 0}, {1, 18432, 512, 9000},
 	} {
 		rng := rand.New(rand.NewPCG(uint64(c.n), uint64(c.k)))
 		x := make([]float32, c.rows*c.n)
@@ -208,30 +212,34 @@ func TestTopK(t *testing.T) {
 		for r := range c.rows {
 			be.TopK(want[r*c.k:(r+1)*c.k], x[r*c.n:(r+1)*c.n], c.k)
 		}
-		got := make([]int32, c.rows*c.k)
-		do(t, func(th *Thread) error {
-			xs, err := upload(th, x)
-			if err != nil {
-				return err
+		// Both kernels: topk_reg (rows up to topkRegs·topkThreads) and
+		// topk.
+		for _, reg := range []bool{true, false} {
+			got := make([]int32, c.rows*c.k)
+			do(t, func(th *Thread) error {
+				xs, err := upload(th, x)
+				if err != nil {
+					return err
+				}
+				defer th.Free(xs)
+				is, err := allocPoisoned(th, len(got))
+				if err != nil {
+					return err
+				}
+				defer th.Free(is)
+				if err := kern.topK(th, th.Stream(), is, xs, c.rows, c.n, c.k, reg); err != nil {
+					return err
+				}
+				return download(th, got, is)
+			})
+			if !slices.Equal(got, want) {
+				i := 0
+				for got[i] == want[i] {
+					i++
+				}
+				t.Fatalf("reg %v rows %d n %d k %d equal %d: row %d differs first at %d: index %d, CPU %d",
+					reg, c.rows, c.n, c.k, c.equal, i/c.k, i%c.k, got[i], want[i])
 			}
-			defer th.Free(xs)
-			is, err := allocPoisoned(th, len(got))
-			if err != nil {
-				return err
-			}
-			defer th.Free(is)
-			if err := kern.TopK(th, th.Stream(), is, xs, c.rows, c.n, c.k); err != nil {
-				return err
-			}
-			return download(th, got, is)
-		})
-		if !slices.Equal(got, want) {
-			i := 0
-			for got[i] == want[i] {
-				i++
-			}
-			t.Fatalf("rows %d n %d k %d equal %d: row %d differs first at %d: index %d, CPU %d",
-				c.rows, c.n, c.k, c.equal, i/c.k, i%c.k, got[i], want[i])
 		}
 	}
 }

@@ -9,9 +9,18 @@
 // above it; the keys at or above it are collected (exactly k of them) and
 // sorted by a bitonic sort (registers and shuffles, shared memory for
 // distances of a warp or more). One block per row.
+//
+// topk reads the row from memory in each pass; topk_reg (rows of at most
+// TOPK_REGS·TOPK_THREADS) reads it once into registers, element
+// tid + r·blockDim in v[r], and every pass and the collection read those:
+// run 25 call 3 had topk at 46 us over the indexer's 16640 scores (64K
+// context) with the row's loads and the histogram's atomics one after
+// another in each pass. Both select the same keys and sort them alike:
+// the same output.
 
 #define TOPK_THREADS 512
 #define TOPK_MAX 1024
+#define TOPK_REGS 36  // topk_reg: rows up to 18432 (the indexer's at 64K context: 16640)
 
 __device__ __forceinline__ u64 topk_key(float v, int i) {
   u32 b = __float_as_uint(v);
@@ -21,14 +30,23 @@ __device__ __forceinline__ u64 topk_key(float v, int i) {
   return ((u64)b << 32) | (u64)(~(u32)i);
 }
 
-extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
-    topk(int* __restrict__ idx, const float* __restrict__ x, int n, int k) { PDL_WAIT();
+// topk_body is both kernels: R = 0 reads row[i] in every pass, R > 0
+// holds the row in v (n <= R·blockDim).
+template <int R>
+__device__ __forceinline__ void topk_body(int* __restrict__ idx, const float* __restrict__ x, int n, int k) {
   __shared__ u32 hist[256];
   __shared__ u64 sel[TOPK_MAX];
   __shared__ u32 s_bin, s_above, s_count;
   const float* row = x + (long long)blockIdx.x * n;
   const int tid = threadIdx.x, lane = tid & 31;
   const int iters = (n + (int)blockDim.x - 1) / (int)blockDim.x;  // the same on every thread: whole warps in the loops
+  // R > 0: every element of this thread, all loads in flight at once.
+  float v[R > 0 ? R : 1];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int i = tid + r * (int)blockDim.x;
+    v[r] = i < n ? row[i] : 0.0f;
+  }
 
   u64 prefix = 0, mask = 0;
   u32 need = (u32)k;
@@ -37,9 +55,19 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
     __syncthreads();
     // An atomic a key (run 22: one a bin a warp through __match_any_sync
     // made topk 20.1 us against 15.3).
-    for (int i = tid; i < n; i += blockDim.x) {
-      const u64 key = topk_key(row[i], i);
-      if ((key & mask) == prefix) atomicAdd(&hist[(u32)(key >> shift) & 255u], 1u);
+    if constexpr (R > 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (r >= iters) break;  // the same r on every thread
+        const int i = tid + r * (int)blockDim.x;
+        const u64 key = topk_key(v[r], i);
+        if (i < n && (key & mask) == prefix) atomicAdd(&hist[(u32)(key >> shift) & 255u], 1u);
+      }
+    } else {
+      for (int i = tid; i < n; i += blockDim.x) {
+        const u64 key = topk_key(row[i], i);
+        if ((key & mask) == prefix) atomicAdd(&hist[(u32)(key >> shift) & 255u], 1u);
+      }
     }
     __syncthreads();
     if (tid < 32) {
@@ -89,9 +117,9 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
   __syncthreads();
   // One atomic a warp (a ballot's count, then each lane's place among
   // its warp's): the order of sel is any, the sort below fixes it.
-  for (int it = 0; it < iters; ++it) {
+  auto collect = [&](int it, float val) {
     const int i = tid + it * (int)blockDim.x;
-    const u64 key = i < n ? topk_key(row[i], i) : 0;
+    const u64 key = i < n ? topk_key(val, i) : 0;
     const bool take = i < n && (key & mask) >= prefix;
     const u32 ball = __ballot_sync(0xFFFFFFFFu, take);
     u32 base = 0;
@@ -100,6 +128,18 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
     if (take) {
       const u32 p = base + (u32)__popc(ball & ((1u << lane) - 1u));
       if (p < (u32)k) sel[p] = key;
+    }
+  };
+  if constexpr (R > 0) {
+#pragma unroll
+    for (int it = 0; it < R; ++it) {
+      if (it >= iters) break;  // the same it on every thread: whole warps
+      collect(it, v[it]);
+    }
+  } else {
+    for (int it = 0; it < iters; ++it) {
+      const int i = tid + it * (int)blockDim.x;
+      collect(it, i < n ? row[i] : 0.0f);
     }
   }
   __syncthreads();
@@ -159,4 +199,14 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
     const int i = tid + m * blockDim.x;
     if (m < ms && i < k) out[i] = (int)(~(u32)a[m]);
   }
+}
+
+extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
+    topk(int* __restrict__ idx, const float* __restrict__ x, int n, int k) { PDL_WAIT();
+  topk_body<0>(idx, x, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
+    topk_reg(int* __restrict__ idx, const float* __restrict__ x, int n, int k) { PDL_WAIT();
+  topk_body<TOPK_REGS>(idx, x, n, k);
 }
