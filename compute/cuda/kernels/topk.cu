@@ -15,8 +15,9 @@
 // tid + r·blockDim in v[r], and every pass and the collection read those:
 // run 25 call 3 had topk at 46 us over the indexer's 16640 scores (64K
 // context) with the row's loads and the histogram's atomics one after
-// another in each pass. Both select the same keys and sort them alike:
-// the same output.
+// another in each pass. topk_reg also skips the passes over index bytes
+// no i < n sets. Both select the same keys and sort them alike: the same
+// output.
 
 #define TOPK_THREADS 512
 #define TOPK_MAX 1024
@@ -51,6 +52,15 @@ __device__ __forceinline__ void topk_body(int* __restrict__ idx, const float* __
   u64 prefix = 0, mask = 0;
   u32 need = (u32)k;
   for (int shift = 56; shift >= 0; shift -= 8) {
+    // topk_reg: an index byte that is 0 for every i < n is 0xFF in every
+    // key (~i), so its pass would pick bin 255 with none above: taken
+    // without one (rows of tied scores, such as BenchmarkFlash's zeros,
+    // reach the index bytes; at most 65536 entries skip two of four).
+    if (R > 0 && shift < 32 && ((u32)(n - 1) >> shift) == 0) {
+      prefix |= (u64)255 << shift;
+      mask |= (u64)255 << shift;
+      continue;
+    }
     for (int b = tid; b < 256; b += blockDim.x) hist[b] = 0;
     __syncthreads();
     // An atomic a key (run 22: one a bin a warp through __match_any_sync
