@@ -747,7 +747,7 @@ const MaxTopK = 1024
 // of its k largest values into idx[row*k:], largest first, ties to the
 // lower index, NaN above every number.
 func (k *Kernels) TopK(t *Thread, s Stream, idx, x Ptr, rows, n, kk int) error {
-	return k.topK(t, s, idx, x, rows, n, kk, true)
+	return k.topK(t, s, idx, x, rows, n, kk, topkRegPays(n))
 }
 
 // topkThreads and topkRegs are topk.cu's TOPK_THREADS and TOPK_REGS:
@@ -756,6 +756,13 @@ const (
 	topkThreads = 512
 	topkRegs    = 36
 )
+
+// topkRegPays says whether TopK takes topk_reg for rows of n. Run 26 on
+// an H100 (BenchmarkRows, one row, k = 512), topk_reg against topk:
+// 28.8 / 33.0 us against 29.5 / 42.5 at 16640 entries (random / tied),
+// 12.2 / 14.6 against 9.9 / 13.8 at 1280 (its 36 loads and unrolled
+// loops cost more than a short row's passes).
+func topkRegPays(n int) bool { return n > 4096 }
 
 // topK is TopK by topk_reg where reg and the row fits it, else by topk
 // (which reads the row in each pass): the same output.
