@@ -204,6 +204,9 @@ type Backend struct {
 	// each pass) also where topkRegPays takes topk_reg (held in
 	// registers): the same output (A/B topk-r26).
 	topkR26 bool
+	// topkRegShort: IndexerSelect takes topk_reg4 / topk_reg for rows of
+	// 4096 entries or fewer too (A/B topk-reg-short).
+	topkRegShort bool
 	// indexerIPW, when positive, is the entries a warp of indexer_scores
 	// takes instead of indexerPerWarp's (tests; A/B indexer-ipw8 and
 	// indexer-ipw2).

@@ -393,7 +393,8 @@ func BenchmarkRows(b *testing.B) {
 	// The indexer's top-k at batch 1 (4K and 64K contexts: 1K and 16K
 	// closed entries), scores random and all equal (zeros, the rest of
 	// the row -Inf: BenchmarkFlash's cache).
-	// topk-r26: run 26's topk (the row read in each pass) beside topk_reg.
+	// topk-r26: run 26's topk (the row read in each pass) beside topk_reg4
+	// (1280) or topk_reg (16640).
 	for _, n := range []int{1024, 16384} {
 		for _, zeros := range []bool{false, true} {
 			for _, reg := range []bool{true, false} {

@@ -89,7 +89,7 @@ type Kernels struct {
 	// unavailable says why kernels are missing (Open's keepGoing).
 	unavailable error
 
-	rmsnorm, rope, softmax, topk, topkReg, gather, empty Func
+	rmsnorm, rope, softmax, topk, topkReg, topkReg4, gather, empty Func
 
 	// t8R4: BF16 and FP8 products of 8 or more tokens (plain and grouped)
 	// take gemv5 (4 rows a warp, gemv2's bits) instead of gemv2. On by
@@ -325,6 +325,7 @@ func loadKernels(t *Thread, units []built, tensorCores bool, sms int, keepGoing 
 	fn(&k.softmax, "softmax")
 	fn(&k.topk, "topk")
 	fn(&k.topkReg, "topk_reg")
+	fn(&k.topkReg4, "topk_reg4")
 	fn(&k.gather, "gather")
 	fn(&k.empty, "empty")
 	k.fns = make(map[string]Func, len(modelKernels))
@@ -764,8 +765,8 @@ const (
 // loops cost more than a short row's passes).
 func topkRegPays(n int) bool { return n > 4096 }
 
-// topK is TopK by topk_reg where reg and the row fits it, else by topk
-// (which reads the row in each pass): the same output.
+// topK is TopK by topk_reg4 or topk_reg where reg and the row fits one,
+// else by topk (which reads the row in each pass): the same output.
 func (k *Kernels) topK(t *Thread, s Stream, idx, x Ptr, rows, n, kk int, reg bool) error {
 	if kk < 0 || kk > n || kk > MaxTopK {
 		return fmt.Errorf("cuda: TopK of %d from rows of %d (at most %d)", kk, n, MaxTopK)
@@ -774,7 +775,10 @@ func (k *Kernels) topK(t *Thread, s Stream, idx, x Ptr, rows, n, kk int, reg boo
 		return nil
 	}
 	f := k.topk
-	if reg && n <= topkRegs*topkThreads && k.topkReg != 0 {
+	switch {
+	case reg && n <= 4*topkThreads && k.topkReg4 != 0:
+		f = k.topkReg4
+	case reg && n <= topkRegs*topkThreads && k.topkReg != 0:
 		f = k.topkReg
 	}
 	return k.launch(t, f, Dim3{X: rows}, Dim3{X: topkThreads}, s, t.Args().Ptr(idx).Ptr(x).Int(n).Int(kk))

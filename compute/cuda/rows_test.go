@@ -172,8 +172,8 @@ func TestSoftmax(t *testing.T) {
 func TestTopK(t *testing.T) {
 	be := cpu.New(1)
 	kern := device(t).Kernels()
-	if kern.topkReg == 0 {
-		t.Fatal("topk_reg did not load")
+	if kern.topkReg == 0 || kern.topkReg4 == 0 {
+		t.Fatal("topk_reg or topk_reg4 did not load")
 	}
 	for _, c := range []struct {
 		rows, n, k int
@@ -212,8 +212,8 @@ func TestTopK(t *testing.T) {
 		for r := range c.rows {
 			be.TopK(want[r*c.k:(r+1)*c.k], x[r*c.n:(r+1)*c.n], c.k)
 		}
-		// Both kernels: topk_reg (rows up to topkRegs·topkThreads) and
-		// topk.
+		// Both ways: topk_reg4 (rows up to 2048) or topk_reg (up to
+		// topkRegs·topkThreads), and topk.
 		for _, reg := range []bool{true, false} {
 			got := make([]int32, c.rows*c.k)
 			do(t, func(th *Thread) error {
