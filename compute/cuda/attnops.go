@@ -107,7 +107,7 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 		defer b.ResetScratch(mark)
 		scores := b.Scratch(compute.F32, T, maxE)
 		b.indexerScores(scores, a, sp)
-		b.fail(b.k.topK(b.rt, 0, b.ptr(a.Sel), b.ptr(scores), T, maxE, K, !b.topkR26 && (topkRegPays(maxE) || b.topkRegShort)))
+		b.fail(b.k.topK(b.rt, 0, b.ptr(a.Sel), b.ptr(scores), T, maxE, K, !b.topkR26 && topkRegPays(maxE)))
 	}
 	b.launch("indexer_fix", Dim3{X: T}, Dim3{X: opThreads}, 0,
 		b.args().Ptr(b.ptr(a.Sel)).Ptr(b.ptr(a.N)).Ptr(pos).Int(a.Rate).Int(K))

@@ -201,12 +201,9 @@ type Backend struct {
 	// indexer-r25).
 	indexerR25 bool
 	// topkR26: IndexerSelect's top-k by topk (the row read from memory in
-	// each pass) also where topkRegPays takes topk_reg (held in
-	// registers): the same output (A/B topk-r26).
+	// each pass) also where topkRegPays takes topk_reg4 or topk_reg (held
+	// in registers): the same output (A/B topk-r26).
 	topkR26 bool
-	// topkRegShort: IndexerSelect takes topk_reg4 / topk_reg for rows of
-	// 4096 entries or fewer too (A/B topk-reg-short).
-	topkRegShort bool
 	// indexerIPW, when positive, is the entries a warp of indexer_scores
 	// takes instead of indexerPerWarp's (tests; A/B indexer-ipw8 and
 	// indexer-ipw2).

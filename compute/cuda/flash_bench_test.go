@@ -363,8 +363,6 @@ func BenchmarkFlash(b *testing.B) {
 	abAtCtx("indexer-r25", []int{1, 8}, contexts, func(on bool) { be.indexerR25 = on })
 	// Run 26's top-k (the row read from memory in each pass).
 	abAtCtx("topk-r26", []int{1, 8}, contexts, func(on bool) { be.topkR26 = on })
-	// topk_reg4 / topk_reg for the short rows too (4K context: 1280).
-	abAtCtx("topk-reg-short", []int{1, 8}, contexts, func(on bool) { be.topkRegShort = on })
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
 	// A decode step as one recording, not one a layer (Submit): the host's
 	// recording then waits for the GPU and the GPU for it.

@@ -758,12 +758,14 @@ const (
 	topkRegs    = 36
 )
 
-// topkRegPays says whether TopK takes topk_reg for rows of n. Run 26 on
-// an H100 (BenchmarkRows, one row, k = 512), topk_reg against topk:
-// 28.8 / 33.0 us against 29.5 / 42.5 at 16640 entries (random / tied),
-// 12.2 / 14.6 against 9.9 / 13.8 at 1280 (its 36 loads and unrolled
-// loops cost more than a short row's passes).
-func topkRegPays(n int) bool { return n > 4096 }
+// topkRegPays says whether TopK takes topk_reg4 or topk_reg for rows of
+// n. Run 26 on an H100 (BenchmarkRows, one row, k = 512, against topk in
+// the same process): topk_reg 28.8 / 33.0 us against 29.5 / 42.5 at
+// 16640 entries (random / tied), but 12.2 / 14.6 against 9.9 / 13.8 at
+// 1280 (its 36 loads and unrolled loops cost more than a short row's
+// passes); topk_reg4 9.6 / 11.8 against 10.0 / 13.8 at 1280. Rows of
+// 2049 to 4096 entries, measured by neither, keep topk.
+func topkRegPays(n int) bool { return n <= 4*topkThreads || n > 4096 }
 
 // topK is TopK by topk_reg4 or topk_reg where reg and the row fits one,
 // else by topk (which reads the row in each pass): the same output.

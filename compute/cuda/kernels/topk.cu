@@ -15,8 +15,8 @@
 // tid + r·blockDim in v[r], and every pass and the collection read those:
 // run 25 call 3 had topk at 46 us over the indexer's 16640 scores (64K
 // context) with the row's loads and the histogram's atomics one after
-// another in each pass (the host takes topk_reg past 4096 entries:
-// topkRegPays). topk_reg also skips the passes over index bytes
+// another in each pass (the host takes topk_reg past 4096 entries and
+// topk_reg4 up to 2048: topkRegPays). topk_reg also skips the passes over index bytes
 // no i < n sets. Both select the same keys and sort them alike: the same
 // output.
 
