@@ -25,7 +25,13 @@ type flashAttnCase struct {
 }
 
 func newFlashAttnCase(rng *rand.Rand, T, selK, rate, nComp int) *flashAttnCase {
-	c := &flashAttnCase{H: 64, d: 512, rope: 64, W: 128, rate: rate, selK: selK}
+	return newAttnCase(rng, 64, 512, 64, T, selK, rate, nComp)
+}
+
+// newAttnCase is newFlashAttnCase with H heads of d channels, rope of
+// them turned.
+func newAttnCase(rng *rand.Rand, H, d, rope, T, selK, rate, nComp int) *flashAttnCase {
+	c := &flashAttnCase{H: H, d: d, rope: rope, W: 128, rate: rate, selK: selK}
 	sb := quant.FP8KVBytes(c.d, c.rope)
 	for s := range T {
 		p := c.W + 40 + 37*s
@@ -303,5 +309,82 @@ func TestBackendAttentionOutRoPE(t *testing.T) {
 			}
 		}
 		fmt.Printf("ATTNROPE %s: %d channels turned back in attn_combine, the same bits as rope_heads after and unsplit, within 1e-5 of float64\n", name, turned)
+	}
+}
+
+// TestBackendAttentionTC: in Fast mode, SparseAttention of up to attnTCMaxT
+// tokens takes attn_tc (one launch on the tensor cores, operands as
+// bfloat16 hi + lo, each chunk of 64 keys against its own maximum, the
+// chunks added by the token's last block), whose outputs are the float64
+// definition within 1e-4 of each output's sum of magnitudes (bfloat16
+// alone, without the lo halves, misses that by about 30x), with OutRoPE's
+// turn where asked; one chunk (51 keys) and several (176: three, their
+// counters reset for the next launch: a second run gives the same bits);
+// 64 heads of 512 channels, 4 of 128, and 20 of 96 (a block of 16 heads
+// and one of 4); and the float32 kernels again with attnTCOff.
+func TestBackendAttentionTC(t *testing.T) {
+	be := newBackend(t, Fast)
+	if !be.attnTCTakes(1, 64, 512, 176) {
+		t.Fatalf("Fast attention of one token at the Flash width does not take attn_tc")
+	}
+	rng := rand.New(rand.NewPCG(4, 41))
+	for _, tc := range []struct {
+		H, d, rope, T, selK, rate, nComp int
+		turn                             bool
+	}{{64, 512, 64, 1, 48, 4, 60, false}, {64, 512, 64, 1, 0, 16, 3, false}, {64, 512, 64, 3, 48, 4, 60, true},
+		{64, 512, 64, 2, 0, 16, 12, false}, {64, 512, 64, 8, 48, 4, 60, true},
+		{4, 128, 64, 2, 48, 4, 60, true}, {20, 96, 32, 3, 0, 16, 12, true}} {
+		name := fmt.Sprintf("H %d d %d T %d selK %d rate %d turn %v", tc.H, tc.d, tc.T, tc.selK, tc.rate, tc.turn)
+		c := newAttnCase(rng, tc.H, tc.d, tc.rope, tc.T, tc.selK, tc.rate, tc.nComp)
+		launches := be.attnTCLaunches
+		got := c.run(t, be)
+		again := c.run(t, be)
+		if be.attnTCLaunches != launches+2 {
+			t.Fatalf("%s: SparseAttention did not take attn_tc", name)
+		}
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(again[i]) {
+				t.Fatalf("%s: output %d: %g, then %g", name, i, got[i], again[i])
+			}
+		}
+		want, l1 := c.ref()
+		if tc.turn {
+			// The float64 definition's last 2·nf channels turned back, and
+			// the kernel's again with the turn.
+			nf := c.rope / 2
+			c.outRoPE = make([]float32, nf)
+			for i := range c.outRoPE {
+				c.outRoPE[i] = float32(math.Pow(10000, -2*float64(i)/float64(c.rope)))
+			}
+			got = c.run(t, be)
+			for r := range tc.T * c.H {
+				row, p := r*c.d, c.pos[r/c.H]
+				for k := 0; k < 2*nf; k += 2 {
+					ang := float64(float32(p) * c.outRoPE[k/2])
+					cs, sn := math.Cos(ang), -math.Sin(ang)
+					i := row + c.d - 2*nf + k
+					a, b := want[i], want[i+1]
+					want[i], want[i+1] = a*cs-b*sn, b*cs+a*sn
+					l1[i] += l1[i+1]
+					l1[i+1] = l1[i]
+				}
+			}
+		}
+		worst := 0.0
+		for i, g := range got {
+			e := math.Abs(float64(g)-want[i]) / (l1[i] + 1e-6)
+			if !(e <= 1e-4) {
+				t.Fatalf("%s: output %d = %g, float64 %g (sum of magnitudes %g)", name, i, g, want[i], l1[i])
+			}
+			worst = max(worst, e)
+		}
+		be.attnTCOff = true
+		c.outRoPE = nil
+		c.run(t, be)
+		be.attnTCOff = false
+		if be.attnTCLaunches != launches+2+map[bool]int{true: 1}[tc.turn] {
+			t.Fatalf("%s: attnTCOff did not take the float32 kernels", name)
+		}
+		fmt.Printf("ATTNTC %s: within %.3g of each output's sum of magnitudes (float64), the same bits twice\n", name, worst)
 	}
 }

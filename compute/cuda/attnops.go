@@ -202,6 +202,10 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 			maxKeys += capacity(a.Compressed)
 		}
 	}
+	if b.attnTCTakes(T, H, d, maxKeys) {
+		b.attentionTC(a, sp, hasComp, selK, maxKeys)
+		return
+	}
 	if b.attnTiled(d) {
 		b.attentionTiled(a, sp, hasComp, selK, maxKeys)
 		return
@@ -313,6 +317,54 @@ func (b *Backend) attentionLaunches(a *compute.AttentionArgs, sp compute.Spans, 
 	if nf > 0 && !combineTurns {
 		b.RoPE(a.Out.Reshape(T*H, d), sp.Pos, H, a.OutRoPE, true)
 	}
+}
+
+// Attention on the tensor cores (attn_tc in attn.cu): Fast mode's
+// attention of up to attnTCMaxT tokens in one launch, a block 16 heads of
+// attcChunk keys of one token, its operands split as bfloat16 hi + lo
+// (to ~2^-17), the chunks added by each token's last block.
+const (
+	attnTCMaxT = 8
+	attcChunk  = 64
+	// attcCounters: attn_tc's counters, one a (token, 16 heads).
+	attcCounters = 1024
+)
+
+// attcShared is attn_tc's dynamic shared memory for heads of d channels:
+// the queries' and keys' bfloat16 pairs (rows of d + 8 halves), the
+// probabilities' pairs, the logits, each head's maximum and sum, and the
+// keys' pointers and kinds.
+func attcShared(d int) int {
+	return 2*2*(16+attcChunk)*(d+8) + 2*2*16*(attcChunk+8) + 4*16*attcChunk + 4*32 + 12*attcChunk
+}
+
+// attnTCTakes reports whether SparseAttention of T tokens, H heads of d
+// channels and up to maxKeys keys a token takes attn_tc.
+func (b *Backend) attnTCTakes(T, H, d, maxKeys int) bool {
+	S := blocks(maxKeys, attcChunk)
+	return b.mode == Fast && !b.attnTCOff && b.k.tensorCores && b.k.fns["attn_tc"] != 0 &&
+		T <= attnTCMaxT && d%32 == 0 && d <= 512 && S <= attcChunk && attcShared(d) <= b.optin &&
+		T*blocks(H, 16) <= attcCounters && int64(4*T*H*S*(d+2)) <= attnScratch
+}
+
+// attentionTC is SparseAttention on attn_tc.
+func (b *Backend) attentionTC(a *compute.AttentionArgs, sp compute.Spans, hasComp, selK, maxKeys int) {
+	H, d, T := a.Heads, a.Dim, a.Q.Rows
+	ctr := b.counters(&b.attcCnt, attcCounters, "attn_tc")
+	if ctr == 0 {
+		return
+	}
+	S := blocks(maxKeys, attcChunk)
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	po, pml := b.Scratch(compute.F32, T*H*S, d), b.Scratch(compute.F32, T*H*S, 2)
+	win, comp := b.paged(a.Window), b.paged(a.Compressed)
+	ar := b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.KV))
+	b.spanArgs(ar, sp).Ptr(b.ptr(sp.Pos)).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(max(a.Rate, 1)).
+		Ptr(b.ptr(a.Sel)).Ptr(b.ptr(a.N)).Int(selK).Ptr(b.ptr(a.Sink)).Int(H).Int(d).F32(a.Scale).Int(maxKeys).
+		Ptr(b.ptr(po)).Ptr(b.ptr(pml)).Ptr(ctr).Ptr(b.ptr(a.OutRoPE)).Int(a.OutRoPE.Len())
+	b.attnTCLaunches++
+	b.launch("attn_tc", Dim3{X: T, Y: blocks(H, 16), Z: S}, Dim3{X: 256}, attcShared(d), ar)
 }
 
 // Tiled attention (attn_qk and attn_pv in attn.cu): the logits of kb keys

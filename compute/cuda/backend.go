@@ -68,8 +68,9 @@ type Backend struct {
 	noHostMem bool
 	mats      []*Matrix
 	moeTabs   map[*compute.Matrix]*moeTables
-	// hcCnt: hc_post_pre's counters (HCPostPreNorm), freed at Close.
-	hcCnt Ptr
+	// hcCnt: hc_post_pre's counters (HCPostPreNorm), attcCnt attn_tc's
+	// (SparseAttention), freed at Close.
+	hcCnt, attcCnt Ptr
 	// groupTabs are GroupedMatMul's tables, by the group's first matrix.
 	groupTabs map[*compute.Matrix]groupTab
 	optin     int // dynamic shared memory a block may use
@@ -160,6 +161,11 @@ type Backend struct {
 	attnRoPEApart bool
 	// attnTurnLaunches counts the attn_combine launches that turned (tests).
 	attnTurnLaunches int
+	// attnTCOff: Fast attention of up to attnTCMaxT tokens takes the split
+	// float32 kernels (Strict's) instead of attn_tc (the attn-tc-off A/B);
+	// attnTCLaunches counts attn_tc's launches (tests).
+	attnTCOff      bool
+	attnTCLaunches int
 	// attnNoSplit: every attention launch loops over a token's key chunks
 	// in one block (the path of large batches) instead of splitting them
 	// over blocks at small ones (tests: the same bits).
@@ -404,7 +410,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_qk8", "attn_pv4", "attn_pv8", "indexer_scores", "indexer_scores_r21", "indexer_scores_r25", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
+		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_qk8", "attn_pv4", "attn_pv8", "attn_tc", "indexer_scores", "indexer_scores_r21", "indexer_scores_r25", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
 		names = append(names, moeSXKernels...)
 		for _, name := range names {
 			if f := b.k.fns[name]; f != 0 {
@@ -697,8 +703,10 @@ func (b *Backend) Close() error {
 		for _, mt := range b.moeTabs {
 			errs = append(errs, t.Free(mt.tab))
 		}
-		if b.hcCnt != 0 {
-			errs = append(errs, t.Free(b.hcCnt))
+		for _, c := range []Ptr{b.hcCnt, b.attcCnt} {
+			if c != 0 {
+				errs = append(errs, t.Free(c))
+			}
 		}
 		for _, gt := range b.groupTabs {
 			if gt.tab != 0 {

@@ -624,31 +624,36 @@ const hcO4MinT = 16
 // hcCounters returns hc_post_pre's counters (hcFusedMaxT uint32s, zero
 // between launches: each launch's last blocks reset theirs), allocated and
 // zeroed on first use; 0 after a failure (recorded in b.err).
-func (b *Backend) hcCounters() Ptr {
-	if b.hcCnt != 0 {
-		return b.hcCnt
+func (b *Backend) hcCounters() Ptr { return b.counters(&b.hcCnt, hcFusedMaxT, "hc_post_pre") }
+
+// counters returns *p, first allocating n uint32 counters there, zeroed,
+// for the kernel named what (whose last blocks reset the counters they
+// use); 0 after a failure (recorded in b.err).
+func (b *Backend) counters(p *Ptr, n int, what string) Ptr {
+	if *p != 0 {
+		return *p
 	}
 	err := b.do(func(t *Thread) error {
-		p, err := t.Alloc(4 * hcFusedMaxT)
+		q, err := t.Alloc(4 * int64(n))
 		if err != nil {
 			return err
 		}
-		if err := t.Memset32(p, 0, hcFusedMaxT, t.Stream()); err != nil {
-			t.Free(p)
+		if err := t.Memset32(q, 0, int64(n), t.Stream()); err != nil {
+			t.Free(q)
 			return err
 		}
 		if err := t.Sync(t.Stream()); err != nil {
-			t.Free(p)
+			t.Free(q)
 			return err
 		}
-		b.hcCnt = p
+		*p = q
 		return nil
 	})
 	if err != nil {
-		b.fail(fmt.Errorf("cuda: hc_post_pre counters: %w", err))
+		b.fail(fmt.Errorf("cuda: %s counters: %w", what, err))
 		return 0
 	}
-	return b.hcCnt
+	return *p
 }
 
 // HCHead implements compute.Mixing.

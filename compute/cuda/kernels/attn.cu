@@ -880,3 +880,335 @@ __device__ __forceinline__ void attn_pv_body(float* out, float* po, float* pl, f
   }
 ATTN_PV_ENTRY(4)
 ATTN_PV_ENTRY(8)
+
+// ---- attention on the tensor cores (attn_tc: Fast mode, a few tokens) ----
+//
+// attn_tc is SparseAttention in one launch for Fast mode at small batches,
+// where the split kernels' three launches (attn_qk, attn_pv, attn_combine)
+// are a chain of short, latency-bound steps on the layer's critical path.
+// Block (t, y, c) takes token t's keys [c·ATC_KC, (c+1)·ATC_KC) for the 16
+// heads [16y, 16y + 16) (the mma's rows):
+//   - the queries and the chunk's keys are decoded (key_group_load's
+//     decoders: every format and kind) and split into bfloat16 pairs v =
+//     hi + lo (hi = bf16(v), lo = bf16(v - hi): v to ~2^-17) in shared
+//     memory;
+//   - logits = scale·(Qhi·Khi + Qhi·Klo + Qlo·Khi) on mma.sync m16n8k16
+//     (float32 sums), a warp 8 keys;
+//   - the chunk's softmax against its own maximum m_c: p = exp(l - m_c),
+//     l_c = Σ p (float32, exp in float64 as the CPU's), p split as hi + lo;
+//   - o_c = Phi·Vhi + Phi·Vlo + Plo·Vhi (V = K), a warp 64 channels;
+//   - a token of one chunk writes o_c / (exp(sink - m_c) + l_c); else every
+//     chunk writes (o_c, m_c, l_c) and the token's last block to finish
+//     (counter cnt[t][y], reset by it) adds them: M = max m_c, out =
+//     Σ e^(m_c - M)·o_c / (e^(sink - M) + Σ e^(m_c - M)·l_c), the chunks in
+//     order, its own from registers.
+// The output's last 2·nf channels are turned back at the token's position
+// (OutRoPE) as attn_combine turns them.
+//
+// Numerics: every operand to ~2^-17 of its value, the products' sums in
+// the tensor cores' float32; the chunks' maxima instead of the token's
+// (the same function, other rounding). Not the CPU's bits: Fast mode only,
+// measured against the float64 definition (TestBackendAttentionTC).
+// Batch-invariant: a token's blocks read only its own keys and queries,
+// its chunks fixed by its key count, so its output does not depend on the
+// batch (among the batches that take this kernel).
+//
+// Grid (tokens, ceil(heads/16), S = ceil(maxKeys/ATC_KC)), ATC_NT threads
+// (a block's heads past the last: zero queries, no output); dim a
+// multiple of 32 up to 512 (each warp at most 4 pairs of 8-channel
+// tiles); dynamic shared memory attcShared (attnops.go).
+#define ATC_KC 64
+#define ATC_NT 256
+
+// attc_split stores the bfloat16 pair of each of v's 8 values: hi at hi,
+// lo at lo (16 bytes each).
+__device__ __forceinline__ void attc_split(u16* hi, u16* lo, const float* v) {
+  u32 h[4], l[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const u32 a = bf16_rn(v[2 * k]), b = bf16_rn(v[2 * k + 1]);
+    h[k] = pack2(a, b);
+    l[k] = pack2(bf16_rn(__fsub_rn(v[2 * k], bf16_to_f32(a))), bf16_rn(__fsub_rn(v[2 * k + 1], bf16_to_f32(b))));
+  }
+  *(uint4*)hi = make_uint4(h[0], h[1], h[2], h[3]);
+  *(uint4*)lo = make_uint4(l[0], l[1], l[2], l[3]);
+}
+
+// attc_ch is the first channel of lane (·, q4)'s outputs of warp w's n-th
+// tile: channel pair P = w + 8·(n/2), tile 2P + n%2.
+__device__ __forceinline__ int attc_ch(int w, int n, int q4) { return 16 * (w + 8 * (n >> 1)) + 8 * (n & 1) + 2 * q4; }
+
+extern "C" __global__ void __launch_bounds__(ATC_NT)
+    attn_tc(float* out, const float* Q, const float* KV, const int* tab, int nspans, const int* pos, Paged win,
+            int winSize, Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK,
+            const float* sink, int heads, int dim, float scale, int maxKeys, float* po, float* pml, unsigned* ctr,
+            const float* invFreq, int nf) { PDL_WAIT();
+  DYN_SHARED(u8, sm);
+  const int ld = dim + 8;  // a row's halves: 16 bytes of padding (ldmatrix's rows in other banks)
+  u16* qh = (u16*)sm;
+  u16* ql = qh + 16 * ld;
+  u16* kh = ql + 16 * ld;
+  u16* kl = kh + ATC_KC * ld;
+  const int lp = ATC_KC + 8;
+  u16* ph = kl + ATC_KC * ld;
+  u16* pl = ph + 16 * lp;
+  float* sl = (float*)(pl + 16 * lp);    // [16][ATC_KC] logits
+  float* ml = sl + 16 * ATC_KC;          // [16] m_c, [16] l_c
+  const u8** kp = (const u8**)(ml + 32); // [ATC_KC]
+  int* kind = (int*)(kp + ATC_KC);       // [ATC_KC]
+  __shared__ unsigned arrived;
+
+  const int t = blockIdx.x, y = blockIdx.y, c = blockIdx.z, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, q4 = lane & 3, S = gridDim.z, HG = gridDim.y;
+  const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
+  const int h0 = 16 * y, nh = min(16, heads - h0);
+  if (a.bad) {
+    if (c == 0)
+      for (int i = tid; i < nh * dim; i += ATC_NT) out[((long long)t * heads + h0) * dim + i] = __uint_as_float(QNAN_BITS);
+    return;
+  }
+  const int nch = (a.nk + ATC_KC - 1) / ATC_KC;
+  if (c >= nch) return;
+  const int j0 = c * ATC_KC, kn = min(ATC_KC, a.nk - j0);
+
+  // The queries, split.
+  const int G = dim / ATT_G;
+  for (int e = tid; e < 16 * G; e += ATC_NT) {
+    const int h = e / G, i0 = (e - h * G) * ATT_G;
+    float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    if (h < nh) {
+      const float4* src = (const float4*)(Q + ((long long)t * heads + h0 + h) * dim + i0);
+      const float4 u = __ldg(src), w = __ldg(src + 1);
+      v[0] = u.x, v[1] = u.y, v[2] = u.z, v[3] = u.w, v[4] = w.x, v[5] = w.y, v[6] = w.z, v[7] = w.w;
+    }
+    attc_split(qh + h * ld + i0, ql + h * ld + i0, v);
+  }
+  for (int j = tid; j < kn; j += ATC_NT) kp[j] = attn_key_ptr(a, t, j0 + j, KV, dim, win, winSize, comp, sel, selK, &kind[j]);
+  __syncthreads();
+  // The keys, split (rows past kn zero).
+  const int ng = ATC_KC * G;
+  for (int e0 = 0; e0 < ng; e0 += ATT_GU * ATC_NT) {
+    KeyGroup kg[ATT_GU];
+#pragma unroll
+    for (int u = 0; u < ATT_GU; ++u) {
+      const int e = e0 + u * ATC_NT + tid;
+      kg[u].mode = 4;
+      if (e < ng) {
+        const int j = e / G, i0 = (e - j * G) * ATT_G;
+        if (j < kn)
+          key_group_load(kg[u], kp[j], kind[j], win, comp, dim, i0);
+        else
+          kg[u].mode = 5;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < ATT_GU; ++u) {
+      const int e = e0 + u * ATC_NT + tid;
+      if (kg[u].mode == 4) continue;
+      const int j = e / G, i0 = (e - j * G) * ATT_G;
+      float v[ATT_G];
+      if (kg[u].mode == 5) {
+#pragma unroll
+        for (int k = 0; k < ATT_G; ++k) v[k] = 0.0f;
+      } else {
+        key_group_store(v, kg[u], kp[j], kind[j], win, comp, dim, i0);
+      }
+      attc_split(kh + j * ld + i0, kl + j * ld + i0, v);
+    }
+  }
+  __syncthreads();
+
+  // Logits: warp w the keys [8w, 8w + 8) of all 16 heads.
+  {
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const int m = lane >> 3, r = lane & 7;
+    const u16* qa = qh + ((m & 1) * 8 + r) * ld + (m >> 1) * 8;
+    const u16* qb = ql + ((m & 1) * 8 + r) * ld + (m >> 1) * 8;
+    const u16* ka = kh + (8 * warp + r) * ld + m * 8;
+    const u16* kb = kl + (8 * warp + r) * ld + m * 8;
+    for (int k0 = 0; k0 < dim; k0 += 32) {
+      u32 bh[4], bl[4];
+      ldmatrix_x4(bh, ka + k0);
+      ldmatrix_x4(bl, kb + k0);
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        u32 ah[4], al[4];
+        ldmatrix_x4(ah, qa + k0 + 16 * s);
+        ldmatrix_x4(al, qb + k0 + 16 * s);
+        mma_bf16(acc, ah, bh + 2 * s);
+        mma_bf16(acc, ah, bl + 2 * s);
+        mma_bf16(acc, al, bh + 2 * s);
+      }
+    }
+    const int key = 8 * warp + 2 * q4;
+    sl[g * ATC_KC + key] = __fmul_rn(acc[0], scale);
+    sl[g * ATC_KC + key + 1] = __fmul_rn(acc[1], scale);
+    sl[(g + 8) * ATC_KC + key] = __fmul_rn(acc[2], scale);
+    sl[(g + 8) * ATC_KC + key + 1] = __fmul_rn(acc[3], scale);
+  }
+  __syncthreads();
+
+  // The chunk's softmax: 16 threads a head, 4 keys each.
+  {
+    const int h = tid >> 4, k0 = (tid & 15) * 4;
+    float v[4], mx = __int_as_float(0xFF800000);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      v[k] = sl[h * ATC_KC + k0 + k];
+      if (k0 + k < kn) mx = fmaxf(mx, v[k]);
+    }
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+    float sum = 0.0f, p[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      p[k] = k0 + k < kn ? exp_f(__fsub_rn(v[k], mx)) : 0.0f;
+      sum = __fadd_rn(sum, p[k]);
+    }
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xFFFFFFFFu, sum, o));
+    u32 hi[4], lo[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      hi[k] = bf16_rn(p[k]);
+      lo[k] = bf16_rn(__fsub_rn(p[k], bf16_to_f32(hi[k])));
+    }
+    *(uint2*)(ph + h * lp + k0) = make_uint2(pack2(hi[0], hi[1]), pack2(hi[2], hi[3]));
+    *(uint2*)(pl + h * lp + k0) = make_uint2(pack2(lo[0], lo[1]), pack2(lo[2], lo[3]));
+    if ((tid & 15) == 0) ml[h] = mx, ml[16 + h] = sum;
+  }
+  __syncthreads();
+
+  // Values: warp w the channel pairs of tiles P = w, w + 8, ... (channels
+  // [16P, 16P + 16), tiles 2P and 2P + 1 as o[2n2], o[2n2 + 1]).
+  const int NTL = 8;  // dim = 512: 4 pairs a warp
+  float o[NTL][4];
+#pragma unroll
+  for (int n = 0; n < NTL; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  {
+    const int m = lane >> 3, r = lane & 7;
+    for (int ks = 0; ks < ATC_KC / 16; ++ks) {
+      u32 ah[4], al[4];
+      ldmatrix_x4(ah, ph + ((m & 1) * 8 + r) * lp + 16 * ks + (m >> 1) * 8);
+      ldmatrix_x4(al, pl + ((m & 1) * 8 + r) * lp + 16 * ks + (m >> 1) * 8);
+#pragma unroll
+      for (int n2 = 0; n2 < NTL / 2; ++n2) {
+        if (16 * (warp + 8 * n2) >= dim) break;
+        const int col = 16 * (warp + 8 * n2) + (m >> 1) * 8, row = 16 * ks + (m & 1) * 8 + r;
+        u32 bh[4], bl[4];
+        ldmatrix_x4_trans(bh, kh + row * ld + col);
+        ldmatrix_x4_trans(bl, kl + row * ld + col);
+        mma_bf16(o[2 * n2], ah, bh);
+        mma_bf16(o[2 * n2], ah, bl);
+        mma_bf16(o[2 * n2], al, bh);
+        mma_bf16(o[2 * n2 + 1], ah, bh + 2);
+        mma_bf16(o[2 * n2 + 1], ah, bl + 2);
+        mma_bf16(o[2 * n2 + 1], al, bh + 2);
+      }
+    }
+  }
+  // This thread's outputs: heads g, g + 8; channels attc_ch(n) and +1
+  // (the n-th tile's).
+  const int ha = g, hb = g + 8;
+  const float mA = ml[ha], mB = ml[hb], lA = ml[16 + ha], lB = ml[16 + hb];
+  const bool okA = ha < nh, okB = hb < nh;  // heads past the last: none
+  const long long rowA = (long long)t * heads + h0 + (okA ? ha : 0), rowB = (long long)t * heads + h0 + (okB ? hb : 0);
+  if (nch > 1) {
+    // Write this chunk's sums; the token's last block adds them all.
+#pragma unroll
+    for (int n = 0; n < NTL; ++n) {
+      const int ch = attc_ch(warp, n, q4);
+      if (ch >= dim) break;
+      if (okA) *(uint2*)(po + (rowA * S + c) * dim + ch) = make_uint2(__float_as_uint(o[n][0]), __float_as_uint(o[n][1]));
+      if (okB) *(uint2*)(po + (rowB * S + c) * dim + ch) = make_uint2(__float_as_uint(o[n][2]), __float_as_uint(o[n][3]));
+    }
+    if (tid < nh) {
+      const long long row = (long long)t * heads + h0 + tid;
+      pml[(row * S + c) * 2] = ml[tid];
+      pml[(row * S + c) * 2 + 1] = ml[16 + tid];
+    }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) arrived = atomicAdd(ctr + t * HG + y, 1u);
+    __syncthreads();
+    if (arrived != (unsigned)(nch - 1)) return;
+    if (tid == 0) ctr[t * HG + y] = 0;
+    __threadfence();
+    // Each head's chunk weights e^(m_c - M) (wts: the logits' room, S <=
+    // ATC_KC) and 1 / (e^(sink - M) + Σ e^(m_c - M)·l_c) (ml).
+    float* wts = sl;
+    if (tid < nh) {
+      const long long row = (long long)t * heads + h0 + tid;
+      float M = __int_as_float(0xFF800000);
+      for (int u = 0; u < nch; ++u) M = fmaxf(M, __ldcg(pml + (row * S + u) * 2));
+      float d = exp_f(__fsub_rn(sink[h0 + tid], M));
+      for (int u = 0; u < nch; ++u) {
+        const float w = exp_f(__fsub_rn(__ldcg(pml + (row * S + u) * 2), M));
+        wts[tid * ATC_KC + u] = w;
+        d = __fmaf_rn(w, __ldcg(pml + (row * S + u) * 2 + 1), d);
+      }
+      ml[tid] = __fdiv_rn(1.0f, d);
+    }
+    __syncthreads();
+    // out = Σ_c w_c·o_c / d, four channels a thread (the chunks' loads
+    // four at a time in flight), the tail turned back.
+    const int d4 = dim / 4, n0 = dim - 2 * nf, p = pos[t];
+    for (int e = tid; e < nh * d4; e += ATC_NT) {
+      const int h = e / d4, c4 = e - h * d4;
+      const long long row = (long long)t * heads + h0 + h;
+      const uint4* src = (const uint4*)(po + row * S * dim) + c4;
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int u0 = 0; u0 < nch; u0 += 4) {
+        uint4 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          if (u0 + k < nch) v[k] = __ldcg(src + (long long)(u0 + k) * d4);
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          if (u0 + k < nch) {
+            const float w = wts[h * ATC_KC + u0 + k];
+            acc[0] = __fmaf_rn(w, __uint_as_float(v[k].x), acc[0]), acc[1] = __fmaf_rn(w, __uint_as_float(v[k].y), acc[1]);
+            acc[2] = __fmaf_rn(w, __uint_as_float(v[k].z), acc[2]), acc[3] = __fmaf_rn(w, __uint_as_float(v[k].w), acc[3]);
+          }
+      }
+      const float in = ml[h];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[k] = __fmul_rn(acc[k], in);
+#pragma unroll
+      for (int k = 0; k < 4; k += 2) {
+        const int ch = 4 * c4 + k;
+        if (ch >= n0) {
+          float cs, sn, x0, x1;
+          rope_cs(p, invFreq[(ch - n0) / 2], true, &cs, &sn);
+          rope_turn(acc[k], acc[k + 1], cs, sn, &x0, &x1);
+          acc[k] = x0, acc[k + 1] = x1;
+        }
+      }
+      *(uint4*)(out + row * dim + 4 * c4) =
+          make_uint4(__float_as_uint(acc[0]), __float_as_uint(acc[1]), __float_as_uint(acc[2]), __float_as_uint(acc[3]));
+    }
+    return;
+  }
+  // out = o / (e^(sink - m) + l), the tail turned back.
+  const float inA = __fdiv_rn(1.0f, __fadd_rn(exp_f(__fsub_rn(sink[h0 + (okA ? ha : 0)], mA)), lA));
+  const float inB = __fdiv_rn(1.0f, __fadd_rn(exp_f(__fsub_rn(sink[h0 + (okB ? hb : 0)], mB)), lB));
+  const int n0 = dim - 2 * nf, p = pos[t];
+#pragma unroll
+  for (int n = 0; n < NTL; ++n) {
+    const int ch = attc_ch(warp, n, q4);
+    if (ch >= dim) break;
+    float a0 = __fmul_rn(o[n][0], inA), a1 = __fmul_rn(o[n][1], inA);
+    float b0 = __fmul_rn(o[n][2], inB), b1 = __fmul_rn(o[n][3], inB);
+    if (ch >= n0) {
+      float cs, sn;
+      rope_cs(p, invFreq[(ch - n0) / 2], true, &cs, &sn);
+      float x0, x1;
+      rope_turn(a0, a1, cs, sn, &x0, &x1);
+      a0 = x0, a1 = x1;
+      rope_turn(b0, b1, cs, sn, &x0, &x1);
+      b0 = x0, b1 = x1;
+    }
+    if (okA) *(uint2*)(out + rowA * dim + ch) = make_uint2(__float_as_uint(a0), __float_as_uint(a1));
+    if (okB) *(uint2*)(out + rowB * dim + ch) = make_uint2(__float_as_uint(b0), __float_as_uint(b1));
+  }
+}

@@ -55,6 +55,17 @@ __device__ __forceinline__ void ldmatrix_x4(u32* r, const u16* p) {
     r[j] = ((const u32*)row)[lane & 3];
   }
 }
+// The emulator's ldmatrix .x4.trans: lane l receives, of each matrix j,
+// the halves (row 2(l%4), column l/4) and (row 2(l%4)+1, column l/4),
+// row i coming from the address of lane 8j + i.
+__device__ __forceinline__ void ldmatrix_x4_trans(u32* r, const u16* p) {
+  const int lane = threadIdx.x & 31;
+  for (int j = 0; j < 4; ++j) {
+    const u16* r0 = (const u16*)__shfl_sync(0xFFFFFFFFu, (unsigned long long)p, 8 * j + 2 * (lane & 3));
+    const u16* r1 = (const u16*)__shfl_sync(0xFFFFFFFFu, (unsigned long long)p, 8 * j + 2 * (lane & 3) + 1);
+    r[j] = (u32)r0[lane >> 2] | ((u32)r1[lane >> 2] << 16);
+  }
+}
 #else
 __device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) {
 #ifdef GEMM_TC
@@ -72,6 +83,21 @@ __device__ __forceinline__ void ldmatrix_x4(u32* r, const u16* p) {
 #ifdef GEMM_TC
   u32 a = (u32)__cvta_generic_to_shared(p);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+#else
+  r[0] = r[1] = r[2] = r[3] = 0;
+  __trap();
+#endif
+}
+
+// ldmatrix_x4_trans is ldmatrix .x4.trans: each lane receives the
+// fragments of the four 8x8 matrices transposed (an mma's B fragment of a
+// row-major K x N tile).
+__device__ __forceinline__ void ldmatrix_x4_trans(u32* r, const u16* p) {
+#ifdef GEMM_TC
+  u32 a = (u32)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a));
 #else
