@@ -325,6 +325,10 @@ func TestBackendAttentionOutRoPE(t *testing.T) {
 // and one of 4); and the float32 kernels again with attnTCOff.
 func TestBackendAttentionTC(t *testing.T) {
 	be := newBackend(t, Fast)
+	if be.attnTCTakes(1, 64, 512, 176) || !be.attnTCTakes(2, 64, 512, 176) {
+		t.Fatalf("Fast attention at the Flash width: attn_tc at one token %v, at two %v; want from two", be.attnTCTakes(1, 64, 512, 176), be.attnTCTakes(2, 64, 512, 176))
+	}
+	be.attnTCMinT = 1
 	if !be.attnTCTakes(1, 64, 512, 176) {
 		t.Fatalf("Fast attention of one token at the Flash width does not take attn_tc")
 	}

@@ -324,6 +324,11 @@ func (b *Backend) attentionLaunches(a *compute.AttentionArgs, sp compute.Spans, 
 // attcChunk keys of one token, its operands split as bfloat16 hi + lo
 // (to ~2^-17), the chunks added by each token's last block.
 const (
+	// attnTCMinT: run 27 (H100) measured a batch-1 step 6.5-6.9% slower
+	// with attn_tc (its one launch a chain of ~45 us: few blocks, each
+	// loading, multiplying and adding in turn) and a batch-8 step 1.8-2.1%
+	// faster; Backend.attnTCMinT starts at it.
+	attnTCMinT = 2
 	attnTCMaxT = 8
 	attcChunk  = 64
 	// attcCounters: attn_tc's counters, one a (token, 16 heads).
@@ -343,7 +348,7 @@ func attcShared(d int) int {
 func (b *Backend) attnTCTakes(T, H, d, maxKeys int) bool {
 	S := blocks(maxKeys, attcChunk)
 	return b.mode == Fast && !b.attnTCOff && b.k.tensorCores && b.k.fns["attn_tc"] != 0 &&
-		T <= attnTCMaxT && d%32 == 0 && d <= 512 && S <= attcChunk && attcShared(d) <= b.optin &&
+		T >= b.attnTCMinT && T <= attnTCMaxT && d%32 == 0 && d <= 512 && S <= attcChunk && attcShared(d) <= b.optin &&
 		T*blocks(H, 16) <= attcCounters && int64(4*T*H*S*(d+2)) <= attnScratch
 }
 

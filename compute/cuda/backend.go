@@ -161,11 +161,14 @@ type Backend struct {
 	attnRoPEApart bool
 	// attnTurnLaunches counts the attn_combine launches that turned (tests).
 	attnTurnLaunches int
-	// attnTCOff: Fast attention of up to attnTCMaxT tokens takes the split
-	// float32 kernels (Strict's) instead of attn_tc (the attn-tc-off A/B);
-	// attnTCLaunches counts attn_tc's launches (tests).
+	// attnTCOff: Fast attention of attnTCMinT to attnTCMaxT tokens takes
+	// the split float32 kernels (Strict's) instead of attn_tc (the
+	// attn-tc-off A/B); attnTCLaunches counts attn_tc's launches (tests);
+	// attnTCMinT is the fewest tokens that take it (attnTCMinT; 1 in tests
+	// and the attn-tc-t1 A/B).
 	attnTCOff      bool
 	attnTCLaunches int
+	attnTCMinT     int
 	// attnNoSplit: every attention launch loops over a token's key chunks
 	// in one block (the path of large batches) instead of splitting them
 	// over blocks at small ones (tests: the same bits).
@@ -405,6 +408,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 	}
 	// The opt-in covers static and dynamic shared memory together: leave
 	// the kernels' static buffers (a few hundred bytes) their room.
+	b.attnTCMinT = attnTCMinT
 	b.optin = dev.Props().SharedPerBlockOptin - 1024
 	if b.optin < 47<<10 {
 		b.optin = 47 << 10

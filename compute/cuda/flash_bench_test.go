@@ -365,6 +365,8 @@ func BenchmarkFlash(b *testing.B) {
 	abAtCtx("topk-r26", []int{1, 8}, contexts, func(on bool) { be.topkR26 = on })
 	// The split float32 attention kernels (Strict's) instead of attn_tc.
 	abAtCtx("attn-tc-off", []int{1, 8}, contexts, func(on bool) { be.attnTCOff = on })
+	// attn_tc at one token too.
+	abAtCtx("attn-tc-t1", []int{1}, contexts, func(on bool) { be.attnTCMinT = map[bool]int{true: 1, false: attnTCMinT}[on] })
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
 	// A decode step as one recording, not one a layer (Submit): the host's
 	// recording then waits for the GPU and the GPU for it.

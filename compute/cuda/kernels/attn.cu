@@ -1018,9 +1018,13 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
   }
   __syncthreads();
 
-  // Logits: warp w the keys [8w, 8w + 8) of all 16 heads.
+  // Logits: warp w the keys [8w, 8w + 8) of all 16 heads, in six
+  // independent chains (hi·hi, hi·lo, lo·hi of even and odd k-steps: one
+  // chain would wait on each mma before the next).
   {
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float acc[6][4];
+#pragma unroll
+    for (int u = 0; u < 6; ++u) acc[u][0] = acc[u][1] = acc[u][2] = acc[u][3] = 0.0f;
     const int m = lane >> 3, r = lane & 7;
     const u16* qa = qh + ((m & 1) * 8 + r) * ld + (m >> 1) * 8;
     const u16* qb = ql + ((m & 1) * 8 + r) * ld + (m >> 1) * 8;
@@ -1035,16 +1039,20 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
         u32 ah[4], al[4];
         ldmatrix_x4(ah, qa + k0 + 16 * s);
         ldmatrix_x4(al, qb + k0 + 16 * s);
-        mma_bf16(acc, ah, bh + 2 * s);
-        mma_bf16(acc, ah, bl + 2 * s);
-        mma_bf16(acc, al, bh + 2 * s);
+        mma_bf16(acc[3 * s], ah, bh + 2 * s);
+        mma_bf16(acc[3 * s + 1], ah, bl + 2 * s);
+        mma_bf16(acc[3 * s + 2], al, bh + 2 * s);
       }
     }
+#pragma unroll
+    for (int u = 1; u < 6; ++u)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[0][k] = __fadd_rn(acc[0][k], acc[u][k]);
     const int key = 8 * warp + 2 * q4;
-    sl[g * ATC_KC + key] = __fmul_rn(acc[0], scale);
-    sl[g * ATC_KC + key + 1] = __fmul_rn(acc[1], scale);
-    sl[(g + 8) * ATC_KC + key] = __fmul_rn(acc[2], scale);
-    sl[(g + 8) * ATC_KC + key + 1] = __fmul_rn(acc[3], scale);
+    sl[g * ATC_KC + key] = __fmul_rn(acc[0][0], scale);
+    sl[g * ATC_KC + key + 1] = __fmul_rn(acc[0][1], scale);
+    sl[(g + 8) * ATC_KC + key] = __fmul_rn(acc[0][2], scale);
+    sl[(g + 8) * ATC_KC + key + 1] = __fmul_rn(acc[0][3], scale);
   }
   __syncthreads();
 
@@ -1135,36 +1143,45 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
     if (tid == 0) ctr[t * HG + y] = 0;
     __threadfence();
     // Each head's chunk weights e^(m_c - M) (wts: the logits' room, S <=
-    // ATC_KC) and 1 / (e^(sink - M) + Σ e^(m_c - M)·l_c) (ml).
+    // ATC_KC) and 1 / (e^(sink - M) + Σ e^(m_c - M)·l_c) (ml): every
+    // chunk's m_c and l_c loaded at once (lsum: the probabilities' room),
+    // then a thread a head.
     float* wts = sl;
+    float* lsum = (float*)ph;
+    for (int e = tid; e < nh * nch; e += ATC_NT) {
+      const int h = e / nch, u = e - h * nch;
+      const long long row = (long long)t * heads + h0 + h;
+      wts[h * ATC_KC + u] = __ldcg(pml + (row * S + u) * 2);
+      lsum[h * ATC_KC + u] = __ldcg(pml + (row * S + u) * 2 + 1);
+    }
+    __syncthreads();
     if (tid < nh) {
-      const long long row = (long long)t * heads + h0 + tid;
       float M = __int_as_float(0xFF800000);
-      for (int u = 0; u < nch; ++u) M = fmaxf(M, __ldcg(pml + (row * S + u) * 2));
+      for (int u = 0; u < nch; ++u) M = fmaxf(M, wts[tid * ATC_KC + u]);
       float d = exp_f(__fsub_rn(sink[h0 + tid], M));
       for (int u = 0; u < nch; ++u) {
-        const float w = exp_f(__fsub_rn(__ldcg(pml + (row * S + u) * 2), M));
+        const float w = exp_f(__fsub_rn(wts[tid * ATC_KC + u], M));
         wts[tid * ATC_KC + u] = w;
-        d = __fmaf_rn(w, __ldcg(pml + (row * S + u) * 2 + 1), d);
+        d = __fmaf_rn(w, lsum[tid * ATC_KC + u], d);
       }
       ml[tid] = __fdiv_rn(1.0f, d);
     }
     __syncthreads();
     // out = Σ_c w_c·o_c / d, four channels a thread (the chunks' loads
-    // four at a time in flight), the tail turned back.
+    // eight at a time in flight), the tail turned back.
     const int d4 = dim / 4, n0 = dim - 2 * nf, p = pos[t];
     for (int e = tid; e < nh * d4; e += ATC_NT) {
       const int h = e / d4, c4 = e - h * d4;
       const long long row = (long long)t * heads + h0 + h;
       const uint4* src = (const uint4*)(po + row * S * dim) + c4;
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      for (int u0 = 0; u0 < nch; u0 += 4) {
-        uint4 v[4];
+      for (int u0 = 0; u0 < nch; u0 += 8) {
+        uint4 v[8];
 #pragma unroll
-        for (int k = 0; k < 4; ++k)
+        for (int k = 0; k < 8; ++k)
           if (u0 + k < nch) v[k] = __ldcg(src + (long long)(u0 + k) * d4);
 #pragma unroll
-        for (int k = 0; k < 4; ++k)
+        for (int k = 0; k < 8; ++k)
           if (u0 + k < nch) {
             const float w = wts[h * ATC_KC + u0 + k];
             acc[0] = __fmaf_rn(w, __uint_as_float(v[k].x), acc[0]), acc[1] = __fmaf_rn(w, __uint_as_float(v[k].y), acc[1]);
