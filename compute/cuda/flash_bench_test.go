@@ -126,6 +126,11 @@ func BenchmarkFlash(b *testing.B) {
 		moeH = v == "1"
 	}
 	be.moeH = moeH
+	// STRATA_FLASH_ATTN_TC_MINT: attnTCMinT for the whole benchmark (1:
+	// attn_tc at one token too; for ncu runs).
+	if v := envInt("STRATA_FLASH_ATTN_TC_MINT", 0); v > 0 {
+		be.attnTCMinT = v
+	}
 	printKernelAttrs(dev)
 	fp8, err := cache.ParseDType("fp8")
 	if err != nil {
@@ -366,7 +371,8 @@ func BenchmarkFlash(b *testing.B) {
 	// The split float32 attention kernels (Strict's) instead of attn_tc.
 	abAtCtx("attn-tc-off", []int{1, 8}, contexts, func(on bool) { be.attnTCOff = on })
 	// attn_tc at one token too.
-	abAtCtx("attn-tc-t1", []int{1}, contexts, func(on bool) { be.attnTCMinT = map[bool]int{true: 1, false: attnTCMinT}[on] })
+	tcMin := be.attnTCMinT
+	abAtCtx("attn-tc-t1", []int{1}, contexts, func(on bool) { be.attnTCMinT = map[bool]int{true: 1, false: tcMin}[on] })
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
 	// A decode step as one recording, not one a layer (Submit): the host's
 	// recording then waits for the GPU and the GPU for it.

@@ -919,6 +919,8 @@ ATTN_PV_ENTRY(8)
 // tiles); dynamic shared memory attcShared (attnops.go).
 #define ATC_KC 64
 #define ATC_NT 256
+#define ATC_QU 4  // query groups a thread: 16 heads of up to 512 channels
+#define ATC_KU 8  // key groups a thread has in flight
 
 // attc_split stores the bfloat16 pair of each of v's 8 values: hi at hi,
 // lo at lo (16 bytes each).
@@ -971,26 +973,35 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
   if (c >= nch) return;
   const int j0 = c * ATC_KC, kn = min(ATC_KC, a.nk - j0);
 
-  // The queries, split.
+  // The queries, split: a thread's (up to ATC_QU) groups of 8 loaded at
+  // once, then the keys' pointers while they land.
   const int G = dim / ATT_G;
-  for (int e = tid; e < 16 * G; e += ATC_NT) {
-    const int h = e / G, i0 = (e - h * G) * ATT_G;
-    float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    if (h < nh) {
+  float4 qv[ATC_QU][2];
+#pragma unroll
+  for (int u = 0; u < ATC_QU; ++u) {
+    const int e = tid + u * ATC_NT, h = e / G, i0 = (e - h * G) * ATT_G;
+    qv[u][0].x = qv[u][0].y = qv[u][0].z = qv[u][0].w = 0.0f;
+    qv[u][1] = qv[u][0];
+    if (e < 16 * G && h < nh) {
       const float4* src = (const float4*)(Q + ((long long)t * heads + h0 + h) * dim + i0);
-      const float4 u = __ldg(src), w = __ldg(src + 1);
-      v[0] = u.x, v[1] = u.y, v[2] = u.z, v[3] = u.w, v[4] = w.x, v[5] = w.y, v[6] = w.z, v[7] = w.w;
+      qv[u][0] = __ldg(src), qv[u][1] = __ldg(src + 1);
     }
-    attc_split(qh + h * ld + i0, ql + h * ld + i0, v);
   }
   for (int j = tid; j < kn; j += ATC_NT) kp[j] = attn_key_ptr(a, t, j0 + j, KV, dim, win, winSize, comp, sel, selK, &kind[j]);
+#pragma unroll
+  for (int u = 0; u < ATC_QU; ++u) {
+    const int e = tid + u * ATC_NT, h = e / G, i0 = (e - h * G) * ATT_G;
+    if (e >= 16 * G) break;
+    const float v[8] = {qv[u][0].x, qv[u][0].y, qv[u][0].z, qv[u][0].w, qv[u][1].x, qv[u][1].y, qv[u][1].z, qv[u][1].w};
+    attc_split(qh + h * ld + i0, ql + h * ld + i0, v);
+  }
   __syncthreads();
   // The keys, split (rows past kn zero).
   const int ng = ATC_KC * G;
-  for (int e0 = 0; e0 < ng; e0 += ATT_GU * ATC_NT) {
-    KeyGroup kg[ATT_GU];
+  for (int e0 = 0; e0 < ng; e0 += ATC_KU * ATC_NT) {
+    KeyGroup kg[ATC_KU];
 #pragma unroll
-    for (int u = 0; u < ATT_GU; ++u) {
+    for (int u = 0; u < ATC_KU; ++u) {
       const int e = e0 + u * ATC_NT + tid;
       kg[u].mode = 4;
       if (e < ng) {
@@ -1002,7 +1013,7 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
       }
     }
 #pragma unroll
-    for (int u = 0; u < ATT_GU; ++u) {
+    for (int u = 0; u < ATC_KU; ++u) {
       const int e = e0 + u * ATC_NT + tid;
       if (kg[u].mode == 4) continue;
       const int j = e / G, i0 = (e - j * G) * ATT_G;
