@@ -128,7 +128,8 @@ fi
 if [ "${NCU_FLASH:-0}" = 1 ]; then
 	# Nsight Compute on the kernels of one batch-1 decode step of the
 	# Flash checkpoint (NCU_K, a regex: by default the attention's), the
-	# first NCU_C launches (12: 4 layers of 3).
+	# first NCU_C launches (12: 4 layers of 3); NCU_TC_MINT=1 has attn_tc
+	# take one token too.
 	stage ncu-flash
 	NCUB=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 	# The warps' stall reasons (percent of active warp cycles), the issue
@@ -137,7 +138,7 @@ if [ "${NCU_FLASH:-0}" = 1 ]; then
 	for r in long_scoreboard short_scoreboard wait barrier math_pipe_throttle mio_throttle lg_throttle not_selected selected dispatch_stall tex_throttle no_instruction branch_resolving; do
 		ST=$ST,smsp__warp_issue_stalled_${r}_per_warp_active.pct
 	done
-	STRATA_FLASH_DIR=$CK STRATA_FLASH_MOE_MINPT=${NCU_MINPT:-0} STRATA_FLASH_MOEH=${NCU_MOEH:-0} STRATA_FLASH_BATCHES=${NCU_B:-1} STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
+	STRATA_FLASH_DIR=$CK STRATA_FLASH_MOE_MINPT=${NCU_MINPT:-0} STRATA_FLASH_MOEH=${NCU_MOEH:-0} STRATA_FLASH_ATTN_TC_MINT=${NCU_TC_MINT:-0} STRATA_FLASH_BATCHES=${NCU_B:-1} STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
 		timeout $(left 15) "$NCUB" --clock-control none -k "regex:^(${NCU_K:-attn_logits|attn_values|attn_combine})" -c ${NCU_C:-12} \
 		--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis --section InstructionStats \
 		--metrics "$ST" ${NCU_SRC:+--section SourceCounters --import-source no -o /tmp/strata-ncu-flash -f} "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \

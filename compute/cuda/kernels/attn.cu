@@ -962,19 +962,9 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
 
   const int t = blockIdx.x, y = blockIdx.y, c = blockIdx.z, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, q4 = lane & 3, S = gridDim.z, HG = gridDim.y;
-  const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
   const int h0 = 16 * y, nh = min(16, heads - h0);
-  if (a.bad) {
-    if (c == 0)
-      for (int i = tid; i < nh * dim; i += ATC_NT) out[((long long)t * heads + h0) * dim + i] = __uint_as_float(QNAN_BITS);
-    return;
-  }
-  const int nch = (a.nk + ATC_KC - 1) / ATC_KC;
-  if (c >= nch) return;
-  const int j0 = c * ATC_KC, kn = min(ATC_KC, a.nk - j0);
-
-  // The queries, split: a thread's (up to ATC_QU) groups of 8 loaded at
-  // once, then the keys' pointers while they land.
+  // The queries: a thread's (up to ATC_QU) groups of 8 loaded at once,
+  // in flight while the token's keys are found; split below.
   const int G = dim / ATT_G;
   float4 qv[ATC_QU][2];
 #pragma unroll
@@ -987,6 +977,16 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
       qv[u][0] = __ldg(src), qv[u][1] = __ldg(src + 1);
     }
   }
+  const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
+  if (a.bad) {
+    if (c == 0)
+      for (int i = tid; i < nh * dim; i += ATC_NT) out[((long long)t * heads + h0) * dim + i] = __uint_as_float(QNAN_BITS);
+    return;
+  }
+  const int nch = (a.nk + ATC_KC - 1) / ATC_KC;
+  if (c >= nch) return;
+  const int j0 = c * ATC_KC, kn = min(ATC_KC, a.nk - j0);
+
   for (int j = tid; j < kn; j += ATC_NT) kp[j] = attn_key_ptr(a, t, j0 + j, KV, dim, win, winSize, comp, sel, selK, &kind[j]);
 #pragma unroll
   for (int u = 0; u < ATC_QU; ++u) {
