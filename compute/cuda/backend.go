@@ -406,9 +406,9 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 	if os.Getenv("STRATA_CUDA_PDL") == "small" {
 		b.rt.pdlSmall = dev.Props().SMs
 	}
+	b.attnTCMinT = attnTCMinT
 	// The opt-in covers static and dynamic shared memory together: leave
 	// the kernels' static buffers (a few hundred bytes) their room.
-	b.attnTCMinT = attnTCMinT
 	b.optin = dev.Props().SharedPerBlockOptin - 1024
 	if b.optin < 47<<10 {
 		b.optin = 47 << 10
