@@ -922,6 +922,94 @@ ATTN_PV_ENTRY(8)
 #define ATC_QU 4  // query groups a thread: 16 heads of up to 512 channels
 #define ATC_KU 8  // key groups a thread has in flight
 
+// AttcRaw is one group of 8 channels of a key as loaded (attc_load):
+// mode 0 FP8KV e4m3 bytes (a.x, a.y) and their scale byte sb, 1 bfloat16
+// (a), 2 float32 (a, b), 3 another layout (attc_generic decodes it), 5 a
+// row past the chunk's keys (zeros).
+struct AttcRaw {
+  uint4 a, b;
+  u32 sb;
+  int mode;
+};
+
+// attc_load loads channels [i0, i0 + 8) of key p (kind as key_value) into
+// g, decoding nothing: a thread's groups are all in flight before the
+// first is decoded.
+__device__ __forceinline__ void attc_load(AttcRaw& g, const u8* p, int kind, const Paged& win, const Paged& comp,
+                                          int dim, int i0) {
+  g.mode = 3;
+  if (kind == 0) {
+    const float* f = (const float*)p + i0;
+    if (al16(f)) g.a = *(const uint4*)f, g.b = *(const uint4*)(f + 4), g.mode = 2;
+    return;
+  }
+  const Paged& pg = kind == 1 ? win : comp;
+  if (pg.fmt == SLOT_FP8KV) {
+    const int nope = dim - pg.rope;
+    if (i0 + ATT_G <= nope) {
+      const u8* q = p + i0;
+      if (al8(q)) {
+        const uint2 u = *(const uint2*)q;
+        g.a.x = u.x, g.a.y = u.y, g.sb = p[nope + 2 * pg.rope + i0 / KV_BLOCK], g.mode = 0;
+      }
+    } else if (i0 >= nope) {
+      const u8* q = p + nope + 2 * (i0 - nope);
+      if (al8(q)) {
+        const uint2 u = *(const uint2*)q, w = *(const uint2*)(q + 8);
+        g.a.x = u.x, g.a.y = u.y, g.a.z = w.x, g.a.w = w.y, g.mode = 1;
+      }
+    }
+  } else if (pg.fmt == SLOT_BF16) {
+    const u8* q = p + 2 * i0;
+    if (al8(q)) {
+      const uint2 u = *(const uint2*)q, w = *(const uint2*)(q + 8);
+      g.a.x = u.x, g.a.y = u.y, g.a.z = w.x, g.a.w = w.y, g.mode = 1;
+    }
+  } else if (pg.fmt == SLOT_F32) {
+    const u8* q = p + 4 * i0;
+    if (al8(q)) {
+      const uint2 u0 = *(const uint2*)q, u1 = *(const uint2*)(q + 8), u2 = *(const uint2*)(q + 16),
+                  u3 = *(const uint2*)(q + 24);
+      g.a = make_uint4(u0.x, u0.y, u1.x, u1.y), g.b = make_uint4(u2.x, u2.y, u3.x, u3.y), g.mode = 2;
+    }
+  }
+}
+
+// attc_generic decodes channels [i0, i0 + 8) of key p one at a time
+// (key_value): the layouts attc_load does not take, out of line so that
+// its every format's decoder is not copied into each of the load loop's
+// groups (run 27: attn_tc's 320 KB of code waited on the instruction
+// cache a third of its cycles).
+__device__ __attribute__((noinline)) void attc_generic(float* v, const u8* p, int kind, const Paged& win,
+                                                       const Paged& comp, int dim, int i0) {
+  for (int k = 0; k < ATT_G; ++k) v[k] = key_value(p, kind, win, comp, dim, i0 + k);
+}
+
+// attc_decode writes g's 8 values (key_group_store's decoders: the same
+// values) to v.
+__device__ __forceinline__ void attc_decode(float* v, const AttcRaw& g, const u8* p, int kind, const Paged& win,
+                                            const Paged& comp, int dim, int i0) {
+  if (g.mode == 0) {
+    e4m3x4_hw(g.a.x, v);
+    e4m3x4_hw(g.a.y, v + 4);
+    const float sc = ue8m0(g.sb);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(v[k], sc);
+  } else if (g.mode == 1) {
+    const u32 w[4] = {g.a.x, g.a.y, g.a.z, g.a.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[2 * k] = bf16_to_f32(w[k]), v[2 * k + 1] = bf16_to_f32(w[k] >> 16);
+  } else if (g.mode == 2) {
+    v[0] = __uint_as_float(g.a.x), v[1] = __uint_as_float(g.a.y), v[2] = __uint_as_float(g.a.z), v[3] = __uint_as_float(g.a.w);
+    v[4] = __uint_as_float(g.b.x), v[5] = __uint_as_float(g.b.y), v[6] = __uint_as_float(g.b.z), v[7] = __uint_as_float(g.b.w);
+  } else if (g.mode == 5) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = 0.0f;
+  } else {
+    attc_generic(v, p, kind, win, comp, dim, i0);
+  }
+}
+
 // attc_split stores the bfloat16 pair of each of v's 8 values: hi at hi,
 // lo at lo (16 bytes each).
 __device__ __forceinline__ void attc_split(u16* hi, u16* lo, const float* v) {
@@ -996,10 +1084,11 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
     attc_split(qh + h * ld + i0, ql + h * ld + i0, v);
   }
   __syncthreads();
-  // The keys, split (rows past kn zero).
+  // The keys, split (rows past kn zero): ATC_KU groups a thread loaded,
+  // then decoded.
   const int ng = ATC_KC * G;
   for (int e0 = 0; e0 < ng; e0 += ATC_KU * ATC_NT) {
-    KeyGroup kg[ATC_KU];
+    AttcRaw kg[ATC_KU];
 #pragma unroll
     for (int u = 0; u < ATC_KU; ++u) {
       const int e = e0 + u * ATC_NT + tid;
@@ -1007,7 +1096,7 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
       if (e < ng) {
         const int j = e / G, i0 = (e - j * G) * ATT_G;
         if (j < kn)
-          key_group_load(kg[u], kp[j], kind[j], win, comp, dim, i0);
+          attc_load(kg[u], kp[j], kind[j], win, comp, dim, i0);
         else
           kg[u].mode = 5;
       }
@@ -1018,12 +1107,7 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
       if (kg[u].mode == 4) continue;
       const int j = e / G, i0 = (e - j * G) * ATT_G;
       float v[ATT_G];
-      if (kg[u].mode == 5) {
-#pragma unroll
-        for (int k = 0; k < ATT_G; ++k) v[k] = 0.0f;
-      } else {
-        key_group_store(v, kg[u], kp[j], kind[j], win, comp, dim, i0);
-      }
+      attc_decode(v, kg[u], kg[u].mode == 5 ? nullptr : kp[j], kg[u].mode == 5 ? 0 : kind[j], win, comp, dim, i0);
       attc_split(kh + j * ld + i0, kl + j * ld + i0, v);
     }
   }
