@@ -1010,6 +1010,16 @@ __device__ __forceinline__ void attc_decode(float* v, const AttcRaw& g, const u8
   }
 }
 
+// attc_turn turns the pair (*a, *b) back at position p by invFreq (rope_cs
+// and rope_turn, as attn_combine), out of line: float64 sincos is long,
+// and the output loops would copy it into every channel tile.
+__device__ __attribute__((noinline)) void attc_turn(float* a, float* b, int p, float invFreq) {
+  float cs, sn, x0, x1;
+  rope_cs(p, invFreq, true, &cs, &sn);
+  rope_turn(*a, *b, cs, sn, &x0, &x1);
+  *a = x0, *b = x1;
+}
+
 // attc_split stores the bfloat16 pair of each of v's 8 values: hi at hi,
 // lo at lo (16 bytes each).
 __device__ __forceinline__ void attc_split(u16* hi, u16* lo, const float* v) {
@@ -1289,12 +1299,7 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
 #pragma unroll
       for (int k = 0; k < 4; k += 2) {
         const int ch = 4 * c4 + k;
-        if (ch >= n0) {
-          float cs, sn, x0, x1;
-          rope_cs(p, invFreq[(ch - n0) / 2], true, &cs, &sn);
-          rope_turn(acc[k], acc[k + 1], cs, sn, &x0, &x1);
-          acc[k] = x0, acc[k + 1] = x1;
-        }
+        if (ch >= n0) attc_turn(&acc[k], &acc[k + 1], p, invFreq[(ch - n0) / 2]);
       }
       *(uint4*)(out + row * dim + 4 * c4) =
           make_uint4(__float_as_uint(acc[0]), __float_as_uint(acc[1]), __float_as_uint(acc[2]), __float_as_uint(acc[3]));
@@ -1312,13 +1317,9 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
     float a0 = __fmul_rn(o[n][0], inA), a1 = __fmul_rn(o[n][1], inA);
     float b0 = __fmul_rn(o[n][2], inB), b1 = __fmul_rn(o[n][3], inB);
     if (ch >= n0) {
-      float cs, sn;
-      rope_cs(p, invFreq[(ch - n0) / 2], true, &cs, &sn);
-      float x0, x1;
-      rope_turn(a0, a1, cs, sn, &x0, &x1);
-      a0 = x0, a1 = x1;
-      rope_turn(b0, b1, cs, sn, &x0, &x1);
-      b0 = x0, b1 = x1;
+      const float f = invFreq[(ch - n0) / 2];
+      attc_turn(&a0, &a1, p, f);
+      attc_turn(&b0, &b1, p, f);
     }
     if (okA) *(uint2*)(out + rowA * dim + ch) = make_uint2(__float_as_uint(a0), __float_as_uint(a1));
     if (okB) *(uint2*)(out + rowB * dim + ch) = make_uint2(__float_as_uint(b0), __float_as_uint(b1));
