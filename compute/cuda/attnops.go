@@ -324,9 +324,10 @@ func (b *Backend) attentionLaunches(a *compute.AttentionArgs, sp compute.Spans, 
 // attcChunk keys of one token, its operands split as bfloat16 hi + lo
 // (to ~2^-17), the chunks added by each token's last block.
 const (
-	// attnTCMinT: run 27 (H100) measured a batch-1 step 7.0-7.4% slower
-	// with attn_tc (its one launch a chain of ~45 us: few blocks, each
-	// loading, multiplying and adding in turn) and a batch-8 step 1.8-2.1%
+	// attnTCMinT: run 27 (H100, two calls) measured a batch-1 step 7.0-9.4%
+	// slower with attn_tc (its one launch ~50 us: 8-40 blocks, each
+	// loading, multiplying and adding in turn, a third of its cycles
+	// waiting on the instruction cache) and a batch-8 step 0.6-2.1%
 	// faster; Backend.attnTCMinT starts at it.
 	attnTCMinT = 2
 	attnTCMaxT = 8

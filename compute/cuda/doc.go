@@ -92,10 +92,10 @@
 // one launch on the bfloat16 tensor cores, queries, keys and probabilities
 // each split as hi + lo (~2^-17), each chunk of 64 keys against its own
 // maximum and the chunks added by the token's last block; batch-invariant
-// among the batches that take it, not the CPU's bits (run 27: within
-// 5e-06 of the float64 definition's sum of magnitudes; a batch-8 step
-// 1.8-2.1% faster, a batch-1 step 7% slower, so one token keeps the
-// float32 kernels).
+// among the batches that take it, not the CPU's bits (run 27, H100:
+// within 5e-06 of the float64 definition's sum of magnitudes; a batch-8
+// step 0.6-2.1% faster in two calls, a batch-1 step 7-9% slower, so one
+// token keeps the float32 kernels).
 //
 // Attention, the hyper-connection mix and the grouped products are split
 // over blocks by shape alone (attention: chunks of 32 keys, a token's
