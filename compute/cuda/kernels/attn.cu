@@ -888,20 +888,22 @@ ATTN_PV_ENTRY(8)
 // are a chain of short, latency-bound steps on the layer's critical path.
 // Block (t, y, c) takes token t's keys [c·ATC_KC, (c+1)·ATC_KC) for the 16
 // heads [16y, 16y + 16) (the mma's rows):
-//   - the queries and the chunk's keys are decoded (key_group_load's
-//     decoders: every format and kind) and split into bfloat16 pairs v =
+//   - the queries and the chunk's keys are decoded (attc_load and
+//     attc_decode: key_group_store's values, every format and kind) and
+//     split into bfloat16 pairs v =
 //     hi + lo (hi = bf16(v), lo = bf16(v - hi): v to ~2^-17) in shared
 //     memory;
 //   - logits = scale·(Qhi·Khi + Qhi·Klo + Qlo·Khi) on mma.sync m16n8k16
 //     (float32 sums), a warp 8 keys;
 //   - the chunk's softmax against its own maximum m_c: p = exp(l - m_c),
 //     l_c = Σ p (float32, exp in float64 as the CPU's), p split as hi + lo;
-//   - o_c = Phi·Vhi + Phi·Vlo + Plo·Vhi (V = K), a warp 64 channels;
+//   - o_c = Phi·Vhi + Phi·Vlo + Plo·Vhi (V = K), a warp the 16-channel
+//     pairs of tiles w, w + 8, ... (attc_ch);
 //   - a token of one chunk writes o_c / (exp(sink - m_c) + l_c); else every
 //     chunk writes (o_c, m_c, l_c) and the token's last block to finish
-//     (counter cnt[t][y], reset by it) adds them: M = max m_c, out =
+//     (counter ctr[t][y], reset by it) adds them: M = max m_c, out =
 //     Σ e^(m_c - M)·o_c / (e^(sink - M) + Σ e^(m_c - M)·l_c), the chunks in
-//     order, its own from registers.
+//     order.
 // The output's last 2·nf channels are turned back at the token's position
 // (OutRoPE) as attn_combine turns them.
 //
