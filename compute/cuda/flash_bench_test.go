@@ -374,6 +374,22 @@ func BenchmarkFlash(b *testing.B) {
 	tcMin := be.attnTCMinT
 	abAtCtx("attn-tc-t1", []int{1}, contexts, func(on bool) { be.attnTCMinT = map[bool]int{true: 1, false: tcMin}[on] })
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
+	// What a step would take without a group of kernels (their launches
+	// dropped from the recording; the logits are then wrong): the time
+	// each group holds on a step's critical path as the graph runs it,
+	// with the lanes' overlap and the early launches, which ncu's kernels
+	// back to back cannot show.
+	for _, k := range []struct{ name, prefixes string }{
+		{"skip-hc", "hc_post_pre"},
+		{"skip-attn", "attn_"},
+		{"skip-experts", "moe_gateup_,moe_down_"},
+		{"skip-fp8", "gemvp_"},
+		{"skip-small", "rmsnorm,round_trip,store_ring,moe_combine,moe_route_sort,swiglu_act,rope_heads"},
+		{"skip-indexer", "indexer_,topk"},
+		{"skip-compress", "compress_"},
+	} {
+		abAt(k.name, []int{1, 8}, func(on bool) { be.skipKernels(on, strings.Split(k.prefixes, ",")...) })
+	}
 	// A decode step as one recording, not one a layer (Submit): the host's
 	// recording then waits for the GPU and the GPU for it.
 	abAt("submit-off", []int{1, 8, 64, 256}, func(on bool) { be.noSubmit = on })
@@ -851,5 +867,22 @@ func flashMaxDepth(b *testing.B, be *Backend, dir string, layers int, dt cache.D
 			return best
 		}
 		best = n
+	}
+}
+
+// skipKernels drops (on) or restores the launches of every kernel whose
+// name starts with one of prefixes (the skip-* lines of BenchmarkFlash).
+func (b *Backend) skipKernels(on bool, prefixes ...string) {
+	if !on {
+		b.rt.skip = nil
+		return
+	}
+	b.rt.skip = map[Func]bool{}
+	for f, name := range b.k.names {
+		for _, p := range prefixes {
+			if strings.HasPrefix(name, p) {
+				b.rt.skip[f] = true
+			}
+		}
 	}
 }

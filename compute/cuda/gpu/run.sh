@@ -159,7 +159,7 @@ if [ "${NCU_T:-0}" = 1 ]; then
 	# graphs' replays; gpu/steps.py splits them at each embed_bf16).
 	stage ncu-t
 	NCUB=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
-	STRATA_FLASH_DIR=$CK STRATA_FLASH_BATCHES=1 STRATA_FLASH_CONTEXTS=${NCU_CTX:-4096} STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
+	STRATA_FLASH_DIR=$CK STRATA_FLASH_ATTN_TC_MINT=${NCU_TC_MINT:-0} STRATA_FLASH_BATCHES=1 STRATA_FLASH_CONTEXTS=${NCU_CTX:-4096} STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
 		timeout $(left 15) "$NCUB" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv -c ${NCU_TC:-700} \
 		"$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
 		> "$OUT/ncu-t.log" 2>&1
@@ -173,7 +173,7 @@ if [ "${NSYS:-0}" = 1 ]; then
 	stage nsys
 	NSYSB=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -1)
 	echo "nsys: $NSYSB" > "$OUT/nsys.log"
-	STRATA_FLASH_DIR=$CK STRATA_FLASH_BATCHES=${NSYS_B:-1,8} STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
+	STRATA_FLASH_DIR=$CK STRATA_FLASH_ATTN_TC_MINT=${NCU_TC_MINT:-0} STRATA_FLASH_BATCHES=${NSYS_B:-1,8} STRATA_FLASH_CONTEXTS=4096 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=1 \
 		timeout $(left 30) "$NSYSB" profile -t cuda --cuda-graph-trace=node -f true -o /tmp/strata-nsys \
 		"$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s >> "$OUT/nsys.log" 2>&1
 	echo "nsys profile rc=$?" >> "$OUT/nsys.log"
