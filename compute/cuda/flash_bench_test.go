@@ -374,6 +374,9 @@ func BenchmarkFlash(b *testing.B) {
 	tcMin := be.attnTCMinT
 	abAtCtx("attn-tc-t1", []int{1}, contexts, func(on bool) { be.attnTCMinT = map[bool]int{true: 1, false: tcMin}[on] })
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
+	// gemvp's grids as many blocks an SM as their shared memory allows (up
+	// to 4) instead of 2: the same bits.
+	abAt("gemvp-occ", []int{1}, func(on bool) { be.k.gemvpOcc = on })
 	// What a step would take without a group of kernels (their launches
 	// dropped from the recording; the logits are then wrong): the time
 	// each group holds on a step's critical path as the graph runs it,

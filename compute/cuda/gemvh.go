@@ -88,7 +88,7 @@ func (k *Kernels) gemvhAt(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs int, w
 	}
 	a = a.Int(w.Rows).Int(w.Cols).Int(rs).Int(cs).Int(w.scaleCols())
 	if grid <= 0 {
-		grid = k.gemvpGrid(units * G)
+		grid = k.gemvpGrid(units*G, gemvhShared(gemvhStages[k.gemvhS], w.Cols))
 	}
 	return t.LaunchEarly(f, Dim3{X: grid}, Dim3{X: 256}, gemvhShared(gemvhStages[k.gemvhS], w.Cols), s, a)
 }

@@ -70,10 +70,22 @@ func fp8Shifts(w *Matrix) (rs, cs int, ok bool) {
 	return bits.TrailingZeros(uint(br)), bits.TrailingZeros(uint(bc / 16)), true
 }
 
-// gemvpGrid is the persistent grid for n units (gemv2's blocks): at most
-// the blocks the device holds at once.
-func (k *Kernels) gemvpGrid(n int) int {
-	return max(1, min(n, gemvpBlocksPerSM*max(k.sms, 1)))
+// gemvpMaxBlocksPerSM bounds gemvpOcc's blocks an SM: four blocks of 256
+// threads at 64 registers fill an SM's 64K registers (the _g entries
+// take 64, the plain ones 54).
+const gemvpMaxBlocksPerSM = 4
+
+// gemvpGrid is the persistent grid for n units (gemv2's blocks) of
+// blocks of shared bytes of dynamic shared memory: at most the blocks the
+// device holds at once (gemvpBlocksPerSM an SM, or with gemvpOcc as many
+// as the SM's shared memory holds, each with 2 KB beside its dynamic
+// memory for the system's reserve and the static arrays).
+func (k *Kernels) gemvpGrid(n, shared int) int {
+	per := gemvpBlocksPerSM
+	if k.gemvpOcc && k.sharedPerSM > 0 {
+		per = max(per, min(gemvpMaxBlocksPerSM, k.sharedPerSM/(shared+2048)))
+	}
+	return max(1, min(n, per*max(k.sms, 1)))
 }
 
 // matMulGEMVP queues y = W·x for one token through gemvp at gemv2's split
@@ -122,7 +134,7 @@ func (k *Kernels) gemvpAt(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs int, w
 	}
 	a = a.Int(w.Rows).Int(w.Cols).Int(rs).Int(cs).Int(w.scaleCols())
 	if grid <= 0 {
-		grid = k.gemvpGrid(units * G)
+		grid = k.gemvpGrid(units*G, gemvpShared(ui, w.Cols))
 	}
 	return t.LaunchEarly(f, Dim3{X: grid}, Dim3{X: 256}, gemvpShared(ui, w.Cols), s, a)
 }
@@ -133,7 +145,8 @@ const gemvxpShared = 4 * 4 * 256 * 16
 
 // gemvxpAt queues gemvxp_fp8 (gemvx's FP8 product of T ≤ 8 tokens with its
 // loads in a ring, the same bits) with gemvx's arguments; grid 0 takes
-// gemvpGrid's (tests pass others: every grid gives the same bits).
+// gemvpBlocksPerSM blocks an SM (tests pass others: every grid gives the
+// same bits).
 func (k *Kernels) gemvxpAt(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx, xgs, T int, w *Matrix, G int, tab Ptr, grid int) error {
 	rs, cs, ok := fp8Shifts(w)
 	if !ok || T < 1 || T > 8 || w.Cols%64 != 0 {
@@ -151,7 +164,7 @@ func (k *Kernels) gemvxpAt(t *Thread, s Stream, y Ptr, ldy, ygs int, x Ptr, ldx,
 	a := t.Args().Ptr(y).Int(ldy).Int(ygs).Ptr(x).Int(ldx).Int(xgs).Ptr(data).Ptr(scale).Ptr(tab).Int(units).Int(G).
 		Int(w.Rows).Int(w.Cols).Int(T).Int(rs).Int(cs).Int(w.scaleCols()).Int(map[bool]int{true: 1}[w.NaNFree])
 	if grid <= 0 {
-		grid = k.gemvpGrid(units * G)
+		grid = max(1, min(units*G, gemvpBlocksPerSM*max(k.sms, 1)))
 	}
 	return t.Launch(f, Dim3{X: grid}, Dim3{X: 256}, gemvxpShared, s, a)
 }

@@ -74,6 +74,11 @@ type Kernels struct {
 	// steps). The same bits either way.
 	gemvp, gemvpG [2][4]Func
 	gemvpV        int
+	// gemvpOcc: gemvp's persistent grids hold as many blocks an SM as
+	// their shared memory leaves room for, up to gemvpMaxBlocksPerSM,
+	// instead of gemvpBlocksPerSM (the same bits: any grid gives them).
+	gemvpOcc    bool
+	sharedPerSM int // the device's shared memory an SM (gemvpGrid)
 	// gemvh are gemvh.cu's entries, [ring depth (gemvhStages)][split 1,
 	// 2, 4, 8], and gemvhG their grouped forms: the Fast FP8 products of
 	// one token on the float16 tensor cores; gemvhS selects the depth
