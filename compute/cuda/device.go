@@ -150,7 +150,6 @@ func Open(ctx context.Context, opts Options) (*Device, error) {
 		k, err := loadKernels(t, units, d.props.Major >= 8, d.props.SMs, opts.keepGoing)
 		if k != nil {
 			k.sharedPerSM = d.props.SharedPerSM
-			k.gemvpOcc = os.Getenv("STRATA_CUDA_GEMVP_OCC") == "1"
 		}
 		if k != nil {
 			k.fp8MMA = d.props.Arch == "sm_90a" // wgmma: Hopper only
