@@ -150,8 +150,6 @@ func Open(ctx context.Context, opts Options) (*Device, error) {
 		k, err := loadKernels(t, units, d.props.Major >= 8, d.props.SMs, opts.keepGoing)
 		if k != nil {
 			k.sharedPerSM = d.props.SharedPerSM
-		}
-		if k != nil {
 			k.fp8MMA = d.props.Arch == "sm_90a" // wgmma: Hopper only
 		}
 		d.kern = k

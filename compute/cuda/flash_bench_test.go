@@ -381,7 +381,9 @@ func BenchmarkFlash(b *testing.B) {
 	// dropped from the recording; the logits are then wrong): the time
 	// each group holds on a step's critical path as the graph runs it,
 	// with the lanes' overlap and the early launches, which ncu's kernels
-	// back to back cannot show.
+	// back to back cannot show. Not the kernels whose outputs index memory
+	// (moe_route_sort's tiles, topk's and indexer_fix's entries): dropping
+	// those reads out of bounds (run 28).
 	for _, k := range []struct{ name, prefixes string }{
 		{"skip-hc", "hc_post_pre"},
 		{"skip-attn", "attn_"},
@@ -394,10 +396,6 @@ func BenchmarkFlash(b *testing.B) {
 		{"skip-indexer", "indexer_scores"},
 		{"skip-compress", "compress_"},
 	} {
-		// Not the kernels whose outputs index memory (moe_route_sort's
-		// tiles, topk's and indexer_fix's entries): dropping those reads
-		// out of bounds (run 28).
-
 		abAt(k.name, []int{1, 8}, func(on bool) { be.skipKernels(on, strings.Split(k.prefixes, ",")...) })
 	}
 	// A decode step as one recording, not one a layer (Submit): the host's

@@ -75,10 +75,10 @@ func fp8Shifts(w *Matrix) (rs, cs int, ok bool) {
 // take 64, the plain ones 54).
 const gemvpMaxBlocksPerSM = 4
 
-// gemvpGrid is the persistent grid for n units (gemv2's blocks) of
-// blocks of shared bytes of dynamic shared memory: at most the blocks the
-// device holds at once (gemvpBlocksPerSM an SM, or with gemvpOcc as many
-// as the SM's shared memory holds, each with 2 KB beside its dynamic
+// gemvpGrid is the persistent grid for n units (gemv2's blocks), each
+// block taking shared bytes of dynamic shared memory: at most the blocks
+// the device holds at once (gemvpBlocksPerSM an SM, or with gemvpOcc as
+// many as the SM's shared memory holds, each with 2 KB beside its dynamic
 // memory for the system's reserve and the static arrays).
 func (k *Kernels) gemvpGrid(n, shared int) int {
 	per := gemvpBlocksPerSM
