@@ -71,15 +71,6 @@ type Backend struct {
 	// hcCnt: hc_post_pre's counters (HCPostPreNorm), attcCnt attn_tc's
 	// (SparseAttention), freed at Close.
 	hcCnt, attcCnt Ptr
-	// gemvpChainOn: GroupedMatMulThen takes gemvp_fp8_u2s3_chain where it
-	// can (off: measured in BenchmarkFlash only). Its grid barrier needs
-	// every block resident at once, so two such launches must never run
-	// together on one device (two Backends on it could): not on by
-	// default until that is ruled out. chainBar is its barrier's
-	// counters, chainLaunches counts its launches (tests).
-	gemvpChainOn  bool
-	chainBar      Ptr
-	chainLaunches int
 	// groupTabs are GroupedMatMul's tables, by the group's first matrix.
 	groupTabs map[*compute.Matrix]groupTab
 	optin     int // dynamic shared memory a block may use
@@ -716,7 +707,7 @@ func (b *Backend) Close() error {
 		for _, mt := range b.moeTabs {
 			errs = append(errs, t.Free(mt.tab))
 		}
-		for _, c := range []Ptr{b.hcCnt, b.attcCnt, b.chainBar} {
+		for _, c := range []Ptr{b.hcCnt, b.attcCnt} {
 			if c != 0 {
 				errs = append(errs, t.Free(c))
 			}

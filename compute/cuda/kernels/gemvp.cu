@@ -43,55 +43,15 @@
 
 #define GEMVP_ROWS 2
 
-// What gemvp_rows waits on between queuing its first weight stages and
-// staging its input: the kernel before it (PDL_WAIT_LATE), every block of
-// its own launch (gemvp_grid_barrier: the input is an earlier phase's
-// output, gemvp_chain), or nothing (the emulator's phases, run in order).
-#define GEMVP_WAIT_PDL 0
-#define GEMVP_WAIT_GRID 1
-#define GEMVP_WAIT_NONE 2
-
-// gemvp_grid_barrier returns when every block of the launch has called it
-// (all resident: gemvp's grids are at most the blocks the device holds).
-// bar[0] counts arrivals, bar[1] is the barrier's generation: the last
-// block to arrive resets the count and advances the generation, which the
-// others wait for, so the pair needs no reset between launches. Every
-// thread's writes before it are visible to every thread after it (each
-// fences before the block's arrival, thread 0 after the release).
-__device__ __forceinline__ void gemvp_grid_barrier(unsigned* bar) {
-  __threadfence();
-  __syncthreads();
-#ifndef STRATA_EMU
-  if (threadIdx.x == 0) {
-    volatile unsigned* vb = bar;
-    const unsigned gen = vb[1];
-    __threadfence();
-    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-      bar[0] = 0;
-      __threadfence();
-      atomicAdd(bar + 1, 1u);
-    } else {
-      while (vb[1] == gen) __nanosleep(32);
-    }
-    __threadfence();
-  }
-#endif
-  __syncthreads();
-}
-
 // gemvp_rows: see the top of the file. rs and cs are log2 of the FP8
 // scale block's rows and of its columns in chunks (the host takes gemvp
 // only when both are powers of two); a matrix of another format ignores
 // them.
-// WAIT: what it waits on before staging x (GEMVP_WAIT_*; bar is the
-// grid barrier's pair for GEMVP_WAIT_GRID, which also reads x through L2:
-// another block of this launch wrote it). vb >= 0 computes as block vb
-// (the emulator's chain runs every block's second phase in its last block).
-template <int FMT, int SPLIT, int U, int S, int WAIT = GEMVP_WAIT_PDL>
+template <int FMT, int SPLIT, int U, int S>
 __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, const float* __restrict__ x0, int xgs,
                                            const u8* __restrict__ w0, const u8* __restrict__ s0,
                                            const u64* __restrict__ tab, int units, int groups, int rows, int K,
-                                           int rs, int cs, int scaleCols, int vb = -1, unsigned* bar = nullptr) {
+                                           int rs, int cs, int scaleCols) {
   typedef gemv_fmt<FMT> F;
   enum { XP = (F::PER / 4) % 2 == 0 ? F::PER + 4 : F::PER };
   const int R = GEMVP_ROWS, G = 8 / SPLIT, NT = 256;
@@ -109,9 +69,8 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
   // chunks past the row are neither copied nor computed).
   const int steps = (nch + U * stride - 1) / (U * stride);
   const int total = units * groups;
-  // This block's units are bi + i·gridDim.x < total.
-  const int bi = vb >= 0 ? vb : (int)blockIdx.x;
-  const int mine = bi < total ? (total - 1 - bi) / (int)gridDim.x + 1 : 0;
+  // This block's units are blockIdx.x + i·gridDim.x < total.
+  const int mine = (int)blockIdx.x < total ? (total - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
   auto slot = [&](int st, int u, int i) -> uint4* { return ring + (((st * U + u) * R + i) * NT + tid); };
   auto matrix = [&](int g) -> const u8* { return tab ? (const u8*)tab[2 * g] : w0; };
 
@@ -137,7 +96,7 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
 
   // in: the next task to copy; at: the next to compute. The first unit's
   // group: the grid may exceed a group's units when grouped.
-  gemvp_cursor in = {0, 0, bi, 0};
+  gemvp_cursor in = {0, 0, (int)blockIdx.x, 0};
   while (in.b >= units) {
     in.b -= units;
     ++in.g;
@@ -150,15 +109,14 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
     issue(in, st);
     gemvp_next(in, steps, units);
   }
-  if (WAIT == GEMVP_WAIT_PDL) PDL_WAIT_LATE();
-  if (WAIT == GEMVP_WAIT_GRID) gemvp_grid_barrier(bar);
+  PDL_WAIT_LATE();
 
   // stage_x copies group g's input into xs (the caller syncs).
   auto stage_x = [&](int g) {
     const float4* src = (const float4*)(x0 + (long long)g * xgs);
     for (int v = tid; v < K / 4; v += NT) {
       const int col = 4 * v, c = col / F::PER;
-      *(float4*)(xs + c * XP + (col - c * F::PER)) = WAIT == GEMVP_WAIT_GRID ? __ldcg(src + v) : __ldg(src + v);
+      *(float4*)(xs + c * XP + (col - c * F::PER)) = __ldg(src + v);
     }
   };
   int staged = at.g;
@@ -284,34 +242,3 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
   GEMVP_ENTRY(F, FMT, U, S, 8)
 GEMVP_SPLITS(fp8, FMT_FP8, 2, 4)
 GEMVP_SPLITS(fp8, FMT_FP8, 2, 3)
-
-// gemvp_fp8_u2s3_chain: two FP8 products of one token in one launch,
-// y = W·u after the grouped product u = W_a[g]·x_g (u's group g at
-// u + g·ugs, x's at x + g·xgs; tab the W_a table as the _g entry's): the
-// attention's output projections wo_a and wo_b. Phase 1 queues its first
-// weight stages while the grid barrier waits for phase 0's last products,
-// where two launches would wait for the first's end and the second's
-// start. Each phase is the split-1 entry's gemvp_rows (gemvp_fp8_u2s3_s1_g
-// and gemvp_fp8_u2s3_s1), so u and y have their bits. bar: the barrier's
-// two counters (gemvp_grid_barrier). The host takes it where both
-// products take split 1 and the grid holds every block at once.
-extern "C" __global__ void __launch_bounds__(256, 2)
-    gemvp_fp8_u2s3_chain(float* __restrict__ u, int ugs, const float* __restrict__ x, int xgs,
-                         const u64* __restrict__ tab, int unitsA, int groups, int rowsA, int KA, int rsA, int csA,
-                         int scaleColsA, float* __restrict__ y, const u8* __restrict__ w, const u8* __restrict__ sc,
-                         int unitsB, int rowsB, int KB, int rsB, int csB, int scaleColsB, unsigned* bar) {
-  PDL_OPEN_EARLY();
-  gemvp_rows<FMT_FP8, 1, 2, 3>(u, ugs, x, xgs, 0, 0, tab, unitsA, groups, rowsA, KA, rsA, csA, scaleColsA);
-#ifdef STRATA_EMU
-  // The emulator runs the blocks one at a time: the last one runs every
-  // block's second phase after all have run their first.
-  if (blockIdx.x != gridDim.x - 1) return;
-  for (int b = 0; b < (int)gridDim.x; ++b) {
-    __syncthreads();
-    gemvp_rows<FMT_FP8, 1, 2, 3, GEMVP_WAIT_NONE>(y, 0, u, 0, w, sc, 0, unitsB, 1, rowsB, KB, rsB, csB, scaleColsB, b);
-  }
-#else
-  gemvp_rows<FMT_FP8, 1, 2, 3, GEMVP_WAIT_GRID>(y, 0, u, 0, w, sc, 0, unitsB, 1, rowsB, KB, rsB, csB, scaleColsB, -1,
-                                                bar);
-#endif
-}
