@@ -299,6 +299,15 @@ type MultiMatMul interface {
 	MatMuls(ys []Tensor, x Tensor, ws []*Matrix)
 }
 
+// ChainedLinear is optionally implemented by a backend that can run a
+// grouped product and the product of its output as one operation:
+// GroupedMatMulThen computes exactly GroupedMatMul(u, x, ws) followed by
+// MatMul(y, u, w), the same bits (u is written too). A model calls it
+// only when its backend has it.
+type ChainedLinear interface {
+	GroupedMatMulThen(y, u, x Tensor, ws []*Matrix, w *Matrix)
+}
+
 // NormedRoPE is optionally implemented by a backend that can turn rows as
 // it normalizes them: RMSNormRoPE computes exactly RMSNorm(x, x, w, eps)
 // followed by RoPE(x, pos, heads, invFreq, false), the same bits. A model

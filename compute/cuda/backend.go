@@ -71,6 +71,12 @@ type Backend struct {
 	// hcCnt: hc_post_pre's counters (HCPostPreNorm), attcCnt attn_tc's
 	// (SparseAttention), freed at Close.
 	hcCnt, attcCnt Ptr
+	// gemvpChainOn: GroupedMatMulThen takes gemvp_fp8_u2s3_chain where it
+	// can (off until a GPU measures it: A/B gemvp-chain). chainCtr is its
+	// counters, chainLaunches counts its launches (tests).
+	gemvpChainOn  bool
+	chainCtr      Ptr
+	chainLaunches int
 	// groupTabs are GroupedMatMul's tables, by the group's first matrix.
 	groupTabs map[*compute.Matrix]groupTab
 	optin     int // dynamic shared memory a block may use
@@ -707,7 +713,7 @@ func (b *Backend) Close() error {
 		for _, mt := range b.moeTabs {
 			errs = append(errs, t.Free(mt.tab))
 		}
-		for _, c := range []Ptr{b.hcCnt, b.attcCnt} {
+		for _, c := range []Ptr{b.hcCnt, b.attcCnt, b.chainCtr} {
 			if c != 0 {
 				errs = append(errs, t.Free(c))
 			}

@@ -377,6 +377,8 @@ func BenchmarkFlash(b *testing.B) {
 	// gemvp's grids as many blocks an SM as their shared memory allows (up
 	// to 4) instead of 2: the same bits.
 	abAt("gemvp-occ", []int{1}, func(on bool) { be.k.gemvpOcc = on })
+	// wo_a and wo_b in one launch (gemvp_fp8_u2s3_chain): the same bits.
+	abAt("gemvp-chain", []int{1}, func(on bool) { be.gemvpChainOn = on })
 	// What a step would take without a group of kernels (their launches
 	// dropped from the recording; the logits are then wrong): the time
 	// each group holds on a step's critical path as the graph runs it,

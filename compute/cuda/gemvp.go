@@ -111,6 +111,34 @@ func (k *Kernels) groupedGEMVP(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs, 
 	return true, k.gemvpAt(t, s, y, ygs, x, xgs, w, G, tab, ui, si, rowsPerBlock, 0)
 }
 
+// chainGEMVP queues, for one token, u = the grouped product of x by the
+// G matrices of tab (wa their first, as groupedGEMV) and y = wb·u in one
+// launch of gemvp_fp8_u2s3_chain (ctr: its 4 counters, zeroed once; the
+// launch leaves them zero), with the two launches' bits. It reports
+// false, queuing nothing, where the two would not both take the split-1
+// entries of gemvp's 3-stage ring.
+func (k *Kernels) chainGEMVP(t *Thread, s Stream, y, u, x Ptr, wa *Matrix, G int, tab Ptr, wb *Matrix, ctr Ptr) (bool, error) {
+	rsA, csA, okA := gemvpShifts(1, wa)
+	rsB, csB, okB := gemvpShifts(1, wb)
+	if k.gemvpChain == 0 || k.gemvpIndex() != 1 || !okA || !okB || k.groupedR5 || G < 2 || wb.Cols != G*wa.Rows {
+		return false, nil
+	}
+	siA, rpbA := gemv2Split(G*wa.Rows, int(wa.rowBytes()/16))
+	siB, rpbB := gemv2Split(wb.Rows, int(wb.rowBytes()/16))
+	if siA != 0 || siB != 0 {
+		return false, nil
+	}
+	unitsA, unitsB := (wa.Rows+rpbA-1)/rpbA, (wb.Rows+rpbB-1)/rpbB
+	shared := max(gemvpShared(1, wa.Cols), gemvpShared(1, wb.Cols))
+	// The blocks claim their units, so none waits for one that is not
+	// resident; gemvpBlocksPerSM an SM as gemvp's own grids.
+	grid := max(1, min(max(unitsA*G, unitsB), gemvpBlocksPerSM*max(k.sms, 1)))
+	a := t.Args().Ptr(u).Int(wa.Rows).Ptr(x).Int(wa.Cols).Ptr(tab).Int(unitsA).Int(G).Int(wa.Rows).Int(wa.Cols).
+		Int(rsA).Int(csA).Int(wa.scaleCols()).
+		Ptr(y).Ptr(wb.Data).Ptr(wb.Scale).Int(unitsB).Int(wb.Rows).Int(wb.Cols).Int(rsB).Int(csB).Int(wb.scaleCols()).Ptr(ctr)
+	return true, t.LaunchEarly(k.gemvpChain, Dim3{X: grid}, Dim3{X: 256}, shared, s, a)
+}
+
 // gemvpAt queues gemvp's entries ui (gemvpRings) at split index si (rowsPerBlock rows a
 // unit): the plain entry for tab 0, else the grouped one over the G
 // matrices of tab (group g's input at x + g·xgs, its output at y + g·ygs);

@@ -225,3 +225,74 @@ func TestBackendRingKernels(t *testing.T) {
 		}
 	}
 }
+
+// TestBackendGEMVPChain: GroupedMatMulThen through gemvp_fp8_u2s3_chain
+// (one launch, the blocks claiming the two products' units) gives
+// GroupedMatMul's u and MatMul's y bit for bit, for FP8 matrices whose
+// products both take gemvp's split-1 entries (wo_b's 520 rows end in a
+// partial unit), twice in a row (the launch leaves its counters zero for
+// the next); with two tokens, or the chain off, it launches no chain.
+func TestBackendGEMVPChain(t *testing.T) {
+	const G, Ra, Ka, Rb = 4, 256, 512, 520
+	for _, mode := range []Mode{Strict, Fast} {
+		be := newBackend(t, mode)
+		be.gemvh = false
+		rng := rand.New(rand.NewPCG(5, 11))
+		ws := make([]*compute.Matrix, G)
+		for g := range ws {
+			ws[g], _ = testMatrix(rng, compute.FP8, Ra, Ka, 128, 128)
+		}
+		wb, _ := testMatrix(rng, compute.FP8, Rb, G*Ra, 128, 128)
+		for _, w := range append(ws[:G:G], wb) {
+			if err := be.Upload(w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, T := range []int{1, 2} {
+			x, err := be.Alloc(compute.F32, T, G*Ka)
+			if err != nil {
+				t.Fatal(err)
+			}
+			be.Write(x, randFloats(rng, T*G*Ka))
+			run := func(chain bool) (u, y []float32) {
+				be.gemvpChainOn = chain
+				defer func() { be.gemvpChainOn = false }()
+				ut, err := be.Alloc(compute.F32, T, G*Ra)
+				if err != nil {
+					t.Fatal(err)
+				}
+				yt, err := be.Alloc(compute.F32, T, Rb)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer be.Free(ut)
+				defer be.Free(yt)
+				be.GroupedMatMulThen(yt, ut, x, ws, wb)
+				u, y = make([]float32, T*G*Ra), make([]float32, T*Rb)
+				if err := be.Read(u, ut); err != nil {
+					t.Fatal(err)
+				}
+				if err := be.Read(y, yt); err != nil {
+					t.Fatal(err)
+				}
+				return u, y
+			}
+			wantU, wantY := run(false)
+			if be.chainLaunches != 0 {
+				t.Fatalf("%s T=%d: %d chain launches with the chain off", modeName(mode), T, be.chainLaunches)
+			}
+			for round := range 2 {
+				u, y := run(true)
+				what := fmt.Sprintf("%s T=%d round %d", modeName(mode), T, round)
+				sameBitsNaN(t, what+" u", u, wantU, -1)
+				sameBitsNaN(t, what+" y", y, wantY, -1)
+			}
+			want := map[int]int{1: 2, 2: 0}[T]
+			if be.chainLaunches != want {
+				t.Errorf("%s T=%d: %d chain launches, want %d", modeName(mode), T, be.chainLaunches, want)
+			}
+			be.chainLaunches = 0
+			be.Free(x)
+		}
+	}
+}

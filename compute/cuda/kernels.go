@@ -80,6 +80,9 @@ type Kernels struct {
 	// Off: run 28 measured a batch-1 step 0.6% slower with it (H100).
 	gemvpOcc    bool
 	sharedPerSM int // the device's shared memory an SM (gemvpGrid)
+	// gemvpChain is gemvp.cu's gemvp_fp8_u2s3_chain: a grouped product and
+	// the product of its output in one launch (chainGEMVP).
+	gemvpChain Func
 	// gemvh are gemvh.cu's entries, [ring depth (gemvhStages)][split 1,
 	// 2, 4, 8], and gemvhG their grouped forms: the Fast FP8 products of
 	// one token on the float16 tensor cores; gemvhS selects the depth
@@ -308,6 +311,13 @@ func loadKernels(t *Thread, units []built, tensorCores bool, sms int, keepGoing 
 					}
 				}
 			}
+		}
+	}
+	fn(&k.gemvpChain, "gemvp_fp8_u2s3_chain")
+	if k.gemvpChain != 0 {
+		if err := t.SetMaxDynamicShared(k.gemvpChain, gemvpMaxShared); err != nil {
+			missing = append(missing, fmt.Errorf("cuda: gemvp_fp8_u2s3_chain: %w", err))
+			k.gemvpChain = 0
 		}
 	}
 	for ri, S := range gemvhStages {

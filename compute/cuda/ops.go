@@ -203,6 +203,33 @@ func (b *Backend) GroupedMatMul(y, x compute.Tensor, ws []*compute.Matrix) {
 	}
 }
 
+// GroupedMatMulThen implements compute.ChainedLinear: with gemvpChainOn,
+// one token's two products in one launch where gemvp takes both
+// (chainGEMVP: the same bits), else GroupedMatMul then MatMul.
+func (b *Backend) GroupedMatMulThen(y, u, x compute.Tensor, ws []*compute.Matrix, w *compute.Matrix) {
+	G, T := len(ws), x.Rows
+	checkShape("GroupedMatMulThen x", x, T, G*ws[0].Cols)
+	checkShape("GroupedMatMulThen u", u, T, G*ws[0].Rows)
+	checkShape("GroupedMatMulThen y", y, T, w.Rows)
+	if b.gemvpChainOn && T == 1 && G > 1 && w.Cols == u.Cols {
+		if tab, w0, ok := b.groupTable(ws); ok {
+			wb := b.mustMat(w)
+			if !b.useGEMVX(w0, T, b.mode) && !b.useGEMVX(wb, T, b.mode) {
+				if ctr := b.counters(&b.chainCtr, 4, "gemvp_fp8_u2s3_chain"); ctr != 0 {
+					ok, err := b.k.chainGEMVP(b.rt, 0, b.ptr(y), b.ptr(u), b.ptr(x), w0, G, tab, wb, ctr)
+					b.fail(err)
+					if ok || err != nil {
+						b.chainLaunches++
+						return
+					}
+				}
+			}
+		}
+	}
+	b.GroupedMatMul(u, x, ws)
+	b.MatMul(y, u, w)
+}
+
 // groupTable returns (building once) the device table of the matrices'
 // [data, scale] pointers and the first one's device copy, if they share a
 // shape and format that gemv2 reads with 16-byte loads.

@@ -119,8 +119,12 @@ func (m *Model) attention(L *rLayer, kind LayerSpec, lay *cacheLayout, refs *lay
 	// The grouped output projection (of the output turned back, OutRoPE):
 	// group g's heads through wo_a[g], all groups through wo_b.
 	u := be.Scratch(compute.F32, T, cfg.OGroups*cfg.OLoraRank)
-	be.GroupedMatMul(u, args.Out, A.woA)
 	y := be.Scratch(compute.F32, T, D)
+	if m.ch != nil {
+		m.ch.GroupedMatMulThen(y, u, args.Out, A.woA, A.woB)
+		return y
+	}
+	be.GroupedMatMul(u, args.Out, A.woA)
 	be.MatMul(y, u, A.woB)
 	return y
 }

@@ -37,9 +37,11 @@ type Model struct {
 	// br and pf are be's optional branches and prefetch (branches.go).
 	br compute.Branches
 	pf compute.Prefetcher
-	// nr is be's optional RMSNormRoPE (normRoPE), sub its Submit.
+	// nr is be's optional RMSNormRoPE (normRoPE), sub its Submit, ch its
+	// GroupedMatMulThen (the output projections).
 	nr  compute.NormedRoPE
 	sub compute.Submitter
+	ch  compute.ChainedLinear
 	// fm is be's optional fused mHC (HCPostPreNorm): each site's pre
 	// starts as the site before it writes its output back.
 	fm     compute.FusedMixing
@@ -317,6 +319,7 @@ func (m *Model) findOps() {
 	m.br, _ = m.be.(compute.Branches)
 	m.pf, _ = m.be.(compute.Prefetcher)
 	m.nr, _ = m.be.(compute.NormedRoPE)
+	m.ch, _ = m.be.(compute.ChainedLinear)
 	m.sub, _ = m.be.(compute.Submitter)
 	m.fm, _ = m.be.(compute.FusedMixing)
 }

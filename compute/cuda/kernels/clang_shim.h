@@ -54,6 +54,7 @@ __device__ float4 __ldg(const float4*);
 __device__ float __ldcg(const float*);
 __device__ int __ldcg(const int*);
 __device__ uint4 __ldcg(const uint4*);
+__device__ float4 __ldcg(const float4*);
 __device__ void __threadfence();
 __device__ void __nanosleep(unsigned);
 __device__ int min(int, int);

@@ -43,15 +43,53 @@
 
 #define GEMVP_ROWS 2
 
+// What gemvp_rows waits on between queuing its first weight stages and
+// staging its input: the kernel before it (PDL_WAIT_LATE), or an earlier
+// phase of its own launch (gemvp_chain: *done, the units that phase
+// finished, reaching need; the input is then read through L2, as another
+// block of the launch wrote it).
+#define GEMVP_WAIT_PDL 0
+#define GEMVP_WAIT_DONE 1
+
+// gemvp_wait_done returns once *done >= need, every thread's later reads
+// seeing what the writers of those units stored before counting them
+// (gemvp_count_done).
+__device__ __forceinline__ void gemvp_wait_done(const unsigned* done, unsigned need) {
+#ifndef STRATA_EMU
+  if (threadIdx.x == 0) {
+    const volatile unsigned* vd = done;
+    while (*vd < need) __nanosleep(32);
+    __threadfence();
+  }
+#endif
+  __syncthreads();
+}
+
+// gemvp_count_done adds n finished units to *done after every thread's
+// stores of them.
+__device__ __forceinline__ void gemvp_count_done(unsigned* done, int n) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0 && n > 0) atomicAdd(done, (unsigned)n);
+}
+
 // gemvp_rows: see the top of the file. rs and cs are log2 of the FP8
 // scale block's rows and of its columns in chunks (the host takes gemvp
 // only when both are powers of two); a matrix of another format ignores
 // them.
-template <int FMT, int SPLIT, int U, int S>
-__device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, const float* __restrict__ x0, int xgs,
-                                           const u8* __restrict__ w0, const u8* __restrict__ s0,
-                                           const u64* __restrict__ tab, int units, int groups, int rows, int K,
-                                           int rs, int cs, int scaleCols) {
+// CLAIM: the block takes its units one at a time from the counter *claim
+// (in the order it reaches them, S - 1 steps ahead of computing them)
+// instead of the fixed assignment above, so that the resident blocks do
+// every unit whatever the others do (gemvp_chain: no block waits for one
+// that is not resident). WAIT: what it waits on before staging x
+// (GEMVP_WAIT_*; with GEMVP_WAIT_DONE, *done reaching need). It returns
+// the units the block computed.
+template <int FMT, int SPLIT, int U, int S, int WAIT = GEMVP_WAIT_PDL, bool CLAIM = false>
+__device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const float* __restrict__ x0, int xgs,
+                                          const u8* __restrict__ w0, const u8* __restrict__ s0,
+                                          const u64* __restrict__ tab, int units, int groups, int rows, int K,
+                                          int rs, int cs, int scaleCols, unsigned* claim = nullptr,
+                                          const unsigned* done = nullptr, unsigned need = 0) {
   typedef gemv_fmt<FMT> F;
   enum { XP = (F::PER / 4) % 2 == 0 ? F::PER + 4 : F::PER };
   const int R = GEMVP_ROWS, G = 8 / SPLIT, NT = 256;
@@ -69,8 +107,38 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
   // chunks past the row are neither copied nor computed).
   const int steps = (nch + U * stride - 1) / (U * stride);
   const int total = units * groups;
-  // This block's units are blockIdx.x + i·gridDim.x < total.
-  const int mine = (int)blockIdx.x < total ? (total - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+  // This block's units are blockIdx.x + i·gridDim.x < total, or with
+  // CLAIM those it claims: mine is then set once a claim comes back past
+  // the last unit.
+  int mine = CLAIM ? 0x7fffffff
+                   : ((int)blockIdx.x < total ? (total - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0);
+  __shared__ int claimed[4];  // the units of ordinals i & 3 (at most S - 1 ahead)
+  // take sets c's unit to the one of its ordinal, claiming it first when
+  // fresh (every thread calls it at the same point).
+  auto take = [&](gemvp_cursor& c, bool fresh) {
+    if (c.i >= mine) return;  // past the block's last unit (uniform)
+    if (fresh) {
+      __syncthreads();
+      if (tid == 0) claimed[c.i & 3] = (int)atomicAdd(claim, 1u);
+      __syncthreads();
+    }
+    const int id = claimed[c.i & 3];
+    if (id >= total) {
+      mine = min(mine, c.i);
+      return;
+    }
+    c.g = id / units;
+    c.b = id - c.g * units;
+  };
+  auto next = [&](gemvp_cursor& c, bool fresh) {
+    if (!CLAIM) {
+      gemvp_next(c, steps, units);
+    } else if (++c.step == steps) {
+      c.step = 0;
+      ++c.i;
+      take(c, fresh);
+    }
+  };
   auto slot = [&](int st, int u, int i) -> uint4* { return ring + (((st * U + u) * R + i) * NT + tid); };
   auto matrix = [&](int g) -> const u8* { return tab ? (const u8*)tab[2 * g] : w0; };
 
@@ -97,9 +165,13 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
   // in: the next task to copy; at: the next to compute. The first unit's
   // group: the grid may exceed a group's units when grouped.
   gemvp_cursor in = {0, 0, (int)blockIdx.x, 0};
-  while (in.b >= units) {
-    in.b -= units;
-    ++in.g;
+  if (CLAIM) {
+    take(in, true);
+  } else {
+    while (in.b >= units) {
+      in.b -= units;
+      ++in.g;
+    }
   }
   gemvp_cursor at = in;
   // The first stages copy weights only: before PDL_WAIT_LATE, in flight
@@ -107,16 +179,17 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
 #pragma unroll
   for (int st = 0; st < S - 1; ++st) {
     issue(in, st);
-    gemvp_next(in, steps, units);
+    next(in, true);
   }
-  PDL_WAIT_LATE();
+  if (WAIT == GEMVP_WAIT_PDL) PDL_WAIT_LATE();
+  if (WAIT == GEMVP_WAIT_DONE) gemvp_wait_done(done, need);
 
   // stage_x copies group g's input into xs (the caller syncs).
   auto stage_x = [&](int g) {
     const float4* src = (const float4*)(x0 + (long long)g * xgs);
     for (int v = tid; v < K / 4; v += NT) {
       const int col = 4 * v, c = col / F::PER;
-      *(float4*)(xs + c * XP + (col - c * F::PER)) = __ldg(src + v);
+      *(float4*)(xs + c * XP + (col - c * F::PER)) = WAIT == GEMVP_WAIT_DONE ? __ldcg(src + v) : __ldg(src + v);
     }
   };
   int staged = at.g;
@@ -131,7 +204,7 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
     // thread.
     ring_wait<S - 2>();
     issue(in, st == 0 ? S - 1 : st - 1);
-    gemvp_next(in, steps, units);
+    next(in, true);
     const int r0 = (at.b * G + grp) * R;
     if (at.step == 0) {
       const u8* sc = tab ? (const u8*)tab[2 * at.g + 1] : s0;
@@ -215,9 +288,10 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
         __syncthreads();
       }
     }
-    gemvp_next(at, steps, units);
+    next(at, false);
     st = st == S - 1 ? 0 : st + 1;
   }
+  return mine;
 }
 
 #define GEMVP_ENTRY(F, FMT, U, S, SPLIT)                                                                              \
@@ -242,3 +316,35 @@ __device__ __forceinline__ void gemvp_rows(float* __restrict__ y0, int ygs, cons
   GEMVP_ENTRY(F, FMT, U, S, 8)
 GEMVP_SPLITS(fp8, FMT_FP8, 2, 4)
 GEMVP_SPLITS(fp8, FMT_FP8, 2, 3)
+
+// gemvp_fp8_u2s3_chain: two FP8 products of one token in one launch,
+// y = W·u after the grouped product u = W_a[g]·x_g (u's group g at
+// u + g·ugs, x's at x + g·xgs; tab the W_a table as the _g entry's): the
+// attention's output projections wo_a and wo_b. Each phase is the
+// split-1 entry's gemvp_rows (gemvp_fp8_u2s3_s1_g, gemvp_fp8_u2s3_s1) with
+// units claimed from counters rather than fixed by the block's index, so
+// u and y have those entries' bits. A block that runs out of phase-0
+// units queues its first phase-1 weight stages and waits until every
+// phase-0 unit is done, where two launches would wait for the first's end
+// and the second's start. No block waits for one that is not resident:
+// the resident blocks claim every unit (another launch may hold part of
+// the device). ctr: 4 counters, zero between launches (phase 0's and
+// phase 1's claims, phase 0's units done, the blocks finished; the last
+// block to finish zeroes them).
+extern "C" __global__ void __launch_bounds__(256, 2)
+    gemvp_fp8_u2s3_chain(float* __restrict__ u, int ugs, const float* __restrict__ x, int xgs,
+                         const u64* __restrict__ tab, int unitsA, int groups, int rowsA, int KA, int rsA, int csA,
+                         int scaleColsA, float* __restrict__ y, const u8* __restrict__ w, const u8* __restrict__ sc,
+                         int unitsB, int rowsB, int KB, int rsB, int csB, int scaleColsB, unsigned* ctr) {
+  PDL_OPEN_EARLY();
+  const int n = gemvp_rows<FMT_FP8, 1, 2, 3, GEMVP_WAIT_PDL, true>(u, ugs, x, xgs, 0, 0, tab, unitsA, groups, rowsA,
+                                                                  KA, rsA, csA, scaleColsA, ctr);
+  gemvp_count_done(ctr + 2, n);
+  gemvp_rows<FMT_FP8, 1, 2, 3, GEMVP_WAIT_DONE, true>(y, 0, u, 0, w, sc, 0, unitsB, 1, rowsB, KB, rsB, csB,
+                                                      scaleColsB, ctr + 1, ctr + 2, (unsigned)(unitsA * groups));
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicAdd(ctr + 3, 1u) == gridDim.x - 1) {
+    ctr[0] = ctr[1] = ctr[2] = ctr[3] = 0;
+    __threadfence();
+  }
+}
