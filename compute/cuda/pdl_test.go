@@ -20,7 +20,7 @@ func TestKernelsOpenWithPDLWait(t *testing.T) {
 		t.Fatalf("no kernel sources: %v", err)
 	}
 	body := regexp.MustCompile(`^\s*(\\\s*)?PDL_WAIT\(\);`)
-	early := regexp.MustCompile(`^\s*(\\\s*)?PDL_OPEN_EARLY\(\);[\s\\]*(const int g = blockIdx\.y;[\s\\]*)?(gemv2_body|gemvm_body|gemv_rows|gemvp_rows|gemvh_rows|gemvxp_body|moeq_body)<|^\s*PDL_OPEN_EARLY\(\);\s*hc_post_pre_body\(|^[\s\\]*moeq_body<PT, 2, 2, S>\(`)
+	early := regexp.MustCompile(`^\s*(\\\s*)?PDL_OPEN_EARLY\(\);[\s\\]*(const int g = blockIdx\.y;[\s\\]*)?(const int n = )?(gemv2_body|gemvm_body|gemv_rows|gemvp_rows|gemvh_rows|gemvxp_body|moeq_body)<|^\s*PDL_OPEN_EARLY\(\);\s*hc_post_pre_body\(|^[\s\\]*moeq_body<PT, 2, 2, S>\(`)
 	common, err := kernelFS.ReadFile("kernels/gemv_common.cuh")
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,12 @@ func TestKernelsOpenWithPDLWait(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body := string(src)[strings.Index(string(src), "__device__ __forceinline__ void "+f[1]+"("):]
+		// Its definition, whatever it returns.
+		def := regexp.MustCompile(`__device__ __forceinline__ \w+ ` + f[1] + `\(`).FindStringIndex(string(src))
+		if def == nil {
+			t.Fatalf("%s: no definition of %s", f[0], f[1])
+		}
+		body := string(src)[def[0]:]
 		if w, l := strings.Index(body, "PDL_WAIT_LATE();"), strings.Index(body, f[2]); w < 0 || l < 0 || w > l {
 			t.Errorf("%s does not wait (PDL_WAIT_LATE) before it reads what launches before it write", f[1])
 		}
