@@ -83,13 +83,17 @@ __device__ __forceinline__ void gemvp_count_done(unsigned* done, int n) {
 // every unit whatever the others do (gemvp_chain: no block waits for one
 // that is not resident). WAIT: what it waits on before staging x
 // (GEMVP_WAIT_*; with GEMVP_WAIT_DONE, *done reaching need). It returns
-// the units the block computed.
+// the units the block computed. A claim's round trip to L2 (~1 us with
+// every block at the one counter) is kept off the ring: thread 0 asks
+// for the next ordinal's unit as it hands out this one's, and pre, when
+// not negative, is its first claim, made by the caller earlier (its
+// value on thread 0 only counts).
 template <int FMT, int SPLIT, int U, int S, int WAIT = GEMVP_WAIT_PDL, bool CLAIM = false>
 __device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const float* __restrict__ x0, int xgs,
                                           const u8* __restrict__ w0, const u8* __restrict__ s0,
                                           const u64* __restrict__ tab, int units, int groups, int rows, int K,
                                           int rs, int cs, int scaleCols, unsigned* claim = nullptr,
-                                          const unsigned* done = nullptr, unsigned need = 0) {
+                                          const unsigned* done = nullptr, unsigned need = 0, int pre = -1) {
   typedef gemv_fmt<FMT> F;
   enum { XP = (F::PER / 4) % 2 == 0 ? F::PER + 4 : F::PER };
   const int R = GEMVP_ROWS, G = 8 / SPLIT, NT = 256;
@@ -113,14 +117,20 @@ __device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const
   int mine = CLAIM ? 0x7fffffff
                    : ((int)blockIdx.x < total ? (total - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0);
   __shared__ int claimed[4];  // the units of ordinals i & 3 (at most S - 1 ahead)
-  // take sets c's unit to the one of its ordinal, claiming it first when
-  // fresh (every thread calls it at the same point).
+  // pend (thread 0): the claim of the next fresh ordinal, in flight while
+  // the ring runs. Once one comes back past the last unit, no more are
+  // made, so every unit claimed is one the block computes.
+  unsigned pend = 0;
+  if (CLAIM && tid == 0) pend = pre >= 0 ? (unsigned)pre : atomicAdd(claim, 1u);
+  // take sets c's unit to the one of its ordinal, handing out the claim
+  // made for it when fresh (every thread calls it at the same point).
   auto take = [&](gemvp_cursor& c, bool fresh) {
     if (c.i >= mine) return;  // past the block's last unit (uniform)
     if (fresh) {
       __syncthreads();
-      if (tid == 0) claimed[c.i & 3] = (int)atomicAdd(claim, 1u);
+      if (tid == 0) claimed[c.i & 3] = (int)pend;
       __syncthreads();
+      if (tid == 0 && pend < (unsigned)total) pend = atomicAdd(claim, 1u);
     }
     const int id = claimed[c.i & 3];
     if (id >= total) {
@@ -330,18 +340,22 @@ GEMVP_SPLITS(fp8, FMT_FP8, 2, 3)
 // the resident blocks claim every unit (another launch may hold part of
 // the device). ctr: 4 counters, zero between launches (phase 0's and
 // phase 1's claims, phase 0's units done, the blocks finished; the last
-// block to finish zeroes them).
+// block to finish zeroes them). A block claims its first phase-1 unit
+// as it starts (pre), so that round trip passes under phase 0. Its claims
+// touch only the counters before the kernel's wait, as gemvp_rows's own
+// first claim: the last launch of the chain, a layer back, zeroed them.
 extern "C" __global__ void __launch_bounds__(256, 2)
     gemvp_fp8_u2s3_chain(float* __restrict__ u, int ugs, const float* __restrict__ x, int xgs,
                          const u64* __restrict__ tab, int unitsA, int groups, int rowsA, int KA, int rsA, int csA,
                          int scaleColsA, float* __restrict__ y, const u8* __restrict__ w, const u8* __restrict__ sc,
                          int unitsB, int rowsB, int KB, int rsB, int csB, int scaleColsB, unsigned* ctr) {
   PDL_OPEN_EARLY();
+  const int pre = threadIdx.x == 0 ? (int)atomicAdd(ctr + 1, 1u) : 0;
   const int n = gemvp_rows<FMT_FP8, 1, 2, 3, GEMVP_WAIT_PDL, true>(u, ugs, x, xgs, 0, 0, tab, unitsA, groups, rowsA,
                                                                   KA, rsA, csA, scaleColsA, ctr);
   gemvp_count_done(ctr + 2, n);
   gemvp_rows<FMT_FP8, 1, 2, 3, GEMVP_WAIT_DONE, true>(y, 0, u, 0, w, sc, 0, unitsB, 1, rowsB, KB, rsB, csB,
-                                                      scaleColsB, ctr + 1, ctr + 2, (unsigned)(unitsA * groups));
+                                                      scaleColsB, ctr + 1, ctr + 2, (unsigned)(unitsA * groups), pre);
   __syncthreads();
   if (threadIdx.x == 0 && atomicAdd(ctr + 3, 1u) == gridDim.x - 1) {
     ctr[0] = ctr[1] = ctr[2] = ctr[3] = 0;
