@@ -284,6 +284,10 @@ type Backend struct {
 	// stages, 2 blocks an SM: run 14's first) instead of 3 stages at 3
 	// blocks an SM; the same bits (moeq-s4 A/B).
 	moeqS4 bool
+	// moeqPF: each moeq block asks the L2 for all its rows of its
+	// expert's matrices as soon as it knows the expert (moe_down before
+	// its wait), deeper than its ring; the same bits (moeq-pf A/B).
+	moeqPF bool
 	// moeHTiles: tiles of one pair take gemvx_moe_fp4_h from moeHMinT
 	// tokens on even where moeq fits (run 13's choice; the gvxh-16 A/B).
 	moeHTiles bool

@@ -54,9 +54,11 @@ func TestGEMVP(t *testing.T) {
 						return k.launch(th, k.gemv2g[ws[0].DType][0][si], Dim3{X: units, Y: G}, Dim3{X: 256}, th.Stream(), a)
 					})
 				}
-				for ui := range gemvpRings {
+				for _, rc := range gemvpCases() {
+					ui, pf := rc.ring, rc.pf
+					k.gemvpPF = pf
 					for _, grid := range []int{0, 1, 3} {
-						what := fmt.Sprintf("%v split %d grid %d", gemvpRings[ui], 1<<si, grid)
+						what := fmt.Sprintf("%v split %d grid %d prefetch %d", gemvpRings[ui], 1<<si, grid, pf)
 						got := runGroup(t, ms[1:2], x[K:], 1, func(th *Thread, y, xs Ptr, ws []*Matrix, _ Ptr) error {
 							return k.gemvpAt(th, th.Stream(), y, 0, xs, 0, ws[0], 1, 0, ui, si, rpb, grid)
 						})
@@ -69,6 +71,7 @@ func TestGEMVP(t *testing.T) {
 						}
 					}
 				}
+				k.gemvpPF = 0
 			}
 			// Through MatMul and GroupedMatMul's paths, gemvp selected or not.
 			var ref [2][]float32
@@ -90,6 +93,19 @@ func TestGEMVP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gemvpCases is TestGEMVP's rings and L2 prefetches (gemvpPF: none, or
+// every unit's rows, which must leave every value as it is): each ring
+// once with each.
+func gemvpCases() []struct{ ring, pf int } {
+	var cs []struct{ ring, pf int }
+	for ui := range gemvpRings {
+		for _, pf := range []int{0, 1 << 20} {
+			cs = append(cs, struct{ ring, pf int }{ui, pf})
+		}
+	}
+	return cs
 }
 
 // sameBitsNaN fails unless got and want are the same bits (both NaN

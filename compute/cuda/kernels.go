@@ -80,6 +80,11 @@ type Kernels struct {
 	// Off: run 28 measured a batch-1 step 0.6% slower with it (H100).
 	gemvpOcc    bool
 	sharedPerSM int // the device's shared memory an SM (gemvpGrid)
+	// gemvpPF: the units of each gemvp block whose rows it asks the L2
+	// for before its wait (gemvp_prefetch), so that a launch started
+	// early streams its weights while the kernel before it runs; 0 none.
+	// The same bits: a prefetch changes no value.
+	gemvpPF int
 	// gemvpChain is gemvp.cu's gemvp_fp8_u2s3_chain: a grouped product and
 	// the product of its output in one launch (chainGEMVP).
 	gemvpChain Func

@@ -287,7 +287,7 @@ func (b *Backend) moeGrouped(kind string, m *Matrix, pt int, sxp bool, y, x Ptr,
 		}
 		b.launchAs(entry, Dim3{X: blocks(m.Rows, 8*r*g), Y: tiles}, Dim3{X: 256}, sh,
 			b.args().Ptr(y).Ptr(x).Int(xDiv).Ptr(order).Ptr(idx).Ptr(chunks).Ptr(tab1).Ptr(tab3).
-				Int(m.Rows).Int(m.Cols).F32(limit).Int(g).Int(early), early != 0)
+				Int(m.Rows).Int(m.Cols).F32(limit).Int(g).Int(early).Int(map[bool]int{true: 1}[b.moeqPF]), early != 0)
 		return
 	}
 	if sh := moeSXShared(m, pt); (pt >= 2 || !b.moeP1R8) && !b.moeR8 && !b.moeRun3 && sh <= b.optin {

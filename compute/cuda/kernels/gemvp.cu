@@ -73,6 +73,40 @@ __device__ __forceinline__ void gemvp_count_done(unsigned* done, int n) {
   if (threadIdx.x == 0 && n > 0) atomicAdd(done, (unsigned)n);
 }
 
+// gemvp_prefetch asks the L2 for the rows of the first n units of a
+// block (ids first, first + stride, ...; unit b of group g: rows
+// [b·ur, (b + 1)·ur) of matrix(g), contiguous), in pieces of
+// GEMVP_PF_PIECE bytes spread over warp 0's lanes
+// (cp.async.bulk.prefetch.L2: the copy engine loads them, no register or
+// shared memory is held). gemvp_rows calls it before its wait, so that
+// a launch started early (PDL) streams its weights into the L2 while the
+// kernel before it runs, rather than only its ring's first stages. It
+// reads and writes nothing the kernels compute with; the emulator does
+// nothing.
+#define GEMVP_PF_PIECE 16384
+template <typename M>
+__device__ __forceinline__ void gemvp_prefetch(M matrix, int first, int stride, int n, int units, int ur, int rows,
+                                               long long rowBytes) {
+#if !defined(STRATA_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (threadIdx.x >= 32) return;
+  long long piece = threadIdx.x;  // this lane's pieces: piece, piece + 32, ... over the block's units
+  for (int i = 0; i < n; ++i) {
+    const int id = first + i * stride, g = id / units, b = id - g * units;
+    const long long r0 = (long long)b * ur, nb = (min((long long)rows, r0 + ur) - r0) * rowBytes;
+    const long long np = (nb + GEMVP_PF_PIECE - 1) / GEMVP_PF_PIECE;
+    for (; piece < np; piece += 32) {
+      const long long o = piece * GEMVP_PF_PIECE;
+      const unsigned sz = (unsigned)min((long long)GEMVP_PF_PIECE, nb - o);
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(matrix(g) + r0 * rowBytes + o), "r"(sz)
+                   : "memory");
+    }
+    piece -= np;
+  }
+#else
+  (void)matrix, (void)first, (void)stride, (void)n, (void)units, (void)ur, (void)rows, (void)rowBytes;
+#endif
+}
+
 // gemvp_rows: see the top of the file. rs and cs are log2 of the FP8
 // scale block's rows and of its columns in chunks (the host takes gemvp
 // only when both are powers of two); a matrix of another format ignores
@@ -83,7 +117,9 @@ __device__ __forceinline__ void gemvp_count_done(unsigned* done, int n) {
 // every unit whatever the others do (gemvp_chain: no block waits for one
 // that is not resident). WAIT: what it waits on before staging x
 // (GEMVP_WAIT_*; with GEMVP_WAIT_DONE, *done reaching need). It returns
-// the units the block computed. A claim's round trip to L2 (~1 us with
+// the units the block computed. pf (fixed units only): the units of the
+// block whose rows it asks the L2 for before its wait (gemvp_prefetch).
+// A claim's round trip to L2 (~1 us with
 // every block at the one counter) is kept off the ring: thread 0 asks
 // for the next ordinal's unit as it hands out this one's, and pre, when
 // not negative, is its first claim, made by the caller earlier (its
@@ -93,7 +129,8 @@ __device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const
                                           const u8* __restrict__ w0, const u8* __restrict__ s0,
                                           const u64* __restrict__ tab, int units, int groups, int rows, int K,
                                           int rs, int cs, int scaleCols, unsigned* claim = nullptr,
-                                          const unsigned* done = nullptr, unsigned need = 0, int pre = -1) {
+                                          const unsigned* done = nullptr, unsigned need = 0, int pre = -1,
+                                          int pf = 0) {
   typedef gemv_fmt<FMT> F;
   enum { XP = (F::PER / 4) % 2 == 0 ? F::PER + 4 : F::PER };
   const int R = GEMVP_ROWS, G = 8 / SPLIT, NT = 256;
@@ -191,6 +228,8 @@ __device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const
     issue(in, st);
     next(in, true);
   }
+  if (!CLAIM && pf > 0) gemvp_prefetch(matrix, (int)blockIdx.x, (int)gridDim.x, min(mine, pf), units, G * R, rows,
+                                       rowBytes);
   if (WAIT == GEMVP_WAIT_PDL) PDL_WAIT_LATE();
   if (WAIT == GEMVP_WAIT_DONE) gemvp_wait_done(done, need);
 
@@ -308,16 +347,18 @@ __device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const
   extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
       gemvp_##F##_u##U##s##S##_s##SPLIT(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,     \
                                   const u8* __restrict__ sc, int units, int rows, int K, int rs, int cs,           \
-                                  int scaleCols) {                                                                 \
+                                  int scaleCols, int pf) {                                                         \
     PDL_OPEN_EARLY();                                                                                              \
-    gemvp_rows<FMT, SPLIT, U, S>(y, 0, x, 0, w, sc, 0, units, 1, rows, K, rs, cs, scaleCols);                      \
+    gemvp_rows<FMT, SPLIT, U, S>(y, 0, x, 0, w, sc, 0, units, 1, rows, K, rs, cs, scaleCols, nullptr, nullptr, 0,  \
+                                 -1, pf);                                                                          \
   }                                                                                                                \
   extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
       gemvp_##F##_u##U##s##S##_s##SPLIT##_g(float* __restrict__ y, int ygs, const float* __restrict__ x, int xgs,          \
                                       const u64* __restrict__ tab, int units, int groups, int rows, int K, int rs,  \
-                                      int cs, int scaleCols) {                                                     \
+                                      int cs, int scaleCols, int pf) {                                             \
     PDL_OPEN_EARLY();                                                                                              \
-    gemvp_rows<FMT, SPLIT, U, S>(y, ygs, x, xgs, 0, 0, tab, units, groups, rows, K, rs, cs, scaleCols);             \
+    gemvp_rows<FMT, SPLIT, U, S>(y, ygs, x, xgs, 0, 0, tab, units, groups, rows, K, rs, cs, scaleCols, nullptr,     \
+                                 nullptr, 0, -1, pf);                                                              \
   }
 #define GEMVP_SPLITS(F, FMT, U, S) \
   GEMVP_ENTRY(F, FMT, U, S, 1)     \

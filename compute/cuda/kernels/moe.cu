@@ -1161,10 +1161,24 @@ __device__ __forceinline__ void moeq_store(float (&acc)[NM * R][PT], float* y, c
     for (int pi = 0; pi < PT; ++pi) acc[m][pi] = 0.0f;
 }
 
+// moeq_prefetch asks the L2 for n bytes at p (16-byte aligned, n a
+// multiple of 16) in pieces of 16 KB over the calling warp's lanes
+// (cp.async.bulk.prefetch.L2, as gemvp_prefetch). It changes no value;
+// the emulator does nothing.
+__device__ __forceinline__ void moeq_prefetch(const u8* p, long long n) {
+#if !defined(STRATA_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  for (long long o = 16384ll * (threadIdx.x & 31); o < n; o += 32 * 16384ll)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + o), "r"((unsigned)min(16384ll, n - o))
+                 : "memory");
+#else
+  (void)p, (void)n;
+#endif
+}
+
 template <int PT, int NM, int R, int S>
 __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, const int* order, const int* idx,
                                           const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,
-                                          float L, int G, int early) {
+                                          float L, int G, int early, int pf) {
   enum { NMR = NM * R, NT = 256 };
   DYN_SHARED(uint4, ring);                          // [S][NMR][NT] chunks
   u32* sring = (u32*)(ring + S * NMR * NT);         // [S][NMR][NT] scale words
@@ -1210,6 +1224,14 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
     sm[NM - 1] = (const u8*)tab3[2 * e + 1];
   }
   const int gr0 = (blockIdx.x * G * 8 + warp) * R;  // first row of the warp's group 0
+  // pf: the block's rows of each matrix (G·8·R from blockIdx.x·G·8·R,
+  // contiguous) asked of the L2 at once, deeper than the ring.
+  if (pf && warp == 0) {
+    const long long b0 = (long long)blockIdx.x * G * 8 * R;
+    const long long nb = (min((long long)rows, b0 + (long long)G * 8 * R) - b0) * rowBytes;
+#pragma unroll
+    for (int m = 0; m < NM; ++m) moeq_prefetch(wm[m] + b0 * rowBytes, nb);
+  }
   int ng = 0;
   if (gr0 < rows) ng = min(G, (rows - gr0 + 8 * R - 1) / (8 * R));
   const int nsteps = ng * nj;
@@ -1298,15 +1320,15 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
   extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
       moe_gateup_fp4_p##PT##_q##SUF(float* h, const float* x, int xDiv, const int* order, const int* idx,       \
                                     const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,    \
-                                    float L, int G, int early) {                                                \
-    moeq_body<PT, 2, 2, S>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, L, G, early);                 \
+                                    float L, int G, int early, int pf) {                                        \
+    moeq_body<PT, 2, 2, S>(h, x, xDiv, order, idx, chunks, tab1, tab3, rows, cols, L, G, early, pf);             \
   }                                                                                                              \
   extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
       moe_down_fp4_p##PT##_q##SUF(float* y, const float* x, int xDiv, const int* order, const int* idx,         \
                                   const int* chunks, const u64* tab2, const u64* unused, int rows, int cols,    \
-                                  float L, int G, int early) {                                                  \
+                                  float L, int G, int early, int pf) {                                          \
     PDL_OPEN_EARLY();                                                                                           \
-    moeq_body<PT, 1, 4, S>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, L, G, early);               \
+    moeq_body<PT, 1, 4, S>(y, x, xDiv, order, idx, chunks, tab2, unused, rows, cols, L, G, early, pf);           \
   }
 MOEQ_ENTRY(1, , 3, 3)
 MOEQ_ENTRY(2, , 3, 2)
