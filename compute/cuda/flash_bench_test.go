@@ -379,17 +379,18 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("gemvp-occ", []int{1}, func(on bool) { be.k.gemvpOcc = on })
 	// wo_a and wo_b in one launch (gemvp_fp8_u2s3_chain): the same bits.
 	abAt("gemvp-chain", []int{1}, func(on bool) { be.gemvpChainOn = on })
-	// gemvp's blocks ask the L2 for all their units' rows (gemvp-pf), or
-	// their first two units' (gemvp-pf2), before their wait: the same bits.
+	// The L2 prefetches from inside the products (run 29; on by default:
+	// every unit of a gemvp block, every row of a moeq block): without
+	// them (pf-off), without gemvp's or moeq's, and gemvp's first two
+	// units a block only. The same bits.
 	pf := be.k.gemvpPF
-	abAt("gemvp-pf", []int{1}, func(on bool) { be.k.gemvpPF = map[bool]int{true: 1 << 20, false: pf}[on] })
-	abAt("gemvp-pf2", []int{1}, func(on bool) { be.k.gemvpPF = map[bool]int{true: 2, false: pf}[on] })
-	// moeq's blocks ask the L2 for all their rows at once: the same bits.
-	abAt("moeq-pf", []int{1, 8}, func(on bool) { be.moeqPF = on })
-	abAt("pf-all", []int{1, 8}, func(on bool) {
-		be.moeqPF = on
-		be.k.gemvpPF = map[bool]int{true: 1 << 20, false: pf}[on]
+	abAt("pf-off", []int{1, 8}, func(on bool) {
+		be.moeqPF = !on
+		be.k.gemvpPF = map[bool]int{true: 0, false: pf}[on]
 	})
+	abAt("gemvp-pf-off", []int{1}, func(on bool) { be.k.gemvpPF = map[bool]int{true: 0, false: pf}[on] })
+	abAt("gemvp-pf2", []int{1}, func(on bool) { be.k.gemvpPF = map[bool]int{true: 2, false: pf}[on] })
+	abAt("moeq-pf-off", []int{1, 8}, func(on bool) { be.moeqPF = !on })
 	// What a step would take without a group of kernels (their launches
 	// dropped from the recording; the logits are then wrong): the time
 	// each group holds on a step's critical path as the graph runs it,

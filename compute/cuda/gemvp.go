@@ -139,6 +139,10 @@ func (k *Kernels) chainGEMVP(t *Thread, s Stream, y, u, x Ptr, wa *Matrix, G int
 	return true, t.LaunchEarly(k.gemvpChain, Dim3{X: grid}, Dim3{X: 256}, shared, s, a)
 }
 
+// gemvpPFAll as Kernels.gemvpPF: every unit of a block asks the L2 for
+// its rows before the block's wait.
+const gemvpPFAll = 1 << 20
+
 // gemvpAt queues gemvp's entries ui (gemvpRings) at split index si (rowsPerBlock rows a
 // unit): the plain entry for tab 0, else the grouped one over the G
 // matrices of tab (group g's input at x + g·xgs, its output at y + g·ygs);

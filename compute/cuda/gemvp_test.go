@@ -71,7 +71,7 @@ func TestGEMVP(t *testing.T) {
 						}
 					}
 				}
-				k.gemvpPF = 0
+				k.gemvpPF = gemvpPFAll
 			}
 			// Through MatMul and GroupedMatMul's paths, gemvp selected or not.
 			var ref [2][]float32
@@ -101,7 +101,7 @@ func TestGEMVP(t *testing.T) {
 func gemvpCases() []struct{ ring, pf int } {
 	var cs []struct{ ring, pf int }
 	for ui := range gemvpRings {
-		for _, pf := range []int{0, 1 << 20} {
+		for _, pf := range []int{0, gemvpPFAll} {
 			cs = append(cs, struct{ ring, pf int }{ui, pf})
 		}
 	}
