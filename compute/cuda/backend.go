@@ -284,10 +284,11 @@ type Backend struct {
 	// stages, 2 blocks an SM: run 14's first) instead of 3 stages at 3
 	// blocks an SM; the same bits (moeq-s4 A/B).
 	moeqS4 bool
-	// moeqPF (the default): each moeq block asks the L2 for all its rows
-	// of its expert's matrices as soon as it knows the expert (moe_down
-	// before its wait), deeper than its ring; the same bits (moeq-pf-off
-	// A/B).
+	// moeqPF: each moeq block asks the L2 for all its rows of its
+	// expert's matrices as soon as it knows the expert (moe_down before
+	// its wait), deeper than its ring; the same bits (moeq-pf A/B). Off:
+	// run 29 measured batches 1 and 8 2.7% and 12.5% slower with it
+	// (H100).
 	moeqPF bool
 	// moeHTiles: tiles of one pair take gemvx_moe_fp4_h from moeHMinT
 	// tokens on even where moeq fits (run 13's choice; the gvxh-16 A/B).
@@ -407,7 +408,7 @@ func NewBackend(ctx context.Context, opts Options, mode Mode) (*Backend, error) 
 // NewBackendOn returns a Backend on an open device, which Close leaves
 // open (several Backends may share a device, one goroutine each).
 func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
-	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, gvxrV: gvxrVDefault, moeH: true, moeQ: true, moeDownEarly: true, moeGateupEarly: true, moeqPF: true,
+	b := &Backend{dev: dev, k: dev.Kernels(), mode: mode, ctx: context.Background(), graphs: true, noPrefetch: true, gemvxMoeMinPT: 2, moeSXP: true, gvxrV: gvxrVDefault, moeH: true, moeQ: true, moeDownEarly: true, moeGateupEarly: true,
 		gc: graphCache{limit: 64}, allocs: map[*buffer]struct{}{}, moeTabs: map[*compute.Matrix]*moeTables{},
 		groupTabs: map[*compute.Matrix]groupTab{}}
 	b.rt = newRecorder(&b.rec)

@@ -379,18 +379,17 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("gemvp-occ", []int{1}, func(on bool) { be.k.gemvpOcc = on })
 	// wo_a and wo_b in one launch (gemvp_fp8_u2s3_chain): the same bits.
 	abAt("gemvp-chain", []int{1}, func(on bool) { be.gemvpChainOn = on })
-	// The L2 prefetches from inside the products (run 29; on by default:
-	// every unit of a gemvp block, every row of a moeq block): without
-	// them (pf-off), without gemvp's or moeq's, and gemvp's first two
-	// units a block only. The same bits.
+	// The L2 prefetches from inside the products (run 29, off: every unit
+	// of a gemvp block, every row of a moeq block): both (pf-on), gemvp's,
+	// gemvp's first two units a block, moeq's. The same bits.
 	pf := be.k.gemvpPF
-	abAt("pf-off", []int{1, 8}, func(on bool) {
-		be.moeqPF = !on
-		be.k.gemvpPF = map[bool]int{true: 0, false: pf}[on]
+	abAt("pf-on", []int{1, 8}, func(on bool) {
+		be.moeqPF = on
+		be.k.gemvpPF = map[bool]int{true: gemvpPFAll, false: pf}[on]
 	})
-	abAt("gemvp-pf-off", []int{1}, func(on bool) { be.k.gemvpPF = map[bool]int{true: 0, false: pf}[on] })
+	abAt("gemvp-pf", []int{1}, func(on bool) { be.k.gemvpPF = map[bool]int{true: gemvpPFAll, false: pf}[on] })
 	abAt("gemvp-pf2", []int{1}, func(on bool) { be.k.gemvpPF = map[bool]int{true: 2, false: pf}[on] })
-	abAt("moeq-pf-off", []int{1, 8}, func(on bool) { be.moeqPF = !on })
+	abAt("moeq-pf", []int{1, 8}, func(on bool) { be.moeqPF = on })
 	// What a step would take without a group of kernels (their launches
 	// dropped from the recording; the logits are then wrong): the time
 	// each group holds on a step's critical path as the graph runs it,
