@@ -119,11 +119,10 @@ __device__ __forceinline__ void gemvp_prefetch(M matrix, int first, int stride, 
 // (GEMVP_WAIT_*; with GEMVP_WAIT_DONE, *done reaching need). It returns
 // the units the block computed. pf (fixed units only): the units of the
 // block whose rows it asks the L2 for before its wait (gemvp_prefetch).
-// A claim's round trip to L2 (~1 us with
-// every block at the one counter) is kept off the ring: thread 0 asks
-// for the next ordinal's unit as it hands out this one's, and pre, when
-// not negative, is its first claim, made by the caller earlier (its
-// value on thread 0 only counts).
+// A claim (a round trip to the L2, every block at one counter) is kept
+// off the ring: thread 0 asks for the next ordinal's unit as it hands
+// out this one's, and pre, when not negative, is its first claim, made
+// by the caller earlier (its value on thread 0 only counts).
 template <int FMT, int SPLIT, int U, int S, int WAIT = GEMVP_WAIT_PDL, bool CLAIM = false>
 __device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const float* __restrict__ x0, int xgs,
                                           const u8* __restrict__ w0, const u8* __restrict__ s0,
