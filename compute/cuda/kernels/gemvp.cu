@@ -73,38 +73,21 @@ __device__ __forceinline__ void gemvp_count_done(unsigned* done, int n) {
   if (threadIdx.x == 0 && n > 0) atomicAdd(done, (unsigned)n);
 }
 
-// gemvp_prefetch asks the L2 for the rows of the first n units of a
-// block (ids first, first + stride, ...; unit b of group g: rows
-// [b·ur, (b + 1)·ur) of matrix(g), contiguous), in pieces of
-// GEMVP_PF_PIECE bytes spread over warp 0's lanes
-// (cp.async.bulk.prefetch.L2: the copy engine loads them, no register or
-// shared memory is held). gemvp_rows calls it before its wait, so that
-// a launch started early (PDL) streams its weights into the L2 while the
-// kernel before it runs, rather than only its ring's first stages. It
-// reads and writes nothing the kernels compute with; the emulator does
-// nothing.
-#define GEMVP_PF_PIECE 16384
+// gemvp_prefetch asks the L2 (ring_prefetch, warp 0) for the rows of
+// the first n units of a block (ids first, first + stride, ...; unit b
+// of group g: rows [b·ur, (b + 1)·ur) of matrix(g), contiguous).
+// gemvp_rows calls it before its wait, so that a launch started early
+// (PDL) streams its weights into the L2 while the kernel before it runs,
+// rather than only its ring's first stages.
 template <typename M>
 __device__ __forceinline__ void gemvp_prefetch(M matrix, int first, int stride, int n, int units, int ur, int rows,
                                                long long rowBytes) {
-#if !defined(STRATA_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (threadIdx.x >= 32) return;
-  long long piece = threadIdx.x;  // this lane's pieces: piece, piece + 32, ... over the block's units
   for (int i = 0; i < n; ++i) {
     const int id = first + i * stride, g = id / units, b = id - g * units;
-    const long long r0 = (long long)b * ur, nb = (min((long long)rows, r0 + ur) - r0) * rowBytes;
-    const long long np = (nb + GEMVP_PF_PIECE - 1) / GEMVP_PF_PIECE;
-    for (; piece < np; piece += 32) {
-      const long long o = piece * GEMVP_PF_PIECE;
-      const unsigned sz = (unsigned)min((long long)GEMVP_PF_PIECE, nb - o);
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(matrix(g) + r0 * rowBytes + o), "r"(sz)
-                   : "memory");
-    }
-    piece -= np;
+    const long long r0 = (long long)b * ur;
+    ring_prefetch(matrix(g) + r0 * rowBytes, (min((long long)rows, r0 + ur) - r0) * rowBytes);
   }
-#else
-  (void)matrix, (void)first, (void)stride, (void)n, (void)units, (void)ur, (void)rows, (void)rowBytes;
-#endif
 }
 
 // gemvp_rows: see the top of the file. rs and cs are log2 of the FP8

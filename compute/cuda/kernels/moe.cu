@@ -1161,20 +1161,6 @@ __device__ __forceinline__ void moeq_store(float (&acc)[NM * R][PT], float* y, c
     for (int pi = 0; pi < PT; ++pi) acc[m][pi] = 0.0f;
 }
 
-// moeq_prefetch asks the L2 for n bytes at p (16-byte aligned, n a
-// multiple of 16) in pieces of 16 KB over the calling warp's lanes
-// (cp.async.bulk.prefetch.L2, as gemvp_prefetch). It changes no value;
-// the emulator does nothing.
-__device__ __forceinline__ void moeq_prefetch(const u8* p, long long n) {
-#if !defined(STRATA_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  for (long long o = 16384ll * (threadIdx.x & 31); o < n; o += 32 * 16384ll)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + o), "r"((unsigned)min(16384ll, n - o))
-                 : "memory");
-#else
-  (void)p, (void)n;
-#endif
-}
-
 template <int PT, int NM, int R, int S>
 __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, const int* order, const int* idx,
                                           const int* chunks, const u64* tab1, const u64* tab3, int rows, int cols,
@@ -1230,7 +1216,7 @@ __device__ __forceinline__ void moeq_body(float* y, const float* x, int xDiv, co
     const long long b0 = (long long)blockIdx.x * G * 8 * R;
     const long long nb = (min((long long)rows, b0 + (long long)G * 8 * R) - b0) * rowBytes;
 #pragma unroll
-    for (int m = 0; m < NM; ++m) moeq_prefetch(wm[m] + b0 * rowBytes, nb);
+    for (int m = 0; m < NM; ++m) ring_prefetch(wm[m] + b0 * rowBytes, nb);
   }
   int ng = 0;
   if (gr0 < rows) ng = min(G, (rows - gr0 + 8 * R - 1) / (8 * R));

@@ -30,6 +30,21 @@ __device__ __forceinline__ void ring_wait() {
 }
 #endif
 
+// ring_prefetch asks the L2 for n bytes at p (16-byte aligned, n a
+// multiple of 16) in pieces of 16 KB over the calling warp's lanes
+// (cp.async.bulk.prefetch.L2: the copy engine loads them, no register or
+// shared memory is held): gemvp.cu's and moe.cu's prefetches (run 29,
+// off). It changes no value; the emulator does nothing.
+__device__ __forceinline__ void ring_prefetch(const u8* p, long long n) {
+#if !defined(STRATA_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  for (long long o = 16384ll * (threadIdx.x & 31); o < n; o += 32 * 16384ll)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + o), "r"((unsigned)min(16384ll, n - o))
+                 : "memory");
+#else
+  (void)p, (void)n;
+#endif
+}
+
 // gemvp_cursor walks a persistent block's tasks in order (gemvp.cu,
 // gemvh.cu): unit i of the block (block b of group g's matrix), step of it. No divisions: the
 // cursors advance by additions (b by the grid, wrapping into g).
