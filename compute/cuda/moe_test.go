@@ -528,3 +528,86 @@ func TestBackendWGMMAProbe(t *testing.T) {
 		t.Errorf("%d of 512 sums wrong", bad)
 	}
 }
+
+// TestBackendMoECombine checks moe_combine, which finds each choice's
+// place in the CPU's order (by expert, then choice) by counting, against
+// a float32 reference in that order and against moe_combine_r29 (the
+// insertion sort it replaced) bit for bit: 1 to 16 choices, experts
+// repeated within a token, in ascending, descending and mixed order, a
+// block column past D, with and without the shared expert's output.
+func TestBackendMoECombine(t *testing.T) {
+	be := newBackend(t, Strict)
+	rng := rand.New(rand.NewPCG(30, 1))
+	const T, D = 3, 300
+	for _, K := range []int{1, 2, 6, 8, 16} {
+		for _, shared := range []bool{false, true} {
+			idx := make([]int32, T*K)
+			for tk := range T {
+				for k := range K {
+					switch tk {
+					case 0:
+						idx[tk*K+k] = int32(K - k) // descending
+					case 1:
+						idx[tk*K+k] = int32(rng.IntN(4)) // repeats
+					default:
+						idx[tk*K+k] = int32(rng.IntN(256))
+					}
+				}
+			}
+			wt, ye, sh := randFloats(rng, T*K), randFloats(rng, T*K*D), randFloats(rng, T*D)
+			want := make([]float32, T*D)
+			for tk := range T {
+				ord := make([]int, K)
+				for k := range ord {
+					ord[k] = k
+				}
+				slices.SortStableFunc(ord, func(a, b int) int { return int(idx[tk*K+a]) - int(idx[tk*K+b]) })
+				for i := range D {
+					var acc float32
+					for _, k := range ord {
+						q := tk*K + k
+						acc += float32(wt[q] * ye[q*D+i])
+					}
+					if shared {
+						acc += sh[tk*D+i]
+					}
+					want[tk*D+i] = acc
+				}
+			}
+			alloc := func(dt compute.DType, n int, src any) compute.Tensor {
+				x, err := be.Alloc(dt, 1, n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if src != nil {
+					be.Write(x, src)
+				}
+				return x
+			}
+			it, wtt, yet, sht := alloc(compute.I32, T*K, idx), alloc(compute.F32, T*K, wt), alloc(compute.F32, T*K*D, ye), alloc(compute.F32, T*D, sh)
+			var sp Ptr
+			if shared {
+				sp = be.ptr(sht)
+			}
+			for _, name := range []string{"moe_combine", "moe_combine_r29"} {
+				y := alloc(compute.F32, T*D, nil)
+				be.launch(name, Dim3{X: T, Y: (D + 255) / 256}, Dim3{X: 256}, 0,
+					be.args().Ptr(be.ptr(y)).Ptr(be.ptr(yet)).Ptr(be.ptr(wtt)).Ptr(be.ptr(it)).Ptr(sp).Int(K).Int(D))
+				got := make([]float32, T*D)
+				if err := be.Read(got, y); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(bitsOf(got), bitsOf(want)) {
+					i := 0
+					for j := range got {
+						if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+							i = j
+							break
+						}
+					}
+					t.Errorf("%s K=%d shared %v: y[%d] = %v, want %v (the CPU's order)", name, K, shared, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
