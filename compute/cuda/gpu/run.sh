@@ -17,7 +17,8 @@
 # PROFILE batches, 8K prefill); with FLASH6=1 a 6-layer checkpoint's
 # decode table and the 43-layer extrapolation (FLASH43 lines), and with
 # DEEP=1 too that checkpoint loaded as DEPTH layers (max: as many as the
-# device holds; FLASHD lines, FLASHD43 the extrapolation from them); the GEMV benchmarks (GEMV=1, GEMV_BENCH the -test.bench pattern); gemmx
+# device holds; FLASHD lines, FLASHD43 the extrapolation from them; both
+# at DEEP_BATCHES, when set, rather than the 4-layer run's batches); the GEMV benchmarks (GEMV=1, GEMV_BENCH the -test.bench pattern); gemmx
 # against run 8's fast products (GEMMX=1); what an L2 prefetch buys a
 # product (PREFETCH=1); ncu on the T = 1 FP8 products (NCU=1) and on a
 # batch-1 step's kernels (NCU_FLASH=1, NCU_K); perplexity
@@ -92,7 +93,7 @@ if [ "${FLASH6:-0}" = 1 ]; then
 	wait $SYN6
 	CTX6=4096
 	[ "${DEEP:-0}" = 1 ] && CTX6=4096,65536
-	STRATA_FLASH_DIR=$CK6 STRATA_FLASH_LAYERS=6 STRATA_FLASH_CONTEXTS=$CTX6 STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=none \
+	STRATA_FLASH_DIR=$CK6 STRATA_FLASH_LAYERS=6 STRATA_FLASH_CONTEXTS=$CTX6 STRATA_FLASH_BATCHES=${DEEP_BATCHES:-${STRATA_FLASH_BATCHES:-1,8,64,256}} STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=none \
 		timeout $(left 30) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 300s \
 		> "$OUT/flash6.log" 2>&1
 	echo "flash6 rc=$?" >> "$OUT/flash6.log"
@@ -101,7 +102,7 @@ if [ "${FLASH6:-0}" = 1 ]; then
 		# (deepseekv4.LoadDeep: each layer in its own device memory):
 		# the issue's "as many layers as fit", measured, not extrapolated.
 		stage deep
-		STRATA_FLASH_DIR=$CK6 STRATA_FLASH_LAYERS=6 STRATA_FLASH_DEPTH=${DEPTH:-max} STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=none \
+		STRATA_FLASH_DIR=$CK6 STRATA_FLASH_LAYERS=6 STRATA_FLASH_DEPTH=${DEPTH:-max} STRATA_FLASH_CONTEXTS=$CTX6 STRATA_FLASH_BATCHES=${DEEP_BATCHES:-${STRATA_FLASH_BATCHES:-1,8,64,256}} STRATA_FLASH_AB=none STRATA_FLASH_PREFILL=0 STRATA_FLASH_PROFILE=none \
 			timeout $(left 25) "$B/cuda.test" -test.run '^$' -test.bench 'BenchmarkFlash$' -test.benchtime 1x -test.timeout 400s \
 			> "$OUT/deep.log" 2>&1
 		echo "deep rc=$?" >> "$OUT/deep.log"
