@@ -294,10 +294,6 @@ type Backend struct {
 	// combineR29: moe_combine_r29 (before run 30: an insertion sort, a
 	// load a comparison) instead of moe_combine; the same bits. A/B.
 	combineR29 bool
-	// hcSumsR29: hc_post_pre's blocks reduce their mix sums one warp_sum
-	// a sum (before run 30) instead of one reduce-scatter a warp
-	// (warp_scatter32); the same bits. A/B.
-	hcSumsR29 bool
 	// moeHTiles: tiles of one pair take gemvx_moe_fp4_h from moeHMinT
 	// tokens on even where moeq fits (run 13's choice; the gvxh-16 A/B).
 	moeHTiles bool

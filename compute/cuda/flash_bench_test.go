@@ -396,9 +396,6 @@ func BenchmarkFlash(b *testing.B) {
 	// moe_combine as before run 30 (its loads one after another): the
 	// same bits.
 	abAt("combine-r29", []int{1, 8}, func(on bool) { be.combineR29 = on })
-	// hc_post_pre's mix sums a warp_sum each (before run 30): the same
-	// bits.
-	abAt("hc-sums-r29", []int{1, 8}, func(on bool) { be.hcSumsR29 = on })
 	// What a step would take without a group of kernels (their launches
 	// dropped from the recording; the logits are then wrong): the time
 	// each group holds on a step's critical path as the graph runs it,

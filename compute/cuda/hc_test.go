@@ -181,9 +181,8 @@ func TestBackendHCHead(t *testing.T) {
 // and without a site before it (y) and a norm weight, 1 and 3 tokens and
 // again (the counters reset), and shapes past the kernel's limits (8
 // streams, 4097 columns: the three ops); hc_post_pre_o4 (the large
-// batches' entry, taken here at every batch) and the mix sums a warp_sum
-// each (hcSumsR29) the same bits; and the three ops where the device
-// holds no more blocks than the batch has tokens.
+// batches' entry, taken here at every batch) the same bits; and the three
+// ops where the device holds no more blocks than the batch has tokens.
 func TestBackendHCPostPreNorm(t *testing.T) {
 	be := newBackend(t, Strict)
 	ref := cpu.New(2)
@@ -261,11 +260,6 @@ func TestBackendHCPostPreNorm(t *testing.T) {
 				be.hcO4MinT = 1
 				o4 := run(true)
 				be.hcO4MinT = 0
-				// The mix sums a warp_sum each (before run 30), not one
-				// reduce-scatter a warp.
-				be.hcSumsR29 = true
-				sums := run(true)
-				be.hcSumsR29 = false
 				// As many tokens as the device holds blocks: the three ops
 				// (the waiting blocks could fill every SM).
 				slots, slotsO4 := be.hcSlots, be.hcSlotsO4
@@ -283,9 +277,6 @@ func TestBackendHCPostPreNorm(t *testing.T) {
 					}
 					if !slices.Equal(bitsOf(o4[i]), bitsOf(fused[i])) {
 						t.Errorf("%s: %s from hc_post_pre_o4 differs from hc_post_pre's", name, what[i])
-					}
-					if !slices.Equal(bitsOf(sums[i]), bitsOf(fused[i])) {
-						t.Errorf("%s: %s with the mix sums a warp_sum each differs from the reduce-scatter's", name, what[i])
 					}
 					if !slices.Equal(bitsOf(capped[i]), bitsOf(apart[i])) {
 						t.Errorf("%s: %s with hc_post_pre's blocks capped differs from the three ops'", name, what[i])

@@ -589,7 +589,7 @@ extern "C" __global__ void __launch_bounds__(MT)
 //     the tile's 32 dot-product chains over its channels i = l, l + 32,
 //     ... (attn_logits' chains, in the same order): 12 shared loads for 32
 //     multiply-adds instead of 5 for 4. The 32 warp sums are one
-//     reduce-scatter (warp_scatter32): warp_sum's additions, 31 shuffles
+//     reduce-scatter (qk_scatter32): warp_sum's additions, 31 shuffles
 //     instead of 160.
 //   attn_pv: a block takes PV_HB heads and one chunk of ATT_KC keys (split)
 //     or all of them in order; a thread keeps TH heads × 4 consecutive
@@ -601,6 +601,26 @@ extern "C" __global__ void __launch_bounds__(MT)
 #define QK_TK 4
 #define QK_TH 8
 #define PV_HB 16
+
+// qk_scatter32 returns on lane o the warp's sum of v[o] (each lane's 32
+// sums), with warp_sum's additions: at distance d = 16, 8, ..., 1 a lane
+// keeps the half of its remaining sums whose index has its own bit d and
+// adds the partner's, so every partial sum is the one warp_sum forms (a +
+// b and b + a are the same float).
+__device__ __forceinline__ float qk_scatter32(float (&v)[32]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) {
+    const bool up = (lane & d) != 0;
+#pragma unroll
+    for (int k = 0; k < d; ++k) {
+      const float send = up ? v[k] : v[k + d];
+      const float keep = up ? v[k + d] : v[k];
+      v[k] = __fadd_rn(keep, __shfl_xor_sync(0xFFFFFFFFu, send, d));
+    }
+  }
+  return v[0];
+}
 
 // attn_qk: lg[t - t0][h][j] for the keys j of chunk blockIdx.z (kb keys)
 // and heads [blockIdx.y·hb, +hb). Grid (tokens, ceil(heads/hb),
@@ -673,7 +693,7 @@ __device__ __forceinline__ void attn_qk_body(float* lg, int t0, const float* Q, 
       float w[QK_TK * QK_TH];
 #pragma unroll
       for (int o = 0; o < QK_TK * QK_TH; ++o) w[o] = v[part * QK_TK * QK_TH + o];
-      const float s = warp_scatter32(w);
+      const float s = qk_scatter32(w);
       const int j = kt * TK + part * QK_TK + lane / QK_TH, h = ht * QK_TH + lane % QK_TH;
       if (j < kn && h < hn) lg[((long long)tl * heads + h0 + h) * maxKeys + j0 + j] = __fmul_rn(s, scale);
     }

@@ -84,27 +84,6 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// warp_scatter32 returns on lane o the warp's sum of v[o] (each lane's 32
-// sums), with warp_sum's additions: at distance d = 16, 8, ..., 1 a lane
-// keeps the half of its remaining sums whose index has its own bit d and
-// adds the partner's, so every partial sum is the one warp_sum forms (a +
-// b and b + a are the same float): 31 shuffles for 32 sums, where warp_sum
-// takes 5 a sum (attn.cu's attn_qk, model.cu's hc_mix_sums).
-__device__ __forceinline__ float warp_scatter32(float (&v)[32]) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int d = 16; d > 0; d >>= 1) {
-    const bool up = (lane & d) != 0;
-#pragma unroll
-    for (int k = 0; k < d; ++k) {
-      const float send = up ? v[k] : v[k + d];
-      const float keep = up ? v[k + d] : v[k];
-      v[k] = __fadd_rn(keep, __shfl_xor_sync(0xFFFFFFFFu, send, d));
-    }
-  }
-  return v[0];
-}
-
 __device__ __forceinline__ double warp_sum_f64(double v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = __dadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));

@@ -177,30 +177,12 @@ __device__ __forceinline__ void hc_fn_load(float (&f)[HC_MIX_ROWS], const float*
 // tid holds element k (flat index j·D + i) of value v when valid; fn has
 // nMix rows of n, the first HC_MIX_ROWS of them already in f0 (hc_fn_load)
 // when f0 is given. part points at the block's nMix + 1 floats (the
-// squares last). Every thread of the block calls it. With scat, f0 given
-// and nMix <= HC_MIX_ROWS, a warp's nMix + 1 sums are one reduce-scatter
-// (warp_scatter32: 31 shuffles, not 5 a sum; the same additions, so the
-// same bits).
+// squares last). Every thread of the block calls it.
 __device__ __forceinline__ void hc_mix_sums(float* __restrict__ part, float v, bool valid, long long k,
                                             const float* __restrict__ fn, int nMix, int n, float (*red)[HC_MIX_MAX + 1],
-                                            const float (*f0)[HC_MIX_ROWS] = nullptr, bool scat = false) {
+                                            const float (*f0)[HC_MIX_ROWS] = nullptr) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   float ss = valid ? __fmaf_rn(v, v, 0.0f) : 0.0f;
-  if (scat && f0 && nMix <= HC_MIX_ROWS) {
-    float w[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i)
-      w[i] = i < HC_MIX_ROWS && i < nMix ? __fmaf_rn((*f0)[i < HC_MIX_ROWS ? i : 0], v, 0.0f) : (i == nMix ? ss : 0.0f);
-    const float a = warp_scatter32(w);
-    if (lane <= nMix) red[warp][lane] = a;
-    __syncthreads();
-    for (int r = tid; r <= nMix; r += MT) {
-      float b = red[0][r];
-      for (int q = 1; q < MT / 32; ++q) b = __fadd_rn(b, red[q][r]);
-      part[r] = b;
-    }
-    return;
-  }
   ss = warp_sum(ss);
   if (lane == 0) red[warp][nMix] = ss;
   for (int r0 = 0; r0 < nMix; r0 += HC_MIX_ROWS) {
@@ -529,7 +511,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
                                                  float* part, unsigned* cnt, const float* __restrict__ fn,
                                                  const float* __restrict__ base, const float* __restrict__ scale,
                                                  const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                                                 float eps, int iters, float rmsEps, int scat) {
+                                                 float eps, int iters, float rmsEps) {
   __shared__ float red[MT / 32][HC_MIX_MAX + 1];
   __shared__ float mix[HC_MIX_MAX];
   __shared__ float pre[HC_MAX];
@@ -567,7 +549,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   }
   const int np = S * (nMix + 1);
   hc_mix_sums(part + (long long)t * np + (long long)s * (nMix + 1), v, valid, (long long)j * D + i, fn, nMix, hc * D, red,
-              &f0, scat != 0);
+              &f0);
   // Every thread's h' and partial sums before the counter (threadfence
   // reduction).
   __threadfence();
@@ -642,10 +624,10 @@ extern "C" __global__ void __launch_bounds__(MT)
                 const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
                 float* part, unsigned* cnt, const float* __restrict__ fn, const float* __restrict__ base,
                 const float* __restrict__ scale, const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                float eps, int iters, float rmsEps, int scat) {
+                float eps, int iters, float rmsEps) {
   PDL_OPEN_EARLY();
   hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
-                   rmsEps, scat);
+                   rmsEps);
 }
 
 // hc_post_pre_o4 is hc_post_pre (the same body, so the same bits) held to
@@ -660,10 +642,10 @@ extern "C" __global__ void __launch_bounds__(MT, 4)
                    const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post,
                    float* __restrict__ comb, float* part, unsigned* cnt, const float* __restrict__ fn,
                    const float* __restrict__ base, const float* __restrict__ scale, const float* __restrict__ normW,
-                   int hc, int D, int w, float normEps, float eps, int iters, float rmsEps, int scat) {
+                   int hc, int D, int w, float normEps, float eps, int iters, float rmsEps) {
   PDL_OPEN_EARLY();
   hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
-                   rmsEps, scat);
+                   rmsEps);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
