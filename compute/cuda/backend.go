@@ -291,9 +291,6 @@ type Backend struct {
 	// run 29 measured batches 1 and 8 2.7% and 12.5% slower with it
 	// (H100).
 	moeqPF bool
-	// combineR29: moe_combine_r29 (before run 30: an insertion sort, a
-	// load a comparison) instead of moe_combine; the same bits. A/B.
-	combineR29 bool
 	// moeHTiles: tiles of one pair take gemvx_moe_fp4_h from moeHMinT
 	// tokens on even where moeq fits (run 13's choice; the gvxh-16 A/B).
 	moeHTiles bool

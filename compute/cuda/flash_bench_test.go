@@ -390,12 +390,6 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("gemvp-pf", []int{1}, func(on bool) { be.k.gemvpPF = map[bool]int{true: gemvpPFAll, false: pf}[on] })
 	abAt("gemvp-pf2", []int{1}, func(on bool) { be.k.gemvpPF = map[bool]int{true: 2, false: pf}[on] })
 	abAt("moeq-pf", []int{1, 8}, func(on bool) { be.moeqPF = on })
-	// gemvp's blocks staging x one load a thread at a time (before run
-	// 30) rather than GEMVP_XB at once: the same bits.
-	abAt("gemvp-x1", []int{1}, func(on bool) { be.k.gemvpX1 = on })
-	// moe_combine as before run 30 (its loads one after another): the
-	// same bits.
-	abAt("combine-r29", []int{1, 8}, func(on bool) { be.combineR29 = on })
 	// What a step would take without a group of kernels (their launches
 	// dropped from the recording; the logits are then wrong): the time
 	// each group holds on a step's critical path as the graph runs it,

@@ -164,7 +164,7 @@ func (k *Kernels) gemvpAt(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs int, w
 	if f == 0 {
 		return fmt.Errorf("cuda: kernel unavailable: %v", k.unavailable)
 	}
-	a = a.Int(w.Rows).Int(w.Cols).Int(rs).Int(cs).Int(w.scaleCols()).Int(k.gemvpPF).Int(map[bool]int{false: 1}[k.gemvpX1])
+	a = a.Int(w.Rows).Int(w.Cols).Int(rs).Int(cs).Int(w.scaleCols()).Int(k.gemvpPF)
 	if grid <= 0 {
 		grid = k.gemvpGrid(units*G, gemvpShared(ui, w.Cols))
 	}

@@ -56,9 +56,9 @@ func TestGEMVP(t *testing.T) {
 				}
 				for _, rc := range gemvpCases() {
 					ui, pf := rc.ring, rc.pf
-					k.gemvpPF, k.gemvpX1 = pf, rc.x1
+					k.gemvpPF = pf
 					for _, grid := range []int{0, 1, 3} {
-						what := fmt.Sprintf("%v split %d grid %d prefetch %d x1 %v", gemvpRings[ui], 1<<si, grid, pf, rc.x1)
+						what := fmt.Sprintf("%v split %d grid %d prefetch %d", gemvpRings[ui], 1<<si, grid, pf)
 						got := runGroup(t, ms[1:2], x[K:], 1, func(th *Thread, y, xs Ptr, ws []*Matrix, _ Ptr) error {
 							return k.gemvpAt(th, th.Stream(), y, 0, xs, 0, ws[0], 1, 0, ui, si, rpb, grid)
 						})
@@ -71,7 +71,7 @@ func TestGEMVP(t *testing.T) {
 						}
 					}
 				}
-				k.gemvpPF, k.gemvpX1 = 0, false
+				k.gemvpPF = 0
 			}
 			// Through MatMul and GroupedMatMul's paths, gemvp selected or not.
 			var ref [2][]float32
@@ -95,20 +95,15 @@ func TestGEMVP(t *testing.T) {
 	}
 }
 
-// gemvpCase is one of TestGEMVP's forms of a ring: its L2 prefetches
-// (gemvpPF: none, or every unit's rows) and its staging of x (gemvpX1).
-// Neither may change a value.
-type gemvpCase struct {
-	ring, pf int
-	x1       bool
-}
-
-// gemvpCases is each ring with and without the prefetches, and with x
-// staged one load at a time.
-func gemvpCases() []gemvpCase {
-	var cs []gemvpCase
+// gemvpCases is TestGEMVP's rings and L2 prefetches (gemvpPF: none, or
+// every unit's rows, which must leave every value as it is): each ring
+// once with each.
+func gemvpCases() []struct{ ring, pf int } {
+	var cs []struct{ ring, pf int }
 	for ui := range gemvpRings {
-		cs = append(cs, gemvpCase{ui, 0, false}, gemvpCase{ui, gemvpPFAll, false}, gemvpCase{ui, 0, true})
+		for _, pf := range []int{0, gemvpPFAll} {
+			cs = append(cs, struct{ ring, pf int }{ui, pf})
+		}
 	}
 	return cs
 }

@@ -87,10 +87,6 @@ type Kernels struct {
 	// value. Off: run 29 measured a batch-1 step 2.3% slower with it
 	// (H100).
 	gemvpPF int
-	// gemvpX1: gemvp's blocks stage their input x one 16-byte load a
-	// thread at a time, as before run 30, rather than GEMVP_XB at once
-	// (the same values; an A/B knob).
-	gemvpX1 bool
 	// gemvpChain is gemvp.cu's gemvp_fp8_u2s3_chain: a grouped product and
 	// the product of its output in one launch (chainGEMVP).
 	gemvpChain Func
@@ -136,7 +132,7 @@ var modelKernels = []string{
 	"indexer_scores", "indexer_scores_r21", "indexer_scores_r25", "indexer_fix", "attn_logits", "attn_values", "attn_combine", "attn_logits_h16", "attn_values_h16",
 	"attn_qk", "attn_qk8", "attn_pv4", "attn_pv8", "attn_tc",
 	"store_ring", "load_ring", "round_trip",
-	"moe_route", "moe_route_b", "moe_sort", "moe_route_sort", "swiglu_act", "moe_combine", "moe_combine_r29", "split_bf16", "gemmx_reduce", "split_bf16x",
+	"moe_route", "moe_route_b", "moe_sort", "moe_route_sort", "swiglu_act", "moe_combine", "split_bf16", "gemmx_reduce", "split_bf16x",
 	"gemmx_moe_bf16", "gemmx_moe_fp8", "gemmx_moe_fp4",
 	"moe_gemv_f32", "moe_gemv_bf16", "moe_gemv_f16", "moe_gemv_fp8", "moe_gemv_fp4",
 	"moe_gemv_f32_s", "moe_gemv_bf16_s", "moe_gemv_f16_s", "moe_gemv_fp8_s", "moe_gemv_fp4_s",

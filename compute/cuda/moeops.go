@@ -602,11 +602,7 @@ func (b *Backend) MoE(y, x, tokens compute.Tensor, a *compute.MoEArgs) {
 	}
 
 	b.opJoin(laneShared)
-	combine := "moe_combine"
-	if b.combineR29 {
-		combine = "moe_combine_r29"
-	}
-	b.launch(combine, Dim3{X: T, Y: blocks(D, 256)}, Dim3{X: 256}, 0,
+	b.launch("moe_combine", Dim3{X: T, Y: blocks(D, 256)}, Dim3{X: 256}, 0,
 		b.args().Ptr(b.ptr(y)).Ptr(b.ptr(ye)).Ptr(b.ptr(wt)).Ptr(b.ptr(idx)).Ptr(shared).Int(K).Int(D))
 }
 

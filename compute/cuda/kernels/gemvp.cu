@@ -42,8 +42,6 @@
 // K / PER · XP floats (gemvpShared in gemvp.go).
 
 #define GEMVP_ROWS 2
-// GEMVP_XB: stage_x's loads of x a thread in flight at once.
-#define GEMVP_XB 8
 
 // What gemvp_rows waits on between queuing its first weight stages and
 // staging its input: the kernel before it (PDL_WAIT_LATE), or an earlier
@@ -104,7 +102,6 @@ __device__ __forceinline__ void gemvp_prefetch(M matrix, int first, int stride, 
 // (GEMVP_WAIT_*; with GEMVP_WAIT_DONE, *done reaching need). It returns
 // the units the block computed. pf (fixed units only): the units of the
 // block whose rows it asks the L2 for before its wait (gemvp_prefetch).
-// xb: stage_x's loads GEMVP_XB at once (1) or one at a time (0).
 // A claim (a round trip to the L2, every block at one counter) is kept
 // off the ring: thread 0 asks for the next ordinal's unit as it hands
 // out this one's, and pre, when not negative, is its first claim, made
@@ -115,7 +112,7 @@ __device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const
                                           const u64* __restrict__ tab, int units, int groups, int rows, int K,
                                           int rs, int cs, int scaleCols, unsigned* claim = nullptr,
                                           const unsigned* done = nullptr, unsigned need = 0, int pre = -1,
-                                          int pf = 0, int xb = 1) {
+                                          int pf = 0) {
   typedef gemv_fmt<FMT> F;
   enum { XP = (F::PER / 4) % 2 == 0 ? F::PER + 4 : F::PER };
   const int R = GEMVP_ROWS, G = 8 / SPLIT, NT = 256;
@@ -218,31 +215,12 @@ __device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const
   if (WAIT == GEMVP_WAIT_PDL) PDL_WAIT_LATE();
   if (WAIT == GEMVP_WAIT_DONE) gemvp_wait_done(done, need);
 
-  // stage_x copies group g's input into xs (the caller syncs). With xb,
-  // GEMVP_XB loads a thread are in flight before any is stored (one wait
-  // on L2 for K <= GEMVP_XB·1024, where the copy of one vector after
-  // another may wait once a vector: 8 times at K = 8192); the same values
-  // either way.
+  // stage_x copies group g's input into xs (the caller syncs).
   auto stage_x = [&](int g) {
     const float4* src = (const float4*)(x0 + (long long)g * xgs);
-    auto get = [&](int v) { return WAIT == GEMVP_WAIT_DONE ? __ldcg(src + v) : __ldg(src + v); };
-    auto put = [&](int v, float4 f) {
+    for (int v = tid; v < K / 4; v += NT) {
       const int col = 4 * v, c = col / F::PER;
-      *(float4*)(xs + c * XP + (col - c * F::PER)) = f;
-    };
-    const int n4 = K / 4;
-    if (xb) {
-      for (int v0 = tid; v0 < n4; v0 += GEMVP_XB * NT) {
-        float4 f[GEMVP_XB];
-#pragma unroll
-        for (int u = 0; u < GEMVP_XB; ++u)
-          if (v0 + u * NT < n4) f[u] = get(v0 + u * NT);
-#pragma unroll
-        for (int u = 0; u < GEMVP_XB; ++u)
-          if (v0 + u * NT < n4) put(v0 + u * NT, f[u]);
-      }
-    } else {
-      for (int v = tid; v < n4; v += NT) put(v, get(v));
+      *(float4*)(xs + c * XP + (col - c * F::PER)) = WAIT == GEMVP_WAIT_DONE ? __ldcg(src + v) : __ldg(src + v);
     }
   };
   int staged = at.g;
@@ -351,18 +329,18 @@ __device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const
   extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
       gemvp_##F##_u##U##s##S##_s##SPLIT(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,     \
                                   const u8* __restrict__ sc, int units, int rows, int K, int rs, int cs,           \
-                                  int scaleCols, int pf, int xb) {                                                 \
+                                  int scaleCols, int pf) {                                                         \
     PDL_OPEN_EARLY();                                                                                              \
     gemvp_rows<FMT, SPLIT, U, S>(y, 0, x, 0, w, sc, 0, units, 1, rows, K, rs, cs, scaleCols, nullptr, nullptr, 0,  \
-                                 -1, pf, xb);                                                                      \
+                                 -1, pf);                                                                          \
   }                                                                                                                \
   extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
       gemvp_##F##_u##U##s##S##_s##SPLIT##_g(float* __restrict__ y, int ygs, const float* __restrict__ x, int xgs,          \
                                       const u64* __restrict__ tab, int units, int groups, int rows, int K, int rs,  \
-                                      int cs, int scaleCols, int pf, int xb) {                                     \
+                                      int cs, int scaleCols, int pf) {                                             \
     PDL_OPEN_EARLY();                                                                                              \
     gemvp_rows<FMT, SPLIT, U, S>(y, ygs, x, xgs, 0, 0, tab, units, groups, rows, K, rs, cs, scaleCols, nullptr,     \
-                                 nullptr, 0, -1, pf, xb);                                                          \
+                                 nullptr, 0, -1, pf);                                                              \
   }
 #define GEMVP_SPLITS(F, FMT, U, S) \
   GEMVP_ENTRY(F, FMT, U, S, 1)     \

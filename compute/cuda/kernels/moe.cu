@@ -328,60 +328,11 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_act(float* g, const flo
   g[i] = swiglu_f(g[i], u[i], L);
 }
 
-// MOE_COMBINE_K: the most choices a token moe_combine takes (the host
-// checks K).
-#define MOE_COMBINE_K 16
-
 // moe_combine: y[t] = Σ_k wt[t][k]·ye[t·K+k] over the token's choices in
 // the CPU's order (by expert, then choice), plus shared[t] when given.
-// Grid (T, ceil(D/256)). Every load is issued before any is used (one
-// wait on L2, where moe_combine_r29's insertion sort waited on a load a
-// comparison); choice k's place in the order is the number of choices
-// before it (a smaller expert, or the same one at a smaller k: the
-// insertion sort's stable order), and the products are added by place:
-// the same operations in the same order, so the same bits.
+// Grid (T, ceil(D/256)).
 extern "C" __global__ void __launch_bounds__(256)
     moe_combine(float* y, const float* ye, const float* wt, const int* idx, const float* shared, int K, int D) { PDL_WAIT();
-  const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
-  if (i >= D) return;
-  const long long q0 = (long long)t * K;
-  int e[MOE_COMBINE_K];
-  float w[MOE_COMBINE_K], v[MOE_COMBINE_K];
-#pragma unroll
-  for (int k = 0; k < MOE_COMBINE_K; ++k) {
-    e[k] = k < K ? idx[q0 + k] : 0;
-    w[k] = k < K ? wt[q0 + k] : 0.0f;
-    v[k] = k < K ? ye[(q0 + k) * D + i] : 0.0f;
-  }
-  const float sh = shared ? shared[(long long)t * D + i] : 0.0f;
-  int place[MOE_COMBINE_K];
-#pragma unroll
-  for (int k = 0; k < MOE_COMBINE_K; ++k) {
-    int p = 0;
-#pragma unroll
-    for (int j = 0; j < MOE_COMBINE_K; ++j)
-      if (j < K && (e[j] < e[k] || (e[j] == e[k] && j < k))) ++p;
-    place[k] = p;
-  }
-  float acc = 0.0f;
-#pragma unroll
-  for (int m = 0; m < MOE_COMBINE_K; ++m) {
-    if (m >= K) break;
-    float wm = 0.0f, vm = 0.0f;
-#pragma unroll
-    for (int k = 0; k < MOE_COMBINE_K; ++k)
-      if (k < K && place[k] == m) wm = w[k], vm = v[k];
-    acc = __fadd_rn(acc, __fmul_rn(wm, vm));
-  }
-  if (shared) acc = __fadd_rn(acc, sh);
-  y[(long long)t * D + i] = acc;
-}
-
-// moe_combine_r29 is moe_combine as it was before run 30 (an insertion
-// sort of the choices, each comparison a load): Backend.combineR29, an
-// A/B knob; the same bits.
-extern "C" __global__ void __launch_bounds__(256)
-    moe_combine_r29(float* y, const float* ye, const float* wt, const int* idx, const float* shared, int K, int D) { PDL_WAIT();
   const int t = blockIdx.x, i = blockIdx.y * blockDim.x + threadIdx.x;
   if (i >= D) return;
   int ord[16];
