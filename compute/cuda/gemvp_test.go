@@ -13,16 +13,18 @@ import (
 
 // TestGEMVP: gemvp (both entries, every split, the persistent grid at its
 // default size and at 1 and 3 blocks, so that a block computes many
-// units and its ring runs across them) gives the bits of gemv2 at the
-// same split, plain and grouped (each group its own input, and all on
-// one), NaN where gemv2 gives NaN; and MatMul and GroupedMatMul with gemvp
-// selected give the bits they give without it.
+// units and its ring runs across them; the scale bytes through the ring
+// and loaded at their step) gives the bits of gemv2 at the same split,
+// plain and grouped (each group its own input, and all on one), NaN
+// where gemv2 gives NaN (a NaN code, a NaN scale); and MatMul and
+// GroupedMatMul with gemvp selected give the bits they give without it.
 func TestGEMVP(t *testing.T) {
 	k := device(t).Kernels()
 	cases := []mmCase{
 		{compute.FP8, 37, 1024, 128, 128},  // partial units, 2 chunks a lane at split 1
 		{compute.FP8, 300, 4096, 128, 128}, // 8 steps a lane at split 1 (U = 2)
 		{compute.FP8, 70, 512, 32, 64},     // scale blocks of 4 chunks, rows of 32
+		{compute.FP8, 45, 384, 16, 128},    // 3 scale bytes a row: rows' scales not word-aligned
 	}
 	for ci, c := range cases {
 		t.Run(c.String(), func(t *testing.T) {
@@ -33,6 +35,10 @@ func TestGEMVP(t *testing.T) {
 				ms[g], _ = testMatrix(rng, c.dt, c.rows, c.cols, c.br, c.bc)
 			}
 			ms[1].Data[5*c.cols+17] = 0xFF // a NaN code in row 5 of group 1
+			if c.br < c.rows {
+				// A NaN scale: group 2's second block of rows, third of columns.
+				ms[2].Scale[(c.cols+c.bc-1)/c.bc+min(2, (c.cols-1)/c.bc)] = 0xFF
+			}
 			x := randFloats(rng, G*c.cols)
 			R, K := c.rows, c.cols
 			for si := range 4 {
@@ -56,9 +62,9 @@ func TestGEMVP(t *testing.T) {
 				}
 				for _, rc := range gemvpCases() {
 					ui, pf := rc.ring, rc.pf
-					k.gemvpPF = pf
+					k.gemvpPF, k.gemvpLDGScales = pf, rc.ldg
 					for _, grid := range []int{0, 1, 3} {
-						what := fmt.Sprintf("%v split %d grid %d prefetch %d", gemvpRings[ui], 1<<si, grid, pf)
+						what := fmt.Sprintf("%v split %d grid %d prefetch %d scales ring %v", gemvpRings[ui], 1<<si, grid, pf, k.gemvpSW(ui, K))
 						got := runGroup(t, ms[1:2], x[K:], 1, func(th *Thread, y, xs Ptr, ws []*Matrix, _ Ptr) error {
 							return k.gemvpAt(th, th.Stream(), y, 0, xs, 0, ws[0], 1, 0, ui, si, rpb, grid)
 						})
@@ -71,7 +77,7 @@ func TestGEMVP(t *testing.T) {
 						}
 					}
 				}
-				k.gemvpPF = 0
+				k.gemvpPF, k.gemvpLDGScales = 0, false
 			}
 			// Through MatMul and GroupedMatMul's paths, gemvp selected or not.
 			var ref [2][]float32
@@ -95,15 +101,21 @@ func TestGEMVP(t *testing.T) {
 	}
 }
 
-// gemvpCases is TestGEMVP's rings and L2 prefetches (gemvpPF: none, or
-// every unit's rows, which must leave every value as it is): each ring
-// once with each.
-func gemvpCases() []struct{ ring, pf int } {
-	var cs []struct{ ring, pf int }
+// gemvpCase is one of TestGEMVP's forms of a ring: its L2 prefetches
+// (gemvpPF: none, or every unit's rows) and its scale bytes (through the
+// ring, or loaded at their step: gemvpLDGScales). None may change a
+// value.
+type gemvpCase struct {
+	ring, pf int
+	ldg      bool
+}
+
+// gemvpCases is each ring with and without the prefetches, and with its
+// scale bytes loaded at their step.
+func gemvpCases() []gemvpCase {
+	var cs []gemvpCase
 	for ui := range gemvpRings {
-		for _, pf := range []int{0, gemvpPFAll} {
-			cs = append(cs, struct{ ring, pf int }{ui, pf})
-		}
+		cs = append(cs, gemvpCase{ui, 0, false}, gemvpCase{ui, gemvpPFAll, false}, gemvpCase{ui, 0, true})
 	}
 	return cs
 }
