@@ -390,9 +390,6 @@ func BenchmarkFlash(b *testing.B) {
 	abAt("gemvp-pf", []int{1}, func(on bool) { be.k.gemvpPF = map[bool]int{true: gemvpPFAll, false: pf}[on] })
 	abAt("gemvp-pf2", []int{1}, func(on bool) { be.k.gemvpPF = map[bool]int{true: 2, false: pf}[on] })
 	abAt("moeq-pf", []int{1, 8}, func(on bool) { be.moeqPF = on })
-	// gemvp's scale bytes loaded at the step that uses them (before run
-	// 30) rather than through the ring: the same bits.
-	abAt("gemvp-ldg-scales", []int{1, 8}, func(on bool) { be.k.gemvpLDGScales = on })
 	// What a step would take without a group of kernels (their launches
 	// dropped from the recording; the logits are then wrong): the time
 	// each group holds on a step's critical path as the graph runs it,

@@ -25,23 +25,11 @@ const gemvpMaxShared = 112 << 10
 
 // gemvpShared is the dynamic shared memory of gemvp's entries of index ri
 // (gemvpRings) for rows of K FP8 weights: the ring (S · U · 2 rows · 256
-// threads · 16 bytes: 64 or 48 KB), with sw the scales' ring beside it (4
-// bytes a slot: 16 or 12 KB), then the activations (K/16 chunks of 20
-// floats).
-func gemvpShared(ri, K int, sw bool) int {
+// threads · 16 bytes: 64 or 48 KB), then the activations (K/16 chunks of
+// 20 floats).
+func gemvpShared(ri, K int) int {
 	r := gemvpRings[ri]
-	slot := 16
-	if sw {
-		slot += 4
-	}
-	return r.S*r.U*2*256*slot + K/16*20*4
-}
-
-// gemvpSW reports whether gemvp's entries of index ri take their scale
-// bytes through their ring for rows of K weights: unless
-// Kernels.gemvpLDGScales, where two blocks an SM still fit.
-func (k *Kernels) gemvpSW(ri, K int) bool {
-	return !k.gemvpLDGScales && gemvpShared(ri, K, true) <= gemvpMaxShared
+	return r.S*r.U*2*256*16 + K/16*20*4
 }
 
 func (r gemvpRing) name(split int) string {
@@ -61,7 +49,7 @@ func (k *Kernels) gemvpIndex() int {
 // token, FP8 rows that leave two blocks an SM their shared memory (K up
 // to 9830: the Flash width's largest is 8192).
 func gemvpShifts(T int, w *Matrix) (rs, cs int, ok bool) {
-	if T != 1 || gemvpShared(0, w.Cols, false) > gemvpMaxShared {
+	if T != 1 || gemvpShared(0, w.Cols) > gemvpMaxShared {
 		return 0, 0, false
 	}
 	return fp8Shifts(w)
@@ -141,7 +129,7 @@ func (k *Kernels) chainGEMVP(t *Thread, s Stream, y, u, x Ptr, wa *Matrix, G int
 		return false, nil
 	}
 	unitsA, unitsB := (wa.Rows+rpbA-1)/rpbA, (wb.Rows+rpbB-1)/rpbB
-	shared := max(gemvpShared(1, wa.Cols, false), gemvpShared(1, wb.Cols, false))
+	shared := max(gemvpShared(1, wa.Cols), gemvpShared(1, wb.Cols))
 	// The blocks claim their units, so none waits for one that is not
 	// resident; gemvpBlocksPerSM an SM as gemvp's own grids.
 	grid := max(1, min(max(unitsA*G, unitsB), gemvpBlocksPerSM*max(k.sms, 1)))
@@ -176,13 +164,11 @@ func (k *Kernels) gemvpAt(t *Thread, s Stream, y Ptr, ygs int, x Ptr, xgs int, w
 	if f == 0 {
 		return fmt.Errorf("cuda: kernel unavailable: %v", k.unavailable)
 	}
-	sw := k.gemvpSW(ui, w.Cols)
-	a = a.Int(w.Rows).Int(w.Cols).Int(rs).Int(cs).Int(w.scaleCols()).Int(k.gemvpPF).Int(map[bool]int{true: 1}[sw])
-	shared := gemvpShared(ui, w.Cols, sw)
+	a = a.Int(w.Rows).Int(w.Cols).Int(rs).Int(cs).Int(w.scaleCols()).Int(k.gemvpPF)
 	if grid <= 0 {
-		grid = k.gemvpGrid(units*G, shared)
+		grid = k.gemvpGrid(units*G, gemvpShared(ui, w.Cols))
 	}
-	return t.LaunchEarly(f, Dim3{X: grid}, Dim3{X: 256}, shared, s, a)
+	return t.LaunchEarly(f, Dim3{X: grid}, Dim3{X: 256}, gemvpShared(ui, w.Cols), s, a)
 }
 
 // gemvxpShared is gemvxp_fp8's dynamic shared memory: a ring of 4 stages

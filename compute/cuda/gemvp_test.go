@@ -13,11 +13,11 @@ import (
 
 // TestGEMVP: gemvp (both entries, every split, the persistent grid at its
 // default size and at 1 and 3 blocks, so that a block computes many
-// units and its ring runs across them; the scale bytes through the ring
-// and loaded at their step) gives the bits of gemv2 at the same split,
-// plain and grouped (each group its own input, and all on one), NaN
-// where gemv2 gives NaN (a NaN code, a NaN scale); and MatMul and
-// GroupedMatMul with gemvp selected give the bits they give without it.
+// units and its ring runs across them) gives the bits of gemv2 at the
+// same split, plain and grouped (each group its own input, and all on
+// one), NaN where gemv2 gives NaN (a NaN code, a NaN scale); and MatMul
+// and GroupedMatMul with gemvp selected give the bits they give without
+// it.
 func TestGEMVP(t *testing.T) {
 	k := device(t).Kernels()
 	cases := []mmCase{
@@ -62,9 +62,9 @@ func TestGEMVP(t *testing.T) {
 				}
 				for _, rc := range gemvpCases() {
 					ui, pf := rc.ring, rc.pf
-					k.gemvpPF, k.gemvpLDGScales = pf, rc.ldg
+					k.gemvpPF = pf
 					for _, grid := range []int{0, 1, 3} {
-						what := fmt.Sprintf("%v split %d grid %d prefetch %d scales ring %v", gemvpRings[ui], 1<<si, grid, pf, k.gemvpSW(ui, K))
+						what := fmt.Sprintf("%v split %d grid %d prefetch %d", gemvpRings[ui], 1<<si, grid, pf)
 						got := runGroup(t, ms[1:2], x[K:], 1, func(th *Thread, y, xs Ptr, ws []*Matrix, _ Ptr) error {
 							return k.gemvpAt(th, th.Stream(), y, 0, xs, 0, ws[0], 1, 0, ui, si, rpb, grid)
 						})
@@ -77,7 +77,7 @@ func TestGEMVP(t *testing.T) {
 						}
 					}
 				}
-				k.gemvpPF, k.gemvpLDGScales = 0, false
+				k.gemvpPF = 0
 			}
 			// Through MatMul and GroupedMatMul's paths, gemvp selected or not.
 			var ref [2][]float32
@@ -101,21 +101,15 @@ func TestGEMVP(t *testing.T) {
 	}
 }
 
-// gemvpCase is one of TestGEMVP's forms of a ring: its L2 prefetches
-// (gemvpPF: none, or every unit's rows) and its scale bytes (through the
-// ring, or loaded at their step: gemvpLDGScales). None may change a
-// value.
-type gemvpCase struct {
-	ring, pf int
-	ldg      bool
-}
-
-// gemvpCases is each ring with and without the prefetches, and with its
-// scale bytes loaded at their step.
-func gemvpCases() []gemvpCase {
-	var cs []gemvpCase
+// gemvpCases is TestGEMVP's rings and L2 prefetches (gemvpPF: none, or
+// every unit's rows, which must leave every value as it is): each ring
+// once with each.
+func gemvpCases() []struct{ ring, pf int } {
+	var cs []struct{ ring, pf int }
 	for ui := range gemvpRings {
-		cs = append(cs, gemvpCase{ui, 0, false}, gemvpCase{ui, gemvpPFAll, false}, gemvpCase{ui, 0, true})
+		for _, pf := range []int{0, gemvpPFAll} {
+			cs = append(cs, struct{ ring, pf int }{ui, pf})
+		}
 	}
 	return cs
 }

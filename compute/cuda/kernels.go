@@ -87,10 +87,6 @@ type Kernels struct {
 	// value. Off: run 29 measured a batch-1 step 2.3% slower with it
 	// (H100).
 	gemvpPF int
-	// gemvpLDGScales: gemvp's blocks load each chunk's scale byte at the
-	// step that uses it (before run 30) rather than through their ring
-	// (gemvpSW); the same bits. An A/B knob.
-	gemvpLDGScales bool
 	// gemvpChain is gemvp.cu's gemvp_fp8_u2s3_chain: a grouped product and
 	// the product of its output in one launch (chainGEMVP).
 	gemvpChain Func

@@ -38,9 +38,8 @@
 // group g = unit / units of the matrix tab[g]). Grid: at most the units
 // (gemv2's blocks) times groups; the host sizes it to the blocks the GPU
 // holds at once (2 an SM). Dynamic shared memory: the ring, S · U ·
-// GEMVP_ROWS · 256 · 16 bytes (64 and 48 KB), with sw the scales' ring,
-// a quarter of that, then the activations, K / PER · XP floats
-// (gemvpShared in gemvp.go).
+// GEMVP_ROWS · 256 · 16 bytes (64 and 48 KB), then the activations,
+// K / PER · XP floats (gemvpShared in gemvp.go).
 
 #define GEMVP_ROWS 2
 
@@ -103,12 +102,6 @@ __device__ __forceinline__ void gemvp_prefetch(M matrix, int first, int stride, 
 // (GEMVP_WAIT_*; with GEMVP_WAIT_DONE, *done reaching need). It returns
 // the units the block computed. pf (fixed units only): the units of the
 // block whose rows it asks the L2 for before its wait (gemvp_prefetch).
-// sw: each chunk's scale byte comes through a ring of its own beside the
-// weights' (the aligned 4-byte word that holds it, copied with the
-// chunk, S - 1 steps ahead) rather than a load at the step that uses it
-// (run 30: a quarter of gemvp's stalls were the wait for that load); the
-// same bytes, so the same bits. The host passes 0 where the ring would
-// not fit (gemvpShared).
 // A claim (a round trip to the L2, every block at one counter) is kept
 // off the ring: thread 0 asks for the next ordinal's unit as it hands
 // out this one's, and pre, when not negative, is its first claim, made
@@ -119,13 +112,12 @@ __device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const
                                           const u64* __restrict__ tab, int units, int groups, int rows, int K,
                                           int rs, int cs, int scaleCols, unsigned* claim = nullptr,
                                           const unsigned* done = nullptr, unsigned need = 0, int pre = -1,
-                                          int pf = 0, int sw = 0) {
+                                          int pf = 0) {
   typedef gemv_fmt<FMT> F;
   enum { XP = (F::PER / 4) % 2 == 0 ? F::PER + 4 : F::PER };
   const int R = GEMVP_ROWS, G = 8 / SPLIT, NT = 256;
-  DYN_SHARED(uint4, ring);                             // [S][U][R][NT]
-  u32* sring = (u32*)(ring + S * U * R * NT);          // [S][U][R][NT] with sw
-  float* xs = (float*)(sring + (sw ? S * U * R * NT : 0));  // [K / PER][XP]
+  DYN_SHARED(uint4, ring);                      // [S][U][R][NT]
+  float* xs = (float*)(ring + S * U * R * NT);  // [K / PER][XP]
   __shared__ float red[8][R];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int grp = warp / SPLIT, part = warp % SPLIT;
@@ -177,11 +169,6 @@ __device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const
     }
   };
   auto slot = [&](int st, int u, int i) -> uint4* { return ring + (((st * U + u) * R + i) * NT + tid); };
-  auto sslot = [&](int st, int u, int i) -> u32* { return sring + (((st * U + u) * R + i) * NT + tid); };
-  // The scale byte of chunk ch of row r in the scales sc.
-  auto sbyte = [&](const u8* sc, int r, int ch) -> const u8* {
-    return FMT == FMT_FP8 ? sc + (long long)(r >> rs) * scaleCols + (ch >> cs) : sc + (long long)r * (K / 32) + ch;
-  };
   auto matrix = [&](int g) -> const u8* { return tab ? (const u8*)tab[2 * g] : w0; };
 
   // issue queues the copies of the task at cursor c into stage st and
@@ -190,18 +177,14 @@ __device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const
   auto issue = [&](const gemvp_cursor& c, int st) {
     if (c.i < mine) {
       const u8* w = matrix(c.g);
-      const u8* sc = sw ? (tab ? (const u8*)tab[2 * c.g + 1] : s0) : nullptr;
       const int r0 = (c.b * G + grp) * R;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int ch = cfirst + (c.step * U + u) * stride;
         if (ch < nch) {
 #pragma unroll
-          for (int i = 0; i < R; ++i) {
-            const int r = min(r0 + i, rows - 1);
-            ring_copy16(slot(st, u, i), (const uint4*)(w + (long long)r * rowBytes) + ch);
-            if (sw) ring_copy4(sslot(st, u, i), (const void*)((u64)sbyte(sc, r, ch) & ~3ull));
-          }
+          for (int i = 0; i < R; ++i)
+            ring_copy16(slot(st, u, i), (const uint4*)(w + (long long)min(r0 + i, rows - 1) * rowBytes) + ch);
         }
       }
     }
@@ -269,19 +252,14 @@ __device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const
         srow[i] = FMT == FMT_FP8 ? sc + (long long)(r >> rs) * scaleCols : sc + (long long)r * (K / 32);
       }
     }
-    // The chunks' scale bytes first: from their ring (sw), else their
-    // loads in flight together.
+    // The chunks' scale bytes first, their loads in flight together.
     u32 sraw[U][R];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = cfirst + (at.step * U + u) * stride;
 #pragma unroll
-      for (int i = 0; i < R; ++i) {
-        const u8* a = srow[i] + (FMT == FMT_FP8 ? c >> cs : c);
-        sraw[u][i] = !(FMT == FMT_FP8 || FMT == FMT_FP4) || c >= nch ? 0u
-                     : sw ? (*sslot(st, u, i) >> (8 * ((u32)(u64)a & 3u))) & 0xFFu
-                          : (u32)__ldg(a);
-      }
+      for (int i = 0; i < R; ++i)
+        sraw[u][i] = (FMT == FMT_FP8 || FMT == FMT_FP4) && c < nch ? __ldg(srow[i] + (FMT == FMT_FP8 ? c >> cs : c)) : 0u;
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -351,18 +329,18 @@ __device__ __forceinline__ int gemvp_rows(float* __restrict__ y0, int ygs, const
   extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
       gemvp_##F##_u##U##s##S##_s##SPLIT(float* __restrict__ y, const float* __restrict__ x, const u8* __restrict__ w,     \
                                   const u8* __restrict__ sc, int units, int rows, int K, int rs, int cs,           \
-                                  int scaleCols, int pf, int sw) {                                                 \
+                                  int scaleCols, int pf) {                                                         \
     PDL_OPEN_EARLY();                                                                                              \
     gemvp_rows<FMT, SPLIT, U, S>(y, 0, x, 0, w, sc, 0, units, 1, rows, K, rs, cs, scaleCols, nullptr, nullptr, 0,  \
-                                 -1, pf, sw);                                                                      \
+                                 -1, pf);                                                                          \
   }                                                                                                                \
   extern "C" __global__ void __launch_bounds__(256, 2)                                                            \
       gemvp_##F##_u##U##s##S##_s##SPLIT##_g(float* __restrict__ y, int ygs, const float* __restrict__ x, int xgs,          \
                                       const u64* __restrict__ tab, int units, int groups, int rows, int K, int rs,  \
-                                      int cs, int scaleCols, int pf, int sw) {                                     \
+                                      int cs, int scaleCols, int pf) {                                             \
     PDL_OPEN_EARLY();                                                                                              \
     gemvp_rows<FMT, SPLIT, U, S>(y, ygs, x, xgs, 0, 0, tab, units, groups, rows, K, rs, cs, scaleCols, nullptr,     \
-                                 nullptr, 0, -1, pf, sw);                                                          \
+                                 nullptr, 0, -1, pf);                                                              \
   }
 #define GEMVP_SPLITS(F, FMT, U, S) \
   GEMVP_ENTRY(F, FMT, U, S, 1)     \
