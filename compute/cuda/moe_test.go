@@ -573,22 +573,23 @@ func TestBackendMoECombine(t *testing.T) {
 					want[tk*D+i] = acc
 				}
 			}
-			alloc := func(dt compute.DType, n int, src any) compute.Tensor {
-				x, err := be.Alloc(dt, 1, n)
+			vec := func(v []float32) compute.Tensor {
+				x, err := be.Vector(v)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if src != nil {
-					be.Write(x, src)
-				}
 				return x
 			}
-			it, wtt, yet, sht := alloc(compute.I32, T*K, idx), alloc(compute.F32, T*K, wt), alloc(compute.F32, T*K*D, ye), alloc(compute.F32, T*D, sh)
+			it, err := be.Alloc(compute.I32, 1, T*K)
+			if err != nil {
+				t.Fatal(err)
+			}
+			be.Write(it, idx)
+			wtt, yet, y := vec(wt), vec(ye), vec(make([]float32, T*D))
 			var sp Ptr
 			if shared {
-				sp = be.ptr(sht)
+				sp = be.ptr(vec(sh))
 			}
-			y := alloc(compute.F32, T*D, nil)
 			be.launch("moe_combine", Dim3{X: T, Y: (D + 255) / 256}, Dim3{X: 256}, 0,
 				be.args().Ptr(be.ptr(y)).Ptr(be.ptr(yet)).Ptr(be.ptr(wtt)).Ptr(be.ptr(it)).Ptr(sp).Int(K).Int(D))
 			got := make([]float32, T*D)
