@@ -393,3 +393,111 @@ func TestBackendAttentionTC(t *testing.T) {
 		fmt.Printf("ATTNTC %s: within %.3g of each output's sum of magnitudes (float64), the same bits twice\n", name, worst)
 	}
 }
+
+// token is the one-token case of c's token s: its query, key vector,
+// window, compressed entries and selection.
+func (c *flashAttnCase) token(s int) *flashAttnCase {
+	H, d := c.H, c.d
+	o := &flashAttnCase{H: H, d: d, rope: c.rope, W: c.W, rate: c.rate, selK: c.selK, pos: []int{c.pos[s]},
+		q: c.q[s*H*d : (s+1)*H*d], kv: c.kv[s*d : (s+1)*d], sink: c.sink,
+		ring: c.ring[s : s+1], comp: c.comp[s : s+1], ringBytes: c.ringBytes[s : s+1], compBytes: c.compBytes[s : s+1],
+		outRoPE: c.outRoPE}
+	if c.sel != nil {
+		o.sel, o.cnt = c.sel[s*c.selK:(s+1)*c.selK], c.cnt[s:s+1]
+	}
+	return o
+}
+
+// TestBackendAttentionFD: in Fast mode with attnFDMaxT set, SparseAttention
+// takes attn_fd (one launch on the CUDA cores: blocks of 4 heads × 32 keys
+// of one token, each chunk against its own maximum, the chunks added by
+// the token's last block), whose outputs are the float64 definition within
+// 2e-6 of each output's sum of magnitudes (4.1e-7 at most on the
+// emulator), with OutRoPE's turn where
+// asked. Cases: one chunk (17 keys), two (51), six (176); 64 heads of 512
+// channels, 4 of 128, 22 of 96 (a last block of 2 heads), 8 of 40; a
+// second run gives the same bits (the counters reset), every token of a
+// batch the bits it has alone (batch-invariant); and attnFDMaxT bounds it.
+func TestBackendAttentionFD(t *testing.T) {
+	be := newBackend(t, Fast)
+	if be.attnFDTakes(1, 64, 512, 176) {
+		t.Fatalf("Fast attention takes attn_fd by default")
+	}
+	be.attnFDMaxT = 8
+	if !be.attnFDTakes(1, 64, 512, 176) || !be.attnFDTakes(8, 64, 512, 176) || be.attnFDTakes(9, 64, 512, 176) {
+		t.Fatalf("attnFDMaxT 8: attn_fd at 1, 8 and 9 tokens %v %v %v; want at 1 and 8", be.attnFDTakes(1, 64, 512, 176),
+			be.attnFDTakes(8, 64, 512, 176), be.attnFDTakes(9, 64, 512, 176))
+	}
+	if be.attnFDTakes(1, 64, 512, afdChunk*afdSMax+1) {
+		t.Fatalf("attn_fd takes more than %d chunks a token", afdSMax)
+	}
+	rng := rand.New(rand.NewPCG(7, 53))
+	for _, tc := range []struct {
+		H, d, rope, T, selK, rate, nComp int
+		turn                             bool
+	}{{64, 512, 64, 1, 48, 4, 60, false}, {64, 512, 64, 1, 0, 16, 1, false}, {64, 512, 64, 1, 0, 16, 3, true},
+		{64, 512, 64, 3, 48, 4, 60, true}, {4, 128, 64, 2, 48, 4, 60, true}, {22, 96, 32, 3, 0, 16, 12, true},
+		{8, 40, 8, 2, 0, 16, 12, true}} {
+		name := fmt.Sprintf("H %d d %d T %d selK %d rate %d turn %v", tc.H, tc.d, tc.T, tc.selK, tc.rate, tc.turn)
+		c := newAttnCase(rng, tc.H, tc.d, tc.rope, tc.T, tc.selK, tc.rate, tc.nComp)
+		want, l1 := c.ref()
+		if tc.turn {
+			// The float64 definition's last 2·nf channels turned back.
+			nf := c.rope / 2
+			c.outRoPE = make([]float32, nf)
+			for i := range c.outRoPE {
+				c.outRoPE[i] = float32(math.Pow(10000, -2*float64(i)/float64(c.rope)))
+			}
+			for r := range tc.T * c.H {
+				row, p := r*c.d, c.pos[r/c.H]
+				for k := 0; k < 2*nf; k += 2 {
+					ang := float64(float32(p) * c.outRoPE[k/2])
+					cs, sn := math.Cos(ang), -math.Sin(ang)
+					i := row + c.d - 2*nf + k
+					a, b := want[i], want[i+1]
+					want[i], want[i+1] = a*cs-b*sn, b*cs+a*sn
+					l1[i] += l1[i+1]
+					l1[i+1] = l1[i]
+				}
+			}
+		}
+		launches := be.attnFDLaunches
+		got := c.run(t, be)
+		again := c.run(t, be)
+		if be.attnFDLaunches != launches+2 {
+			t.Fatalf("%s: SparseAttention did not take attn_fd", name)
+		}
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(again[i]) {
+				t.Fatalf("%s: output %d: %g, then %g", name, i, got[i], again[i])
+			}
+		}
+		worst := 0.0
+		for i, g := range got {
+			e := math.Abs(float64(g)-want[i]) / (l1[i] + 1e-6)
+			if !(e <= 2e-6) {
+				t.Fatalf("%s: output %d = %g, float64 %g (sum of magnitudes %g)", name, i, g, want[i], l1[i])
+			}
+			worst = max(worst, e)
+		}
+		if tc.T > 1 {
+			row := c.H * c.d
+			for s := range tc.T {
+				alone := c.token(s).run(t, be)
+				for i, v := range alone {
+					if math.Float32bits(v) != math.Float32bits(got[s*row+i]) {
+						t.Fatalf("%s: token %d output %d: %g alone, %g in the batch", name, s, i, v, got[s*row+i])
+					}
+				}
+			}
+		}
+		fmt.Printf("ATTNFD %s: within %.3g of each output's sum of magnitudes (float64), the same bits twice and alone\n", name, worst)
+	}
+	be.attnFDMaxT = 0
+	c := newAttnCase(rng, 4, 128, 64, 1, 0, 16, 3)
+	launches := be.attnFDLaunches
+	c.run(t, be)
+	if be.attnFDLaunches != launches {
+		t.Fatalf("attnFDMaxT 0 took attn_fd")
+	}
+}

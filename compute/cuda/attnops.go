@@ -202,6 +202,10 @@ func (b *Backend) SparseAttention(a *compute.AttentionArgs, sp compute.Spans) {
 			maxKeys += capacity(a.Compressed)
 		}
 	}
+	if b.attnFDTakes(T, H, d, maxKeys) {
+		b.attentionFD(a, sp, hasComp, selK, maxKeys)
+		return
+	}
 	if b.attnTCTakes(T, H, d, maxKeys) {
 		b.attentionTC(a, sp, hasComp, selK, maxKeys)
 		return
@@ -371,6 +375,55 @@ func (b *Backend) attentionTC(a *compute.AttentionArgs, sp compute.Spans, hasCom
 		Ptr(b.ptr(po)).Ptr(b.ptr(pml)).Ptr(ctr).Ptr(b.ptr(a.OutRoPE)).Int(a.OutRoPE.Len())
 	b.attnTCLaunches++
 	b.launch("attn_tc", Dim3{X: T, Y: blocks(H, 16), Z: S}, Dim3{X: 256}, attcShared(d), ar)
+}
+
+// Attention on the CUDA cores in one launch (attn_fd in attn.cu): Fast
+// mode's attention of up to Backend.attnFDMaxT tokens, a block afdHeads
+// heads of afdChunk keys of one token in float32, each chunk against its
+// own maximum, the chunks added by the token's last block. For one token:
+// attn_tc's blocks (16 heads of 64 keys, 8-40 of them at batch 1) each ran
+// a long chain alone, and the split kernels are three launches on the
+// layer's critical path.
+const (
+	afdChunk = 32 // AFD_KC
+	afdHeads = 4  // AFD_HG
+	afdSMax  = 64 // AFD_SMAX: chunks a token
+	// afdCounters: attn_fd's counters, one a (token, head group).
+	afdCounters = 4096
+)
+
+// afdShared is attn_fd's dynamic shared memory for heads of d channels:
+// the chunk's keys and the block's queries in float32, and the keys'
+// pointers and kinds.
+func afdShared(d int) int { return 4*(afdChunk+afdHeads)*d + 12*afdChunk }
+
+// attnFDTakes reports whether SparseAttention of T tokens, H heads of d
+// channels and up to maxKeys keys a token takes attn_fd.
+func (b *Backend) attnFDTakes(T, H, d, maxKeys int) bool {
+	S := blocks(maxKeys, afdChunk)
+	return b.mode == Fast && T <= b.attnFDMaxT && b.k.fns["attn_fd"] != 0 &&
+		d%8 == 0 && d <= 2*opThreads && S <= afdSMax && afdShared(d)+4<<10 <= b.optin &&
+		T*blocks(H, afdHeads) <= afdCounters && int64(4*T*H*S*(d+2)) <= attnScratch
+}
+
+// attentionFD is SparseAttention on attn_fd.
+func (b *Backend) attentionFD(a *compute.AttentionArgs, sp compute.Spans, hasComp, selK, maxKeys int) {
+	H, d, T := a.Heads, a.Dim, a.Q.Rows
+	ctr := b.counters(&b.afdCnt, afdCounters, "attn_fd")
+	if ctr == 0 {
+		return
+	}
+	S := blocks(maxKeys, afdChunk)
+	mark := b.ScratchMark()
+	defer b.ResetScratch(mark)
+	po, pml := b.Scratch(compute.F32, T*H*S, d), b.Scratch(compute.F32, T*H*S, 2)
+	win, comp := b.paged(a.Window), b.paged(a.Compressed)
+	ar := b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.KV))
+	b.spanArgs(ar, sp).Ptr(b.ptr(sp.Pos)).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(max(a.Rate, 1)).
+		Ptr(b.ptr(a.Sel)).Ptr(b.ptr(a.N)).Int(selK).Ptr(b.ptr(a.Sink)).Int(H).Int(d).F32(a.Scale).Int(maxKeys).
+		Ptr(b.ptr(po)).Ptr(b.ptr(pml)).Ptr(ctr).Ptr(b.ptr(a.OutRoPE)).Int(a.OutRoPE.Len())
+	b.attnFDLaunches++
+	b.launch("attn_fd", Dim3{X: T, Y: blocks(H, afdHeads), Z: S}, Dim3{X: opThreads}, afdShared(d), ar)
 }
 
 // Tiled attention (attn_qk and attn_pv in attn.cu): the logits of kb keys

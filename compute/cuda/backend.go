@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -69,8 +70,8 @@ type Backend struct {
 	mats      []*Matrix
 	moeTabs   map[*compute.Matrix]*moeTables
 	// hcCnt: hc_post_pre's counters (HCPostPreNorm), attcCnt attn_tc's
-	// (SparseAttention), freed at Close.
-	hcCnt, attcCnt Ptr
+	// and afdCnt attn_fd's (SparseAttention), freed at Close.
+	hcCnt, attcCnt, afdCnt Ptr
 	// gemvpChainOn: GroupedMatMulThen takes gemvp_fp8_u2s3_chain where it
 	// can (A/B gemvp-chain). Off: run 29 measured a batch-1 step 1.2-1.7%
 	// slower with it (H100). chainCtr is its counters, chainLaunches
@@ -176,6 +177,13 @@ type Backend struct {
 	attnTCOff      bool
 	attnTCLaunches int
 	attnTCMinT     int
+	// attnFDMaxT: Fast attention of 1 to attnFDMaxT tokens takes attn_fd
+	// (one launch of float32 flash-decoding) before attn_tc or the split
+	// kernels; 0 (the default: not measured on a GPU yet) never. The A/Bs
+	// attn-fd (1) and attn-fd8 (8) and the tests set it; attnFDLaunches
+	// counts attn_fd's launches (tests).
+	attnFDMaxT     int
+	attnFDLaunches int
 	// attnNoSplit: every attention launch loops over a token's key chunks
 	// in one block (the path of large batches) instead of splitting them
 	// over blocks at small ones (tests: the same bits).
@@ -420,6 +428,11 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.rt.pdlSmall = dev.Props().SMs
 	}
 	b.attnTCMinT = attnTCMinT
+	// STRATA_CUDA_ATTN_FD=N: attn_fd for Fast attention of up to N tokens
+	// (a GPU call's tests run it so before it is on by default).
+	if n, err := strconv.Atoi(os.Getenv("STRATA_CUDA_ATTN_FD")); err == nil && n > 0 {
+		b.attnFDMaxT = n
+	}
 	// The opt-in covers static and dynamic shared memory together: leave
 	// the kernels' static buffers (a few hundred bytes) their room.
 	b.optin = dev.Props().SharedPerBlockOptin - 1024
@@ -427,13 +440,13 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_qk8", "attn_pv4", "attn_pv8", "attn_tc", "indexer_scores", "indexer_scores_r21", "indexer_scores_r25", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
+		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_qk8", "attn_pv4", "attn_pv8", "attn_tc", "attn_fd", "indexer_scores", "indexer_scores_r21", "indexer_scores_r25", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
 		names = append(names, moeSXKernels...)
 		for _, name := range names {
 			if f := b.k.fns[name]; f != 0 {
 				n := b.optin
-				if strings.HasSuffix(name, "_h16") || strings.HasPrefix(name, "attn_pv") {
-					n -= 4 << 10 // attn_values_h16's static arrays take 2.2 KB, attn_pv's 2.2
+				if strings.HasSuffix(name, "_h16") || strings.HasPrefix(name, "attn_pv") || name == "attn_fd" {
+					n -= 4 << 10 // attn_values_h16's static arrays take 2.2 KB, attn_pv's 2.2, attn_fd's 2.6
 				}
 				if err := t.SetMaxDynamicShared(f, n); err != nil {
 					return fmt.Errorf("cuda: %s: %w", name, err)
@@ -720,7 +733,7 @@ func (b *Backend) Close() error {
 		for _, mt := range b.moeTabs {
 			errs = append(errs, t.Free(mt.tab))
 		}
-		for _, c := range []Ptr{b.hcCnt, b.attcCnt, b.chainCtr} {
+		for _, c := range []Ptr{b.hcCnt, b.attcCnt, b.afdCnt, b.chainCtr} {
 			if c != 0 {
 				errs = append(errs, t.Free(c))
 			}

@@ -373,6 +373,11 @@ func BenchmarkFlash(b *testing.B) {
 	// attn_tc at one token too.
 	tcMin := be.attnTCMinT
 	abAtCtx("attn-tc-t1", []int{1}, contexts, func(on bool) { be.attnTCMinT = map[bool]int{true: 1, false: tcMin}[on] })
+	// attn_fd (float32 flash-decoding in one launch) at one token, and up
+	// to 8 (against attn_tc at 2-8), against the default's kernels.
+	fdMax := be.attnFDMaxT
+	abAtCtx("attn-fd", []int{1}, contexts, func(on bool) { be.attnFDMaxT = map[bool]int{true: 1, false: fdMax}[on] })
+	abAtCtx("attn-fd8", []int{8}, contexts, func(on bool) { be.attnFDMaxT = map[bool]int{true: 8, false: fdMax}[on] })
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
 	// gemvp's grids as many blocks an SM as their shared memory allows (up
 	// to 4) instead of 2: the same bits.

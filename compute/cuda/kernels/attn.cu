@@ -1327,3 +1327,254 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
     if (okB) *(uint2*)(out + rowB * dim + ch) = make_uint2(__float_as_uint(b0), __float_as_uint(b1));
   }
 }
+
+// ---- attention in one launch on the CUDA cores (attn_fd: Fast mode, one token) ----
+//
+// attn_fd is SparseAttention in one launch for Fast mode at one token
+// (flash-decoding in float32), for where attn_tc's blocks are too few and
+// too long (run 27: 8-40 blocks of 16 heads × 64 keys, ~50 us a launch
+// against ~24 us for attn_qk, attn_pv and attn_combine). Block (t, y, c)
+// takes token t's keys [c·AFD_KC, (c+1)·AFD_KC) for the AFD_HG heads
+// [AFD_HG·y, +AFD_HG): a short chain, and many blocks (a Flash window layer
+// at 4K context: 5 chunks × 16 head groups; a CSA layer: 20 × 16).
+//   - the chunk's keys are decoded into shared memory (attn_load_keys:
+//     every format and kind), the heads' queries staged beside them;
+//   - the logits are attn_logits' (each head's chain over channels lane,
+//     lane + 32, ..., then warp_sum, times scale): the float32 kernels'
+//     bits;
+//   - the chunk's softmax against its own maximum m_c: p = exp(l - m_c)
+//     (float64, as the CPU's), l_c = Σ p (warp_sum's order);
+//   - o_c = Σ_j p_j·v_j over the chunk's keys in order (V = K), a thread
+//     channels tid and tid + MT of every head;
+//   - a token of one chunk writes o_c / (exp(sink - m_c) + l_c); else every
+//     chunk writes (o_c, m_c, l_c) and the token's last block to finish
+//     (counter ctr[t][y], reset by it) adds them: M = max m_c, w_c =
+//     exp(m_c - M), out = Σ w_c·o_c / (exp(sink - M) + Σ w_c·l_c), the
+//     chunks in order.
+// The output's last 2·nf channels are turned back at the token's position
+// (OutRoPE), as attn_combine turns them.
+//
+// Numerics: float32 throughout, the logits the CPU's; the chunks' maxima
+// instead of the token's (the same function, other rounding of the
+// exponentials and sums). Fast mode only, measured against the float64
+// definition (TestBackendAttentionFD). Batch-invariant among the batches
+// that take it: a token's blocks read only its own queries and keys, its
+// chunks fixed by its key count.
+//
+// Grid (tokens, ceil(heads/AFD_HG), S = ceil(maxKeys/AFD_KC)), MT threads;
+// dim a multiple of 8 up to AFD_CH·MT; S <= AFD_SMAX; dynamic shared
+// memory afdShared (attnops.go): the keys (AFD_KC·dim floats), the
+// queries (AFD_HG·dim), the keys' pointers and kinds.
+#define AFD_HG 4
+#define AFD_KC 32
+#define AFD_CH 2
+#define AFD_SMAX 64
+
+extern "C" __global__ void __launch_bounds__(MT)
+    attn_fd(float* out, const float* Q, const float* KV, const int* tab, int nspans, const int* pos, Paged win,
+            int winSize, Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK,
+            const float* sink, int heads, int dim, float scale, int maxKeys, float* po, float* pml, unsigned* ctr,
+            const float* invFreq, int nf) { PDL_WAIT();
+  DYN_SHARED(float, sm);
+  float* ks = sm;                               // [AFD_KC][dim] keys
+  float* qs = ks + AFD_KC * dim;                // [AFD_HG][dim] queries
+  const u8** kp = (const u8**)(qs + AFD_HG * dim);  // [AFD_KC]
+  int* kind = (int*)(kp + AFD_KC);                  // [AFD_KC]
+  __shared__ float pr[AFD_HG][AFD_KC];    // logits, then probabilities
+  __shared__ float ml[2 * AFD_HG];        // m_c, l_c a head
+  __shared__ float wts[AFD_HG][AFD_SMAX]; // the last block's chunk weights
+  __shared__ float lsum[AFD_HG][AFD_SMAX];
+  __shared__ float den[AFD_HG];
+  __shared__ unsigned arrived;
+
+  const int t = blockIdx.x, y = blockIdx.y, c = blockIdx.z, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int S = gridDim.z, HGn = gridDim.y;
+  const int h0 = AFD_HG * y, hn = min(AFD_HG, heads - h0);
+  // The queries: a thread's groups of 8 channels loaded now, in flight
+  // while the keys are found, stored after.
+  const int G = dim / ATT_G;
+  float4 qv[AFD_CH][2];
+#pragma unroll
+  for (int u = 0; u < AFD_CH; ++u) {
+    const int e = tid + u * MT, h = e / G, i0 = (e - h * G) * ATT_G;
+    qv[u][0].x = qv[u][0].y = qv[u][0].z = qv[u][0].w = 0.0f;
+    qv[u][1] = qv[u][0];
+    if (h < hn) {
+      const float4* src = (const float4*)(Q + ((long long)t * heads + h0 + h) * dim + i0);
+      qv[u][0] = __ldg(src), qv[u][1] = __ldg(src + 1);
+    }
+  }
+  const AttnTok a = attn_tok(tab, nspans, pos, t, winSize, hasComp, rate, sel, cnt, maxKeys);
+  if (a.bad) {
+    if (c == 0)
+      for (int i = tid; i < hn * dim; i += MT) out[((long long)t * heads + h0) * dim + i] = __uint_as_float(QNAN_BITS);
+    return;
+  }
+  const int nch = (a.nk + AFD_KC - 1) / AFD_KC;
+  if (c >= nch) return;
+  const int j0 = c * AFD_KC, kn = min(AFD_KC, a.nk - j0);
+  attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, 1, 0, dim);
+#pragma unroll
+  for (int u = 0; u < AFD_CH; ++u) {
+    const int e = tid + u * MT, h = e / G, i0 = (e - h * G) * ATT_G;
+    if (h < hn) {
+      *(float4*)(qs + h * dim + i0) = qv[u][0];
+      *(float4*)(qs + h * dim + i0 + 4) = qv[u][1];
+    }
+  }
+  __syncthreads();
+
+  // Logits (attn_logits_body's chains): warp w the keys w, w + 8, ....
+  for (int j = warp; j < kn; j += MT / 32) {
+    const float* k = ks + j * dim;
+    float acc[AFD_HG];
+#pragma unroll
+    for (int h = 0; h < AFD_HG; ++h) acc[h] = 0.0f;
+    for (int i = lane; i < dim; i += 32) {
+      const float kv = k[i];
+#pragma unroll
+      for (int h = 0; h < AFD_HG; ++h)
+        if (h < hn) acc[h] = __fmaf_rn(qs[h * dim + i], kv, acc[h]);
+    }
+#pragma unroll
+    for (int h = 0; h < AFD_HG; ++h) {
+      if (h >= hn) break;
+      const float s = warp_sum(acc[h]);
+      if (lane == 0) pr[h][j] = __fmul_rn(s, scale);
+    }
+  }
+  __syncthreads();
+
+  // The chunk's softmax: warp h head h, lane j key j (a block's heads past
+  // the last: zero probabilities, their sums never written).
+  if (warp >= hn && warp < AFD_HG) pr[warp][lane] = 0.0f;
+  if (warp < hn) {
+    const int h = warp;
+    const float v = lane < kn ? pr[h][lane] : __int_as_float(0xFF800000);
+    float mx = v;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+    const float p = lane < kn ? exp_f(__fsub_rn(v, mx)) : 0.0f;
+    const float l = warp_sum(p);
+    pr[h][lane] = p;
+    if (lane == 0) ml[h] = mx, ml[AFD_HG + h] = l;
+  }
+  __syncthreads();
+
+  // Values: channels tid + m·MT of every head, the chunk's keys in order.
+  float o[AFD_CH][AFD_HG];
+#pragma unroll
+  for (int m = 0; m < AFD_CH; ++m)
+#pragma unroll
+    for (int h = 0; h < AFD_HG; ++h) o[m][h] = 0.0f;
+  for (int j = 0; j < kn; ++j) {
+#pragma unroll
+    for (int m = 0; m < AFD_CH; ++m) {
+      const int i = tid + m * MT;
+      const float kv = i < dim ? ks[j * dim + i] : 0.0f;
+#pragma unroll
+      for (int h = 0; h < AFD_HG; ++h) o[m][h] = __fmaf_rn(pr[h][j], kv, o[m][h]);
+    }
+  }
+
+  const int n0 = dim - 2 * nf, p = pos[t];
+  if (nch > 1) {
+    // Write this chunk's sums; the token's last block adds them all.
+#pragma unroll
+    for (int h = 0; h < AFD_HG; ++h) {
+      if (h >= hn) break;
+      const long long row = (long long)t * heads + h0 + h;
+#pragma unroll
+      for (int m = 0; m < AFD_CH; ++m) {
+        const int i = tid + m * MT;
+        if (i < dim) po[(row * S + c) * dim + i] = o[m][h];
+      }
+    }
+    if (tid < hn) {
+      const long long row = (long long)t * heads + h0 + tid;
+      pml[(row * S + c) * 2] = ml[tid];
+      pml[(row * S + c) * 2 + 1] = ml[AFD_HG + tid];
+    }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) arrived = atomicAdd(ctr + t * HGn + y, 1u);
+    __syncthreads();
+    if (arrived != (unsigned)(nch - 1)) return;
+    if (tid == 0) ctr[t * HGn + y] = 0;
+    __threadfence();
+    // Every chunk's m_c and l_c at once, then a thread a head: the chunk
+    // weights and the denominator.
+    for (int e = tid; e < hn * nch; e += MT) {
+      const int h = e / nch, u = e - h * nch;
+      const long long row = (long long)t * heads + h0 + h;
+      wts[h][u] = __ldcg(pml + (row * S + u) * 2);
+      lsum[h][u] = __ldcg(pml + (row * S + u) * 2 + 1);
+    }
+    __syncthreads();
+    if (tid < hn) {
+      float M = __int_as_float(0xFF800000);
+      for (int u = 0; u < nch; ++u) M = fmaxf(M, wts[tid][u]);
+      float d = exp_f(__fsub_rn(sink[h0 + tid], M));
+      for (int u = 0; u < nch; ++u) {
+        const float w = exp_f(__fsub_rn(wts[tid][u], M));
+        wts[tid][u] = w;
+        d = __fmaf_rn(w, lsum[tid][u], d);
+      }
+      den[tid] = d;
+    }
+    __syncthreads();
+    // out = Σ_c w_c·o_c / d, the chunks' loads eight at a time in flight.
+#pragma unroll
+    for (int h = 0; h < AFD_HG; ++h) {
+      if (h >= hn) break;
+      const long long row = (long long)t * heads + h0 + h;
+#pragma unroll
+      for (int m = 0; m < AFD_CH; ++m) {
+        const int i = tid + m * MT;
+        float acc = 0.0f;
+        if (i < dim) {
+          const float* src = po + row * S * dim + i;
+          for (int u0 = 0; u0 < nch; u0 += 8) {
+            float v[8];
+#pragma unroll
+            for (int k = 0; k < 8; ++k) v[k] = u0 + k < nch ? __ldcg(src + (long long)(u0 + k) * dim) : 0.0f;
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+              if (u0 + k < nch) acc = __fmaf_rn(wts[h][u0 + k], v[k], acc);
+          }
+        }
+        o[m][h] = __fdiv_rn(acc, den[h]);
+      }
+    }
+  } else {
+    // out = o / (exp(sink - m) + l).
+#pragma unroll
+    for (int h = 0; h < AFD_HG; ++h) {
+      if (h >= hn) break;
+      const float d = __fadd_rn(exp_f(__fsub_rn(sink[h0 + h], ml[h])), ml[AFD_HG + h]);
+#pragma unroll
+      for (int m = 0; m < AFD_CH; ++m) o[m][h] = __fdiv_rn(o[m][h], d);
+    }
+  }
+  // The tail turned back: channel pairs (i, i + 1), i - n0 even, are the
+  // lanes (tid, tid + 1) of one warp (MT and n0 are even), each turning the
+  // pair and keeping its own channel.
+#pragma unroll
+  for (int h = 0; h < AFD_HG; ++h) {
+    if (h >= hn) break;
+    const long long row = (long long)t * heads + h0 + h;
+#pragma unroll
+    for (int m = 0; m < AFD_CH; ++m) {
+      const int i = tid + m * MT;
+      float v = o[m][h];
+      const float w = __shfl_xor_sync(0xFFFFFFFFu, v, 1);
+      if (i < dim && i >= n0) {
+        // attc_turn out of line: float64 sincos is long.
+        float x0 = (i & 1) ? w : v, x1 = (i & 1) ? v : w;
+        attc_turn(&x0, &x1, p, invFreq[(i - n0) / 2]);
+        v = (i & 1) ? x1 : x0;
+      }
+      if (i < dim) out[row * dim + i] = v;
+    }
+  }
+}
