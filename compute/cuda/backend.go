@@ -344,6 +344,14 @@ type Backend struct {
 	// (run 13's first calls; BenchmarkFlash's submit-off A/B). The same
 	// values.
 	noSubmit bool
+	// submitFirst: Submit flushes only the first layer after any other
+	// flush, so that a decode step is two recordings (and, replayed, two
+	// graphs) rather than one a layer: the GPU starts on the first layer
+	// while the host records the rest, and the layers after it run in one
+	// graph, without a graph's boundary between each two (A/B
+	// submit-first; not measured on a GPU yet). submitted says that the
+	// last flush was Submit's. The same values.
+	submitFirst, submitted bool
 	closed   bool
 
 	// profile, when set, times every launch with events (no graphs).
@@ -530,6 +538,7 @@ func (b *Backend) do(fn func(t *Thread) error) error {
 		b.fail(errors.New("cuda: backend used after Close"))
 		return b.err
 	}
+	b.submitted = false
 	err := b.dev.Do(b.ctx, func(t *Thread) error {
 		if err := b.flushOn(t); err != nil {
 			return err
@@ -608,11 +617,13 @@ func (b *Backend) flushRecorded(t *Thread) error {
 
 // Submit implements compute.Submitter: it flushes the recorded launches
 // (one graph of them once seen twice) without waiting for them, unless
-// noSubmit.
+// noSubmit, or submitFirst and the last flush was Submit's.
 func (b *Backend) Submit() {
-	if !b.noSubmit && len(b.rec.launches) > 0 {
-		b.do(nil)
+	if b.noSubmit || len(b.rec.launches) == 0 || b.submitFirst && b.submitted {
+		return
 	}
+	b.do(nil)
+	b.submitted = true
 }
 
 // StartProfile makes later flushes time every kernel (direct launches, one

@@ -114,8 +114,9 @@ func TestBranches(t *testing.T) {
 // TestBackendBranches: a DeepSeek-V4 forward on branches, with its weights
 // prefetched (off by default), gives the logits of one stream without
 // prefetches bit for bit, on the full and the decode paths, strict and
-// fast; so do the MoE's shared expert on the main stream and a step
-// recorded whole (no Submit after each layer).
+// fast; so do the MoE's shared expert on the main stream, a step
+// recorded whole (no Submit after each layer) and a step recorded as its
+// first layer and the rest (submitFirst).
 func TestBackendBranches(t *testing.T) {
 	eachGoldenMode(t, []string{"testdata/golden/deepseek-v4/flash-ratios", "testdata/golden/deepseek-v4-extra/hc3-csa8"}, func(t *testing.T, dir string, c *golden.Case, mode Mode) {
 		var on *Backend
@@ -139,6 +140,13 @@ func TestBackendBranches(t *testing.T) {
 			t.Fatalf("%d flushes with Submit, %d without", on.Stats().Flushes, ns.Stats().Flushes)
 		}
 		samePaths(t, br, one1, "with a recording a step")
+		// The first layer alone, then the rest of the step in one recording.
+		var sf *Backend
+		first := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { sf = be; be.noPrefetch = false; be.submitFirst = true })
+		if f := sf.Stats().Flushes; f <= ns.Stats().Flushes || f >= on.Stats().Flushes {
+			t.Fatalf("%d flushes with Submit after the first layer only, %d after each, %d without", f, on.Stats().Flushes, ns.Stats().Flushes)
+		}
+		samePaths(t, br, first, "with a recording of the first layer and one of the rest")
 		fmt.Printf("BRANCHES %s %s: full and decode logits identical on branches and on one stream (%d forks; max abs from the golden f32 logits %.3g)\n",
 			filepath.Base(dir), modeName(mode), on.Stats().Forks, golden.MaxAbsDiff(br[0], c.LogitsFull))
 	})

@@ -373,11 +373,13 @@ func BenchmarkFlash(b *testing.B) {
 	// attn_tc at one token too.
 	tcMin := be.attnTCMinT
 	abAtCtx("attn-tc-t1", []int{1}, contexts, func(on bool) { be.attnTCMinT = map[bool]int{true: 1, false: tcMin}[on] })
-	// attn_fd (float32 flash-decoding in one launch) at one token, and up
-	// to 8 (against attn_tc at 2-8), against the default's kernels.
+	// attn_fd (float32 flash-decoding in one launch) at one token against
+	// the split kernels, and up to 8 against attn_tc; whatever
+	// STRATA_CUDA_ATTN_FD set, restored after.
 	fdMax := be.attnFDMaxT
-	abAtCtx("attn-fd", []int{1}, contexts, func(on bool) { be.attnFDMaxT = map[bool]int{true: 1, false: fdMax}[on] })
-	abAtCtx("attn-fd8", []int{8}, contexts, func(on bool) { be.attnFDMaxT = map[bool]int{true: 8, false: fdMax}[on] })
+	abAtCtx("attn-fd", []int{1}, contexts, func(on bool) { be.attnFDMaxT = map[bool]int{true: 1}[on] })
+	abAtCtx("attn-fd8", []int{8}, contexts, func(on bool) { be.attnFDMaxT = map[bool]int{true: 8}[on] })
+	be.attnFDMaxT = fdMax
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
 	// gemvp's grids as many blocks an SM as their shared memory allows (up
 	// to 4) instead of 2: the same bits.
@@ -419,6 +421,7 @@ func BenchmarkFlash(b *testing.B) {
 	// A decode step as one recording, not one a layer (Submit): the host's
 	// recording then waits for the GPU and the GPU for it.
 	abAt("submit-off", []int{1, 8, 64, 256}, func(on bool) { be.noSubmit = on })
+	abAt("submit-first", []int{1, 8}, func(on bool) { be.submitFirst = on })
 	// The hand-off to the device goroutine spinning 100 and 50 us before
 	// it sleeps (run 12's budgets), not deviceSpin and callerSpin (a small
 	// batch's whole step): what the wake-ups cost a step.
