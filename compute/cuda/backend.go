@@ -352,7 +352,8 @@ type Backend struct {
 	// submit-first; not measured on a GPU yet). submitted says that the
 	// last flush was Submit's. The same values.
 	submitFirst, submitted bool
-	closed   bool
+
+	closed bool
 
 	// profile, when set, times every launch with events (no graphs).
 	profile *Profile
