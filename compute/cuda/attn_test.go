@@ -325,6 +325,7 @@ func TestBackendAttentionOutRoPE(t *testing.T) {
 // and one of 4); and the float32 kernels again with attnTCOff.
 func TestBackendAttentionTC(t *testing.T) {
 	be := newBackend(t, Fast)
+	be.attnFDMaxT = 0 // whatever STRATA_CUDA_ATTN_FD says: attn_fd would take one token
 	if be.attnTCTakes(1, 64, 512, 176) || !be.attnTCTakes(2, 64, 512, 176) {
 		t.Fatalf("Fast attention at the Flash width: attn_tc at one token %v, at two %v; want from two", be.attnTCTakes(1, 64, 512, 176), be.attnTCTakes(2, 64, 512, 176))
 	}
@@ -420,8 +421,9 @@ func (c *flashAttnCase) token(s int) *flashAttnCase {
 // batch the bits it has alone (batch-invariant); and attnFDMaxT bounds it.
 func TestBackendAttentionFD(t *testing.T) {
 	be := newBackend(t, Fast)
+	be.attnFDMaxT = 0
 	if be.attnFDTakes(1, 64, 512, 176) {
-		t.Fatalf("Fast attention takes attn_fd by default")
+		t.Fatalf("attnFDMaxT 0 takes attn_fd")
 	}
 	be.attnFDMaxT = 8
 	if !be.attnFDTakes(1, 64, 512, 176) || !be.attnFDTakes(8, 64, 512, 176) || be.attnFDTakes(9, 64, 512, 176) {
