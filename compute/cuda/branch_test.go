@@ -151,3 +151,89 @@ func TestBackendBranches(t *testing.T) {
 			filepath.Base(dir), modeName(mode), on.Stats().Forks, golden.MaxAbsDiff(br[0], c.LogitsFull))
 	})
 }
+
+// TestBackendSubmitFirst: a step of layers, each ending in Submit, is one
+// flush a layer (the default: the last layer's leaves the read none), one
+// in all (noSubmit), or two (submitFirst: the first layer, then the rest
+// with the read), in
+// steps launched directly, captured and replayed; the values are the same
+// bits every way, and the CPU's.
+func TestBackendSubmitFirst(t *testing.T) {
+	const n, layers, steps = 1024, 5, 4
+	rng := rand.New(rand.NewPCG(3, 33))
+	x, w := randFloats(rng, n), randFloats(rng, n)
+	// A layer: h += RMSNorm(h, w).
+	run := func(be compute.Backend, sub func()) []float32 {
+		xt, _ := be.Alloc(compute.F32, 1, n)
+		be.Write(xt, x)
+		wt, _ := be.Vector(w)
+		h, g := be.Scratch(compute.F32, 1, n), be.Scratch(compute.F32, 1, n)
+		be.RMSNorm(h, xt, compute.Tensor{}, 1e-6)
+		for range layers {
+			be.RMSNorm(g, h, wt, 1e-6)
+			be.AddRepeated(h, g, 1)
+			sub()
+		}
+		out := make([]float32, n)
+		if err := be.Read(out, h); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := run(cpu.New(1), func() {})
+	var first []float32
+	for _, tc := range []struct {
+		name    string
+		set     func(*Backend)
+		flushes int
+	}{{"a flush a layer", func(*Backend) {}, layers}, {"one a step", func(be *Backend) { be.noSubmit = true }, 1},
+		{"the first layer, then the rest", func(be *Backend) { be.submitFirst = true }, 2}} {
+		be := newBackend(t, Strict)
+		tc.set(be)
+		xt, err := be.Alloc(compute.F32, 1, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wt, err := be.Vector(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for step := range steps {
+			be.ResetScratch(0)
+			mark := be.ScratchMark()
+			be.Write(xt, x) // the step's input, uploaded before it (a flush of its own)
+			f0 := be.Stats().Flushes
+			h, g := be.Scratch(compute.F32, 1, n), be.Scratch(compute.F32, 1, n)
+			be.RMSNorm(h, xt, compute.Tensor{}, 1e-6)
+			for range layers {
+				be.RMSNorm(g, h, wt, 1e-6)
+				be.AddRepeated(h, g, 1)
+				be.Submit()
+			}
+			got := make([]float32, n)
+			if err := be.Read(got, h); err != nil {
+				t.Fatal(err)
+			}
+			if f := be.Stats().Flushes - f0; f != int64(tc.flushes) {
+				t.Fatalf("%s, step %d: %d flushes, want %d", tc.name, step, f, tc.flushes)
+			}
+			if first == nil {
+				first = got
+				for i := range got {
+					if d := math.Abs(float64(got[i] - want[i])); !(d <= 1e-5*(1+math.Abs(float64(want[i])))) {
+						t.Fatalf("%s: element %d is %g, the CPU's %g", tc.name, i, got[i], want[i])
+					}
+				}
+			}
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(first[i]) {
+					t.Fatalf("%s, step %d: element %d is %g, %g with a flush a layer", tc.name, step, i, got[i], first[i])
+				}
+			}
+			be.ResetScratch(mark)
+		}
+		if st := be.Stats(); st.GraphLaunches == 0 {
+			t.Fatalf("%s: no graph replayed (%+v)", tc.name, st)
+		}
+	}
+}
