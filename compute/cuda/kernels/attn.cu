@@ -226,8 +226,17 @@ __device__ __forceinline__ void key_group_load(KeyGroup& g, const u8* p, int kin
   }
 }
 
+// key_group_generic is key_group_store's mode 3 (channel by channel
+// through key_value) out of line, so that a loop over many groups does not
+// copy every format's decoder into each.
+__device__ __attribute__((noinline)) void key_group_generic(float* v, const u8* p, int kind, const Paged& win,
+                                                            const Paged& comp, int dim, int i0) {
+  for (int k = 0; k < ATT_G && i0 + k < dim; ++k) v[k] = key_value(p, kind, win, comp, dim, i0 + k);
+}
+
 // key_group_store writes the group's ATT_G values to v (channel by channel
-// through key_value for mode 3).
+// through key_value for mode 3: out of line with OUTLINE).
+template <bool OUTLINE = false>
 __device__ __forceinline__ void key_group_store(float* v, const KeyGroup& g, const u8* p, int kind, const Paged& win,
                                                 const Paged& comp, int dim, int i0) {
   switch (g.mode) {
@@ -261,15 +270,19 @@ __device__ __forceinline__ void key_group_store(float* v, const KeyGroup& g, con
       break;
     }
     default:
-      for (int k = 0; k < ATT_G && i0 + k < dim; ++k) v[k] = key_value(p, kind, win, comp, dim, i0 + k);
+      if (OUTLINE)
+        key_group_generic(v, p, kind, win, comp, dim, i0);
+      else
+        for (int k = 0; k < ATT_G && i0 + k < dim; ++k) v[k] = key_value(p, kind, win, comp, dim, i0 + k);
   }
 }
 
 // attn_load_keys decodes channels [c0, c0 + cw) of keys [j0, j0 + kn) of
 // token t into ks (kn rows of cw floats); every thread of the block calls
-// it. Each thread decodes groups of ATT_G channels, ATT_GU groups' loads
-// in flight at once. c0 is a multiple of ATT_G, and so is cw unless the
-// slice ends at dim.
+// it. Each thread decodes groups of ATT_G channels, GU groups' loads in
+// flight at once (more than ATT_GU: the rare layouts decoded out of line).
+// c0 is a multiple of ATT_G, and so is cw unless the slice ends at dim.
+template <int GU = ATT_GU>
 __device__ __forceinline__ void attn_load_keys(float* ks, const u8** kp, int* kind, const AttnTok& a, int t, int j0,
                                                int kn, const float* KV, int dim, const Paged& win, int winSize,
                                                const Paged& comp, const int* sel, int selK, int vec, int c0, int cw) {
@@ -284,10 +297,10 @@ __device__ __forceinline__ void attn_load_keys(float* ks, const u8** kp, int* ki
     return;
   }
   const int G = (cw + ATT_G - 1) / ATT_G, ng = kn * G;
-  for (int e0 = 0; e0 < ng; e0 += ATT_GU * (int)blockDim.x) {
-    KeyGroup g[ATT_GU];
+  for (int e0 = 0; e0 < ng; e0 += GU * (int)blockDim.x) {
+    KeyGroup g[GU];
 #pragma unroll
-    for (int u = 0; u < ATT_GU; ++u) {
+    for (int u = 0; u < GU; ++u) {
       const int e = e0 + u * (int)blockDim.x + (int)threadIdx.x;
       g[u].mode = 4;
       if (e < ng) {
@@ -296,11 +309,11 @@ __device__ __forceinline__ void attn_load_keys(float* ks, const u8** kp, int* ki
       }
     }
 #pragma unroll
-    for (int u = 0; u < ATT_GU; ++u) {
+    for (int u = 0; u < GU; ++u) {
       const int e = e0 + u * (int)blockDim.x + (int)threadIdx.x;
       if (g[u].mode == 4) continue;
       const int j = e / G, i0 = (e - j * G) * ATT_G;
-      key_group_store(ks + j * cw + i0, g[u], kp[j], kind[j], win, comp, dim, c0 + i0);
+      key_group_store<(GU > ATT_GU)>(ks + j * cw + i0, g[u], kp[j], kind[j], win, comp, dim, c0 + i0);
     }
   }
   __syncthreads();
@@ -1413,7 +1426,9 @@ extern "C" __global__ void __launch_bounds__(MT)
   const int nch = (a.nk + AFD_KC - 1) / AFD_KC;
   if (c >= nch) return;
   const int j0 = c * AFD_KC, kn = min(AFD_KC, a.nk - j0);
-  attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, 1, 0, dim);
+  // A thread's 8 groups of the chunk's keys (32 keys of 512) in flight at
+  // once: one wait on L2 for them.
+  attn_load_keys<8>(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, 1, 0, dim);
 #pragma unroll
   for (int u = 0; u < AFD_CH; ++u) {
     const int e = tid + u * MT, h = e / G, i0 = (e - h * G) * ATT_G;
