@@ -417,8 +417,9 @@ func (c *flashAttnCase) token(s int) *flashAttnCase {
 // emulator), with OutRoPE's turn where
 // asked. Cases: one chunk (17 keys), two (51), six (176); 64 heads of 512
 // channels, 4 of 128, 22 of 96 (a last block of 2 heads), 8 of 40; a
-// second run gives the same bits (the counters reset), every token of a
-// batch the bits it has alone (batch-invariant); and attnFDMaxT bounds it.
+// second run gives the same bits (the counters reset), so do blocks of 2
+// and 8 heads (attn_fd_h2, attn_fd_h8), and every token of a batch the
+// bits it has alone (batch-invariant); and attnFDMaxT bounds it.
 func TestBackendAttentionFD(t *testing.T) {
 	be := newBackend(t, Fast)
 	be.attnFDMaxT = 0
@@ -482,6 +483,16 @@ func TestBackendAttentionFD(t *testing.T) {
 			}
 			worst = max(worst, e)
 		}
+		for _, hg := range []int{2, 8} {
+			be.afdHeads = hg
+			other := c.run(t, be)
+			be.afdHeads = afdHeads
+			for i := range got {
+				if math.Float32bits(other[i]) != math.Float32bits(got[i]) {
+					t.Fatalf("%s: output %d: %g with blocks of %d heads, %g of %d", name, i, other[i], hg, got[i], afdHeads)
+				}
+			}
+		}
 		if tc.T > 1 {
 			row := c.H * c.d
 			for s := range tc.T {
@@ -493,7 +504,7 @@ func TestBackendAttentionFD(t *testing.T) {
 				}
 			}
 		}
-		fmt.Printf("ATTNFD %s: within %.3g of each output's sum of magnitudes (float64), the same bits twice and alone\n", name, worst)
+		fmt.Printf("ATTNFD %s: within %.3g of each output's sum of magnitudes (float64), the same bits twice, at 2, 4 and 8 heads a block, and alone\n", name, worst)
 	}
 	be.attnFDMaxT = 0
 	c := newAttnCase(rng, 4, 128, 64, 1, 0, 16, 3)

@@ -379,31 +379,46 @@ func (b *Backend) attentionTC(a *compute.AttentionArgs, sp compute.Spans, hasCom
 
 // Attention on the CUDA cores in one launch (attn_fd in attn.cu): Fast
 // mode's attention of up to Backend.attnFDMaxT tokens, a block afdHeads
-// heads of afdChunk keys of one token in float32, each chunk against its
+// (4) heads of afdChunk keys of one token in float32, each chunk against its
 // own maximum, the chunks added by the token's last block. For one token:
 // attn_tc's blocks (16 heads of 64 keys, 8-40 of them at batch 1) each ran
 // a long chain alone, and the split kernels are three launches on the
 // layer's critical path.
 const (
 	afdChunk = 32 // AFD_KC
-	afdHeads = 4  // AFD_HG
+	afdHeads = 4  // heads a block by default (attn_fd; attn_fd_h2 and _h8 beside)
 	afdSMax  = 64 // AFD_SMAX: chunks a token
 	// afdCounters: attn_fd's counters, one a (token, head group).
 	afdCounters = 4096
+	// afdStatic: what the opt-in leaves attn_fd's static arrays (5.2 KB
+	// with 8 heads).
+	afdStatic = 8 << 10
 )
 
-// afdShared is attn_fd's dynamic shared memory for heads of d channels:
-// the chunk's keys and the block's queries in float32, and the keys'
-// pointers and kinds.
-func afdShared(d int) int { return 4*(afdChunk+afdHeads)*d + 12*afdChunk }
+// afdEntry is attn_fd's entry for hg heads a block (Backend.afdHeads: 4,
+// the default, 2 or 8).
+func afdEntry(hg int) string {
+	switch hg {
+	case 2:
+		return "attn_fd_h2"
+	case 8:
+		return "attn_fd_h8"
+	}
+	return "attn_fd"
+}
+
+// afdShared is attn_fd's dynamic shared memory for hg heads of d channels
+// a block: the chunk's keys and the block's queries in float32, and the
+// keys' pointers and kinds.
+func afdShared(d, hg int) int { return 4*(afdChunk+hg)*d + 12*afdChunk }
 
 // attnFDTakes reports whether SparseAttention of T tokens, H heads of d
 // channels and up to maxKeys keys a token takes attn_fd.
 func (b *Backend) attnFDTakes(T, H, d, maxKeys int) bool {
-	S := blocks(maxKeys, afdChunk)
-	return b.mode == Fast && T <= b.attnFDMaxT && b.k.fns["attn_fd"] != 0 &&
-		d%8 == 0 && d <= 2*opThreads && S <= afdSMax && afdShared(d)+4<<10 <= b.optin &&
-		T*blocks(H, afdHeads) <= afdCounters && int64(4*T*H*S*(d+2)) <= attnScratch
+	S, hg := blocks(maxKeys, afdChunk), b.afdHeads
+	return b.mode == Fast && T <= b.attnFDMaxT && b.k.fns[afdEntry(hg)] != 0 &&
+		d%8 == 0 && d <= 2*opThreads && S <= afdSMax && afdShared(d, hg)+afdStatic <= b.optin &&
+		T*blocks(H, hg) <= afdCounters && int64(4*T*H*S*(d+2)) <= attnScratch
 }
 
 // attentionFD is SparseAttention on attn_fd.
@@ -423,7 +438,8 @@ func (b *Backend) attentionFD(a *compute.AttentionArgs, sp compute.Spans, hasCom
 		Ptr(b.ptr(a.Sel)).Ptr(b.ptr(a.N)).Int(selK).Ptr(b.ptr(a.Sink)).Int(H).Int(d).F32(a.Scale).Int(maxKeys).
 		Ptr(b.ptr(po)).Ptr(b.ptr(pml)).Ptr(ctr).Ptr(b.ptr(a.OutRoPE)).Int(a.OutRoPE.Len())
 	b.attnFDLaunches++
-	b.launch("attn_fd", Dim3{X: T, Y: blocks(H, afdHeads), Z: S}, Dim3{X: opThreads}, afdShared(d), ar)
+	hg := b.afdHeads
+	b.launch(afdEntry(hg), Dim3{X: T, Y: blocks(H, hg), Z: S}, Dim3{X: opThreads}, afdShared(d, hg), ar)
 }
 
 // Tiled attention (attn_qk and attn_pv in attn.cu): the logits of kb keys

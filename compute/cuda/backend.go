@@ -184,6 +184,9 @@ type Backend struct {
 	// counts attn_fd's launches (tests).
 	attnFDMaxT     int
 	attnFDLaunches int
+	// afdHeads: attn_fd's heads a block, 4 (afdHeads) or 2 or 8 (the A/Bs
+	// attn-fd-h2 and attn-fd-h8: the same bits whatever it is).
+	afdHeads int
 	// attnNoSplit: every attention launch loops over a token's key chunks
 	// in one block (the path of large batches) instead of splitting them
 	// over blocks at small ones (tests: the same bits).
@@ -437,6 +440,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.rt.pdlSmall = dev.Props().SMs
 	}
 	b.attnTCMinT = attnTCMinT
+	b.afdHeads = afdHeads
 	// STRATA_CUDA_ATTN_FD=N: attn_fd for Fast attention of up to N tokens
 	// (a GPU call's tests run it so before it is on by default).
 	if n, err := strconv.Atoi(os.Getenv("STRATA_CUDA_ATTN_FD")); err == nil && n > 0 {
@@ -449,13 +453,16 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		b.optin = 47 << 10
 	}
 	err := dev.Do(b.ctx, func(t *Thread) error {
-		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_qk8", "attn_pv4", "attn_pv8", "attn_tc", "attn_fd", "indexer_scores", "indexer_scores_r21", "indexer_scores_r25", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
+		names := []string{"attn_logits", "attn_values", "attn_logits_h16", "attn_values_h16", "attn_qk", "attn_qk8", "attn_pv4", "attn_pv8", "attn_tc", "attn_fd", "attn_fd_h2", "attn_fd_h8", "indexer_scores", "indexer_scores_r21", "indexer_scores_r25", "compress_emit", "round_trip", "moe_sort", "gemvx_moe_fp4_ring", "gemvx_moe_fp4_ring3", "gemvx_moe_fp4_h"}
 		names = append(names, moeSXKernels...)
 		for _, name := range names {
 			if f := b.k.fns[name]; f != 0 {
 				n := b.optin
-				if strings.HasSuffix(name, "_h16") || strings.HasPrefix(name, "attn_pv") || name == "attn_fd" {
-					n -= 4 << 10 // attn_values_h16's static arrays take 2.2 KB, attn_pv's 2.2, attn_fd's 2.6
+				if strings.HasSuffix(name, "_h16") || strings.HasPrefix(name, "attn_pv") {
+					n -= 4 << 10 // attn_values_h16's static arrays take 2.2 KB, attn_pv's 2.2
+				}
+				if strings.HasPrefix(name, "attn_fd") {
+					n -= afdStatic
 				}
 				if err := t.SetMaxDynamicShared(f, n); err != nil {
 					return fmt.Errorf("cuda: %s: %w", name, err)

@@ -379,7 +379,14 @@ func BenchmarkFlash(b *testing.B) {
 	fdMax := be.attnFDMaxT
 	abAtCtx("attn-fd", []int{1}, contexts, func(on bool) { be.attnFDMaxT = map[bool]int{true: 1}[on] })
 	abAtCtx("attn-fd8", []int{8}, contexts, func(on bool) { be.attnFDMaxT = map[bool]int{true: 8}[on] })
-	be.attnFDMaxT = fdMax
+	// attn_fd's blocks of 2 and of 8 heads against 4 (attn_fd at one token
+	// on both sides; the same bits).
+	for _, hg := range []int{2, 8} {
+		abAtCtx(fmt.Sprintf("attn-fd-h%d", hg), []int{1}, contexts, func(on bool) {
+			be.attnFDMaxT, be.afdHeads = max(fdMax, 1), map[bool]int{true: hg, false: afdHeads}[on]
+		})
+	}
+	be.attnFDMaxT, be.afdHeads = fdMax, afdHeads
 	abAt("prefetch-on", []int{1, 8}, func(on bool) { be.noPrefetch = !on })
 	// gemvp's grids as many blocks an SM as their shared memory allows (up
 	// to 4) instead of 2: the same bits.

@@ -130,7 +130,7 @@ var modelKernels = []string{
 	"rmsnorm_rope",
 	"compress_bias", "compress_emit", "compress_ring",
 	"indexer_scores", "indexer_scores_r21", "indexer_scores_r25", "indexer_fix", "attn_logits", "attn_values", "attn_combine", "attn_logits_h16", "attn_values_h16",
-	"attn_qk", "attn_qk8", "attn_pv4", "attn_pv8", "attn_tc", "attn_fd",
+	"attn_qk", "attn_qk8", "attn_pv4", "attn_pv8", "attn_tc", "attn_fd", "attn_fd_h2", "attn_fd_h8",
 	"store_ring", "load_ring", "round_trip",
 	"moe_route", "moe_route_b", "moe_sort", "moe_route_sort", "swiglu_act", "moe_combine", "split_bf16", "gemmx_reduce", "split_bf16x",
 	"gemmx_moe_bf16", "gemmx_moe_fp8", "gemmx_moe_fp4",

@@ -1347,8 +1347,8 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
 // (flash-decoding in float32), for where attn_tc's blocks are too few and
 // too long (run 27: 8-40 blocks of 16 heads × 64 keys, ~50 us a launch
 // against ~24 us for attn_qk, attn_pv and attn_combine). Block (t, y, c)
-// takes token t's keys [c·AFD_KC, (c+1)·AFD_KC) for the AFD_HG heads
-// [AFD_HG·y, +AFD_HG): a short chain, and many blocks (a Flash window layer
+// takes token t's keys [c·AFD_KC, (c+1)·AFD_KC) for the HG heads
+// [HG·y, +HG) (4, 2 or 8): a short chain, and many blocks (a Flash window layer
 // at 4K context: 5 chunks × 16 head groups; a CSA layer: 20 × 16).
 //   - the chunk's keys are decoded into shared memory (attn_load_keys:
 //     every format and kind), the heads' queries staged beside them;
@@ -1374,35 +1374,35 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
 // that take it: a token's blocks read only its own queries and keys, its
 // chunks fixed by its key count.
 //
-// Grid (tokens, ceil(heads/AFD_HG), S = ceil(maxKeys/AFD_KC)), MT threads;
+// Grid (tokens, ceil(heads/HG), S = ceil(maxKeys/AFD_KC)), MT threads;
 // dim a multiple of 8 up to AFD_CH·MT; S <= AFD_SMAX; dynamic shared
 // memory afdShared (attnops.go): the keys (AFD_KC·dim floats), the
-// queries (AFD_HG·dim), the keys' pointers and kinds.
-#define AFD_HG 4
+// queries (HG·dim), the keys' pointers and kinds.
 #define AFD_KC 32
 #define AFD_CH 2
 #define AFD_SMAX 64
 
-extern "C" __global__ void __launch_bounds__(MT)
-    attn_fd(float* out, const float* Q, const float* KV, const int* tab, int nspans, const int* pos, Paged win,
-            int winSize, Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK,
-            const float* sink, int heads, int dim, float scale, int maxKeys, float* po, float* pml, unsigned* ctr,
-            const float* invFreq, int nf) { PDL_WAIT();
+template <int HG>
+__device__ __forceinline__ void attn_fd_body(float* out, const float* Q, const float* KV, const int* tab, int nspans,
+                                             const int* pos, Paged win, int winSize, Paged comp, int hasComp, int rate,
+                                             const int* sel, const int* cnt, int selK, const float* sink, int heads,
+                                             int dim, float scale, int maxKeys, float* po, float* pml, unsigned* ctr,
+                                             const float* invFreq, int nf) {
   DYN_SHARED(float, sm);
   float* ks = sm;                               // [AFD_KC][dim] keys
-  float* qs = ks + AFD_KC * dim;                // [AFD_HG][dim] queries
-  const u8** kp = (const u8**)(qs + AFD_HG * dim);  // [AFD_KC]
+  float* qs = ks + AFD_KC * dim;                // [HG][dim] queries
+  const u8** kp = (const u8**)(qs + HG * dim);  // [AFD_KC]
   int* kind = (int*)(kp + AFD_KC);                  // [AFD_KC]
-  __shared__ float pr[AFD_HG][AFD_KC];    // logits, then probabilities
-  __shared__ float ml[2 * AFD_HG];        // m_c, l_c a head
-  __shared__ float wts[AFD_HG][AFD_SMAX]; // the last block's chunk weights
-  __shared__ float lsum[AFD_HG][AFD_SMAX];
-  __shared__ float den[AFD_HG];
+  __shared__ float pr[HG][AFD_KC];    // logits, then probabilities
+  __shared__ float ml[2 * HG];        // m_c, l_c a head
+  __shared__ float wts[HG][AFD_SMAX]; // the last block's chunk weights
+  __shared__ float lsum[HG][AFD_SMAX];
+  __shared__ float den[HG];
   __shared__ unsigned arrived;
 
   const int t = blockIdx.x, y = blockIdx.y, c = blockIdx.z, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int S = gridDim.z, HGn = gridDim.y;
-  const int h0 = AFD_HG * y, hn = min(AFD_HG, heads - h0);
+  const int h0 = HG * y, hn = min(HG, heads - h0);
   // The queries: a thread's groups of 8 channels loaded now, in flight
   // while the keys are found, stored after.
   const int G = dim / ATT_G;
@@ -1442,17 +1442,17 @@ extern "C" __global__ void __launch_bounds__(MT)
   // Logits (attn_logits_body's chains): warp w the keys w, w + 8, ....
   for (int j = warp; j < kn; j += MT / 32) {
     const float* k = ks + j * dim;
-    float acc[AFD_HG];
+    float acc[HG];
 #pragma unroll
-    for (int h = 0; h < AFD_HG; ++h) acc[h] = 0.0f;
+    for (int h = 0; h < HG; ++h) acc[h] = 0.0f;
     for (int i = lane; i < dim; i += 32) {
       const float kv = k[i];
 #pragma unroll
-      for (int h = 0; h < AFD_HG; ++h)
+      for (int h = 0; h < HG; ++h)
         if (h < hn) acc[h] = __fmaf_rn(qs[h * dim + i], kv, acc[h]);
     }
 #pragma unroll
-    for (int h = 0; h < AFD_HG; ++h) {
+    for (int h = 0; h < HG; ++h) {
       if (h >= hn) break;
       const float s = warp_sum(acc[h]);
       if (lane == 0) pr[h][j] = __fmul_rn(s, scale);
@@ -1462,7 +1462,7 @@ extern "C" __global__ void __launch_bounds__(MT)
 
   // The chunk's softmax: warp h head h, lane j key j (a block's heads past
   // the last: zero probabilities, their sums never written).
-  if (warp >= hn && warp < AFD_HG) pr[warp][lane] = 0.0f;
+  if (warp >= hn && warp < HG) pr[warp][lane] = 0.0f;
   if (warp < hn) {
     const int h = warp;
     const float v = lane < kn ? pr[h][lane] : __int_as_float(0xFF800000);
@@ -1472,23 +1472,23 @@ extern "C" __global__ void __launch_bounds__(MT)
     const float p = lane < kn ? exp_f(__fsub_rn(v, mx)) : 0.0f;
     const float l = warp_sum(p);
     pr[h][lane] = p;
-    if (lane == 0) ml[h] = mx, ml[AFD_HG + h] = l;
+    if (lane == 0) ml[h] = mx, ml[HG + h] = l;
   }
   __syncthreads();
 
   // Values: channels tid + m·MT of every head, the chunk's keys in order.
-  float o[AFD_CH][AFD_HG];
+  float o[AFD_CH][HG];
 #pragma unroll
   for (int m = 0; m < AFD_CH; ++m)
 #pragma unroll
-    for (int h = 0; h < AFD_HG; ++h) o[m][h] = 0.0f;
+    for (int h = 0; h < HG; ++h) o[m][h] = 0.0f;
   for (int j = 0; j < kn; ++j) {
 #pragma unroll
     for (int m = 0; m < AFD_CH; ++m) {
       const int i = tid + m * MT;
       const float kv = i < dim ? ks[j * dim + i] : 0.0f;
 #pragma unroll
-      for (int h = 0; h < AFD_HG; ++h) o[m][h] = __fmaf_rn(pr[h][j], kv, o[m][h]);
+      for (int h = 0; h < HG; ++h) o[m][h] = __fmaf_rn(pr[h][j], kv, o[m][h]);
     }
   }
 
@@ -1496,7 +1496,7 @@ extern "C" __global__ void __launch_bounds__(MT)
   if (nch > 1) {
     // Write this chunk's sums; the token's last block adds them all.
 #pragma unroll
-    for (int h = 0; h < AFD_HG; ++h) {
+    for (int h = 0; h < HG; ++h) {
       if (h >= hn) break;
       const long long row = (long long)t * heads + h0 + h;
 #pragma unroll
@@ -1508,7 +1508,7 @@ extern "C" __global__ void __launch_bounds__(MT)
     if (tid < hn) {
       const long long row = (long long)t * heads + h0 + tid;
       pml[(row * S + c) * 2] = ml[tid];
-      pml[(row * S + c) * 2 + 1] = ml[AFD_HG + tid];
+      pml[(row * S + c) * 2 + 1] = ml[HG + tid];
     }
     __threadfence();
     __syncthreads();
@@ -1540,7 +1540,7 @@ extern "C" __global__ void __launch_bounds__(MT)
     __syncthreads();
     // out = Σ_c w_c·o_c / d, the chunks' loads eight at a time in flight.
 #pragma unroll
-    for (int h = 0; h < AFD_HG; ++h) {
+    for (int h = 0; h < HG; ++h) {
       if (h >= hn) break;
       const long long row = (long long)t * heads + h0 + h;
 #pragma unroll
@@ -1564,9 +1564,9 @@ extern "C" __global__ void __launch_bounds__(MT)
   } else {
     // out = o / (exp(sink - m) + l).
 #pragma unroll
-    for (int h = 0; h < AFD_HG; ++h) {
+    for (int h = 0; h < HG; ++h) {
       if (h >= hn) break;
-      const float d = __fadd_rn(exp_f(__fsub_rn(sink[h0 + h], ml[h])), ml[AFD_HG + h]);
+      const float d = __fadd_rn(exp_f(__fsub_rn(sink[h0 + h], ml[h])), ml[HG + h]);
 #pragma unroll
       for (int m = 0; m < AFD_CH; ++m) o[m][h] = __fdiv_rn(o[m][h], d);
     }
@@ -1575,7 +1575,7 @@ extern "C" __global__ void __launch_bounds__(MT)
   // lanes (tid, tid + 1) of one warp (MT and n0 are even), each turning the
   // pair and keeping its own channel.
 #pragma unroll
-  for (int h = 0; h < AFD_HG; ++h) {
+  for (int h = 0; h < HG; ++h) {
     if (h >= hn) break;
     const long long row = (long long)t * heads + h0 + h;
 #pragma unroll
@@ -1593,3 +1593,19 @@ extern "C" __global__ void __launch_bounds__(MT)
     }
   }
 }
+
+// attn_fd (4 heads a block), attn_fd_h2 and attn_fd_h8: attn_fd_body's
+// entries (Backend.afdHeads; the A/Bs attn-fd-h2, attn-fd-h8).
+#define AFD_ENTRY(SUF, HG)                                                                                            \
+  extern "C" __global__ void __launch_bounds__(MT)                                                                   \
+      attn_fd##SUF(float* out, const float* Q, const float* KV, const int* tab, int nspans, const int* pos, Paged win, \
+                   int winSize, Paged comp, int hasComp, int rate, const int* sel, const int* cnt, int selK,          \
+                   const float* sink, int heads, int dim, float scale, int maxKeys, float* po, float* pml,            \
+                   unsigned* ctr, const float* invFreq, int nf) {                                                     \
+    PDL_WAIT();                                                                                                       \
+    attn_fd_body<HG>(out, Q, KV, tab, nspans, pos, win, winSize, comp, hasComp, rate, sel, cnt, selK, sink, heads,    \
+                     dim, scale, maxKeys, po, pml, ctr, invFreq, nf);                                                 \
+  }
+AFD_ENTRY(, 4)
+AFD_ENTRY(_h2, 2)
+AFD_ENTRY(_h8, 8)
