@@ -1363,7 +1363,7 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
 //     chunk writes (o_c, m_c, l_c) and the token's last block to finish
 //     (counter ctr[t][y], reset by it) adds them: M = max m_c, w_c =
 //     exp(m_c - M), out = Σ w_c·o_c / (exp(sink - M) + Σ w_c·l_c), the
-//     chunks in order.
+//     numerators' chunks in order, the denominator's a warp a head.
 // The output's last 2·nf channels are turned back at the token's position
 // (OutRoPE), as attn_combine turns them.
 //
@@ -1517,8 +1517,11 @@ __device__ __forceinline__ void attn_fd_body(float* out, const float* Q, const f
     if (arrived != (unsigned)(nch - 1)) return;
     if (tid == 0) ctr[t * HGn + y] = 0;
     __threadfence();
-    // Every chunk's m_c and l_c at once, then a thread a head: the chunk
-    // weights and the denominator.
+    // Every chunk's m_c and l_c at once, then warp h head h, lane u the
+    // chunks u and u + 32 (their exponentials side by side, not one after
+    // another): the chunk weights w_c = e^(m_c - M) and the denominator
+    // e^(sink - M) + Σ w_c·l_c (each lane's chunks in order, then
+    // warp_sum's order).
     for (int e = tid; e < hn * nch; e += MT) {
       const int h = e / nch, u = e - h * nch;
       const long long row = (long long)t * heads + h0 + h;
@@ -1526,16 +1529,20 @@ __device__ __forceinline__ void attn_fd_body(float* out, const float* Q, const f
       lsum[h][u] = __ldcg(pml + (row * S + u) * 2 + 1);
     }
     __syncthreads();
-    if (tid < hn) {
+    if (warp < hn) {
+      const int h = warp;
       float M = __int_as_float(0xFF800000);
-      for (int u = 0; u < nch; ++u) M = fmaxf(M, wts[tid][u]);
-      float d = exp_f(__fsub_rn(sink[h0 + tid], M));
-      for (int u = 0; u < nch; ++u) {
-        const float w = exp_f(__fsub_rn(wts[tid][u], M));
-        wts[tid][u] = w;
-        d = __fmaf_rn(w, lsum[tid][u], d);
+      for (int u = lane; u < nch; u += 32) M = fmaxf(M, wts[h][u]);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xFFFFFFFFu, M, o));
+      float part = 0.0f;
+      for (int u = lane; u < nch; u += 32) {
+        const float w = exp_f(__fsub_rn(wts[h][u], M));
+        wts[h][u] = w;
+        part = __fmaf_rn(w, lsum[h][u], part);
       }
-      den[tid] = d;
+      part = warp_sum(part);
+      if (lane == 0) den[h] = __fadd_rn(exp_f(__fsub_rn(sink[h0 + h], M)), part);
     }
     __syncthreads();
     // out = Σ_c w_c·o_c / d, the chunks' loads eight at a time in flight.
