@@ -71,16 +71,6 @@ stage tests
 	-test.run "${TESTS_RUN:-TestBackend|TestMatMul|TestRMSNorm|TestRoPE|TestSoftmax|TestTopK|TestGather|TestGEMV2Split|TestGEMVVariants|TestGEMV5|TestKernelsOpenWithPDLWait|TestHandOff|TestDeviceMemory|TestEventsAndGraph|TestBranches|TestGEMVX|TestGEMVP|TestGEMVXP|TestGEMVH}" \
 	> "$OUT/tests.log" 2>&1
 echo "tests rc=$?" >> "$OUT/tests.log"
-# TESTENV='VAR=value ...': the tests of TESTENV_RUN (default: golden and
-# invariance) again with that environment (e.g. STRATA_CUDA_ATTN_FD=1, a
-# kernel not on by default yet).
-if [ -n "${TESTENV:-}" ]; then
-	stage tests-env
-	env $TESTENV timeout $(left 120) "$B/cuda.test" -test.v -test.timeout 200s \
-		-test.run "${TESTENV_RUN:-TestBackendGolden\$|TestBackendInvariance}" \
-		> "$OUT/tests-env.log" 2>&1
-	echo "tests-env ($TESTENV) rc=$?" >> "$OUT/tests-env.log"
-fi
 if [ "${PDLTEST:-0}" = 1 ]; then
 	stage tests-pdl
 	STRATA_CUDA_PDL=${PDLMODE:-1} timeout $(left 120) "$B/cuda.test" -test.v -test.timeout 200s \
@@ -244,7 +234,6 @@ tail -2 "$OUT/synth.log"
 grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|tests rc|panic" "$OUT/tests.log" | grep -v "^    " | head -40
 grep -cE "^    --- PASS|^--- PASS" "$OUT/tests.log" | sed 's/^/tests passed (lines): /'
 grep -E "FORMATS|MULTI|FUSED|PDL|BRANCHES|FASTSMALL|MOEH|MOEGEMVX" "$OUT/tests.log" | grep -v "^    " | head -30
-[ -f "$OUT/tests-env.log" ] && { grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|rc=|panic" "$OUT/tests-env.log" | grep -v "^    " | head -30; grep -cE "^    --- PASS|^--- PASS" "$OUT/tests-env.log" | sed 's/^/env tests passed (lines): /'; }
 [ -f "$OUT/tests-pdl.log" ] && { grep -E "^(--- FAIL|FAIL|ok|PASS)|GOLDEN|INVARIANCE|FORMATS|rc=|panic" "$OUT/tests-pdl.log" | grep -v "^    " | head -30; grep -cE "^    --- PASS|^--- PASS" "$OUT/tests-pdl.log" | sed 's/^/pdl tests passed (lines): /'; }
 grep -E "FLASH|rc=|panic|Error|error" "$OUT/flash.log" | grep -vE "FLASH (kernel|regs|launch)" | head -60
 if [ -f "$OUT/flash6.log" ]; then
