@@ -1341,15 +1341,16 @@ extern "C" __global__ void __launch_bounds__(ATC_NT)
   }
 }
 
-// ---- attention in one launch on the CUDA cores (attn_fd: Fast mode, one token) ----
+// ---- attention in one launch on the CUDA cores (attn_fd: Fast mode, few tokens) ----
 //
 // attn_fd is SparseAttention in one launch for Fast mode at one token
 // (flash-decoding in float32), for where attn_tc's blocks are too few and
 // too long (run 27: 8-40 blocks of 16 heads × 64 keys, ~50 us a launch
 // against ~24 us for attn_qk, attn_pv and attn_combine). Block (t, y, c)
 // takes token t's keys [c·AFD_KC, (c+1)·AFD_KC) for the HG heads
-// [HG·y, +HG) (4, 2 or 8): a short chain, and many blocks (a Flash window layer
-// at 4K context: 5 chunks × 16 head groups; a CSA layer: 20 × 16).
+// [HG·y, +HG) (4, 2 or 8): a short chain, and many blocks (at 4 heads, a
+// Flash window layer at 4K context is 5 chunks × 16 head groups, a CSA
+// layer 20 × 16). The host takes it for up to Backend.attnFDMaxT tokens.
 //   - the chunk's keys are decoded into shared memory (attn_load_keys:
 //     every format and kind), the heads' queries staged beside them;
 //   - the logits are attn_logits' (each head's chain over channels lane,
@@ -1392,10 +1393,10 @@ __device__ __forceinline__ void attn_fd_body(float* out, const float* Q, const f
   float* ks = sm;                               // [AFD_KC][dim] keys
   float* qs = ks + AFD_KC * dim;                // [HG][dim] queries
   const u8** kp = (const u8**)(qs + HG * dim);  // [AFD_KC]
-  int* kind = (int*)(kp + AFD_KC);                  // [AFD_KC]
-  __shared__ float pr[HG][AFD_KC];    // logits, then probabilities
-  __shared__ float ml[2 * HG];        // m_c, l_c a head
-  __shared__ float wts[HG][AFD_SMAX]; // the last block's chunk weights
+  int* kind = (int*)(kp + AFD_KC);              // [AFD_KC]
+  __shared__ float pr[HG][AFD_KC];              // logits, then probabilities
+  __shared__ float ml[2 * HG];                  // m_c, l_c a head
+  __shared__ float wts[HG][AFD_SMAX];           // the last block's chunk weights
   __shared__ float lsum[HG][AFD_SMAX];
   __shared__ float den[HG];
   __shared__ unsigned arrived;
