@@ -88,7 +88,8 @@ const indexerLongEntries = 4096
 
 // IndexerSelect implements compute.Attention: scores for every entry a span
 // can hold (-Inf past the token's closed ones), the TopK kernel over them,
-// then the tokens with at most TopK entries take all of theirs.
+// then the tokens with at most TopK entries take all of theirs (indexer_fix,
+// or with topkFix the top-k kernel itself).
 func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 	nI, dI, K := a.Heads, a.Dim, a.TopK
 	T := a.Q.Rows
@@ -107,7 +108,12 @@ func (b *Backend) IndexerSelect(a *compute.IndexerArgs, sp compute.Spans) {
 		defer b.ResetScratch(mark)
 		scores := b.Scratch(compute.F32, T, maxE)
 		b.indexerScores(scores, a, sp)
-		b.fail(b.k.topK(b.rt, 0, b.ptr(a.Sel), b.ptr(scores), T, maxE, K, !b.topkR26 && topkRegPays(maxE)))
+		reg := !b.topkR26 && topkRegPays(maxE)
+		if b.topkFix {
+			b.fail(b.k.topKSel(b.rt, 0, b.ptr(a.Sel), b.ptr(scores), T, maxE, K, reg, b.ptr(a.N), pos, a.Rate))
+			return
+		}
+		b.fail(b.k.topK(b.rt, 0, b.ptr(a.Sel), b.ptr(scores), T, maxE, K, reg))
 	}
 	b.launch("indexer_fix", Dim3{X: T}, Dim3{X: opThreads}, 0,
 		b.args().Ptr(b.ptr(a.Sel)).Ptr(b.ptr(a.N)).Ptr(pos).Int(a.Rate).Int(K))

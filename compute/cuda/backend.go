@@ -187,6 +187,12 @@ type Backend struct {
 	// afdHeads: attn_fd's heads a block, 4 (afdHeads) or 2 or 8 (the A/Bs
 	// attn-fd-h2 and attn-fd-h8: the same bits whatever it is).
 	afdHeads int
+	// topkFix: IndexerSelect's top-k kernel also counts the selection and
+	// gives the tokens with at most TopK entries all of them (topk_sel),
+	// one launch fewer on a CSA layer's critical path than topk then
+	// indexer_fix; the same output. Off (A/B topk-fix): not measured on a
+	// GPU yet.
+	topkFix bool
 	// attnNoSplit: every attention launch loops over a token's key chunks
 	// in one block (the path of large batches) instead of splitting them
 	// over blocks at small ones (tests: the same bits).

@@ -429,6 +429,8 @@ func BenchmarkFlash(b *testing.B) {
 	// recording then waits for the GPU and the GPU for it.
 	abAt("submit-off", []int{1, 8, 64, 256}, func(on bool) { be.noSubmit = on })
 	abAt("submit-first", []int{1, 8}, func(on bool) { be.submitFirst = on })
+	// indexer_fix's step in the top-k kernel (topk_sel): the same output.
+	abAtCtx("topk-fix", []int{1, 8}, contexts, func(on bool) { be.topkFix = on })
 	// The hand-off to the device goroutine spinning 100 and 50 us before
 	// it sleeps (run 12's budgets), not deviceSpin and callerSpin (a small
 	// batch's whole step): what the wake-ups cost a step.

@@ -45,7 +45,9 @@ func indexerRef(q, w, key []float32, heads, dim int) float32 {
 // fp8-key, at a batch of one token (two entries a warp) and of 17 (eight),
 // and with one and eight entries a warp at every batch (indexerIPW);
 // and IndexerSelect's selection and counts against the CPU's TopK of those
-// scores (the tokens with at most TopK entries: all of them in order).
+// scores (the tokens with at most TopK entries: all of them in order), by
+// topk_reg4 and topk, each followed by indexer_fix or with its step inside
+// (topkFix: topk_sel), over garbage left in the outputs.
 func TestBackendIndexerSelect(t *testing.T) {
 	be := newBackend(t, Strict)
 	ref := cpu.New(1)
@@ -166,35 +168,43 @@ func TestBackendIndexerSelect(t *testing.T) {
 				}
 			}
 			be.indexerR21, be.indexerR25, be.indexerIPW = false, false, 0
-			be.IndexerSelect(a, sp)
-			sel, cnt := make([]int32, T*K), make([]int32, T)
-			if err := be.Read(sel, a.Sel); err != nil {
-				t.Fatal(err)
-			}
-			if err := be.Read(cnt, a.N); err != nil {
-				t.Fatal(err)
-			}
-			be.ResetScratch(mark)
-			for s := range T {
-				n := (int(pos[s]) + 1) / rate
-				wantSel := make([]int32, K)
-				if n > K {
-					ref.TopK(wantSel, want[s*maxE:(s+1)*maxE], K)
-				} else {
-					for i := range wantSel {
-						wantSel[i] = -1
-						if i < n {
-							wantSel[i] = int32(i)
+			// The top-k kernel then indexer_fix, or both in topk_sel; each
+			// over topk_reg4 and (topkR26) topk. Sel and N start as garbage.
+			for _, v := range []struct{ fix, r26 bool }{{false, false}, {true, false}, {true, true}, {false, true}} {
+				be.topkFix, be.topkR26 = v.fix, v.r26
+				be.Write(a.Sel, slices.Repeat([]int32{-7}, T*K))
+				be.Write(a.N, slices.Repeat([]int32{-7}, T))
+				be.IndexerSelect(a, sp)
+				sel, cnt := make([]int32, T*K), make([]int32, T)
+				if err := be.Read(sel, a.Sel); err != nil {
+					t.Fatal(err)
+				}
+				if err := be.Read(cnt, a.N); err != nil {
+					t.Fatal(err)
+				}
+				for s := range T {
+					n := (int(pos[s]) + 1) / rate
+					wantSel := make([]int32, K)
+					if n > K {
+						ref.TopK(wantSel, want[s*maxE:(s+1)*maxE], K)
+					} else {
+						for i := range wantSel {
+							wantSel[i] = -1
+							if i < n {
+								wantSel[i] = int32(i)
+							}
 						}
 					}
-				}
-				if g := sel[s*K : (s+1)*K]; !slices.Equal(g, wantSel) {
-					t.Fatalf("%s: token %d (%d entries): selection %v, want %v", name, s, n, g, wantSel)
-				}
-				if wantN := int32(min(n, K)); cnt[s] != wantN {
-					t.Fatalf("%s: token %d: count %d, want %d", name, s, cnt[s], wantN)
+					if g := sel[s*K : (s+1)*K]; !slices.Equal(g, wantSel) {
+						t.Fatalf("%s (topkFix %v, topkR26 %v): token %d (%d entries): selection %v, want %v", name, v.fix, v.r26, s, n, g, wantSel)
+					}
+					if wantN := int32(min(n, K)); cnt[s] != wantN {
+						t.Fatalf("%s (topkFix %v, topkR26 %v): token %d: count %d, want %d", name, v.fix, v.r26, s, cnt[s], wantN)
+					}
 				}
 			}
+			be.topkFix, be.topkR26 = false, false
+			be.ResetScratch(mark)
 		}
 	}
 }

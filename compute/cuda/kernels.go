@@ -106,6 +106,9 @@ type Kernels struct {
 	unavailable error
 
 	rmsnorm, rope, softmax, topk, topkReg, topkReg4, gather, empty Func
+	// topkSel: topk, topk_reg and topk_reg4 with indexer_fix's step
+	// (topKSel).
+	topkSel [3]Func
 
 	// t8R4: BF16 and FP8 products of 8 or more tokens (plain and grouped)
 	// take gemv5 (4 rows a warp, gemv2's bits) instead of gemv2. On by
@@ -349,6 +352,9 @@ func loadKernels(t *Thread, units []built, tensorCores bool, sms int, keepGoing 
 	fn(&k.topk, "topk")
 	fn(&k.topkReg, "topk_reg")
 	fn(&k.topkReg4, "topk_reg4")
+	fn(&k.topkSel[0], "topk_sel")
+	fn(&k.topkSel[1], "topk_reg_sel")
+	fn(&k.topkSel[2], "topk_reg4_sel")
 	fn(&k.gather, "gather")
 	fn(&k.empty, "empty")
 	k.fns = make(map[string]Func, len(modelKernels))
@@ -799,14 +805,40 @@ func (k *Kernels) topK(t *Thread, s Stream, idx, x Ptr, rows, n, kk int, reg boo
 	if rows <= 0 || kk == 0 {
 		return nil
 	}
-	f := k.topk
-	switch {
-	case reg && n <= 4*topkThreads && k.topkReg4 != 0:
-		f = k.topkReg4
-	case reg && n <= topkRegs*topkThreads && k.topkReg != 0:
-		f = k.topkReg
-	}
+	f := [3]Func{k.topk, k.topkReg, k.topkReg4}[topkForm(n, reg, k.topkReg != 0, k.topkReg4 != 0)]
 	return k.launch(t, f, Dim3{X: rows}, Dim3{X: topkThreads}, s, t.Args().Ptr(idx).Ptr(x).Int(n).Int(kk))
+}
+
+// topkForm is the top-k kernel for rows of n: 2 topk_reg4, 1 topk_reg
+// (where reg and the row fits one that is loaded), else 0 topk.
+func topkForm(n int, reg, haveReg, haveReg4 bool) int {
+	switch {
+	case reg && n <= 4*topkThreads && haveReg4:
+		return 2
+	case reg && n <= topkRegs*topkThreads && haveReg:
+		return 1
+	}
+	return 0
+}
+
+// topKSel is topK for IndexerSelect with indexer_fix's step in the same
+// launch (topk_sel_body): row r's token, with (pos[r] + 1) / rate closed
+// entries, takes all of them when they are at most kk (idx 0, 1, ...,
+// then -1), else the top kk; cnt[r] is how many it took. The output of
+// topK then indexer_fix.
+func (k *Kernels) topKSel(t *Thread, s Stream, idx, x Ptr, rows, n, kk int, reg bool, cnt, pos Ptr, rate int) error {
+	if kk <= 0 || kk > n || kk > MaxTopK || rate <= 0 {
+		return fmt.Errorf("cuda: TopK of %d from rows of %d, rate %d (at most %d)", kk, n, rate, MaxTopK)
+	}
+	if rows <= 0 {
+		return nil
+	}
+	f := k.topkSel[topkForm(n, reg, k.topkSel[1] != 0, k.topkSel[2] != 0)]
+	if f == 0 {
+		return fmt.Errorf("cuda: kernel topk_sel unavailable")
+	}
+	return k.launch(t, f, Dim3{X: rows}, Dim3{X: topkThreads}, s,
+		t.Args().Ptr(idx).Ptr(x).Int(n).Int(kk).Ptr(cnt).Ptr(pos).Int(rate))
 }
 
 // Gather queues y[i] = x[idx[i]] for the m int32 indices at idx, rows of

@@ -228,3 +228,35 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
     topk_reg4(int* __restrict__ idx, const float* __restrict__ x, int n, int k) { PDL_WAIT();
   topk_body<4>(idx, x, n, k);
 }
+
+// topk_sel_body is IndexerSelect's top-k and indexer_fix (model.cu) in one
+// launch, their output exactly: token t = blockIdx.x with n = (pos[t] +
+// 1) / rate closed entries takes all of them when n <= k (sel = 0 .. n-1,
+// then -1; cnt[t] = n: no selection), else topk_body's k (cnt[t] = k).
+// Run 19: a launch on the critical path whose work is a few instructions
+// a value costs the step more than that work does in the kernel before it.
+template <int R>
+__device__ __forceinline__ void topk_sel_body(int* __restrict__ idx, const float* __restrict__ x, int n, int k,
+                                              int* __restrict__ cnt, const int* __restrict__ pos, int rate) {
+  const int t = blockIdx.x, nt = (pos[t] + 1) / rate;
+  if (nt <= k) {
+    for (int i = threadIdx.x; i < k; i += blockDim.x) idx[(long long)t * k + i] = i < nt ? i : -1;
+    if (threadIdx.x == 0) cnt[t] = nt;
+    return;
+  }
+  topk_body<R>(idx, x, n, k);
+  if (threadIdx.x == 0) cnt[t] = k;
+}
+
+// topk_sel, topk_reg_sel and topk_reg4_sel: topk_sel_body on each of
+// topk's forms (Backend.topkFix; A/B topk-fix).
+#define TOPK_SEL_ENTRY(NAME, R)                                                                                  \
+  extern "C" __global__ void __launch_bounds__(TOPK_THREADS)                                                    \
+      NAME(int* __restrict__ idx, const float* __restrict__ x, int n, int k, int* __restrict__ cnt,             \
+           const int* __restrict__ pos, int rate) {                                                              \
+    PDL_WAIT();                                                                                                  \
+    topk_sel_body<R>(idx, x, n, k, cnt, pos, rate);                                                              \
+  }
+TOPK_SEL_ENTRY(topk_sel, 0)
+TOPK_SEL_ENTRY(topk_reg_sel, TOPK_REGS)
+TOPK_SEL_ENTRY(topk_reg4_sel, 4)
