@@ -231,21 +231,20 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS)
 
 // topk_sel_body is IndexerSelect's top-k and indexer_fix (model.cu) in one
 // launch, their output exactly: token t = blockIdx.x with n = (pos[t] +
-// 1) / rate closed entries takes all of them when n <= k (sel = 0 .. n-1,
-// then -1; cnt[t] = n: no selection), else topk_body's k (cnt[t] = k).
-// Run 19: a launch on the critical path whose work is a few instructions
-// a value costs the step more than that work does in the kernel before it.
+// 1) / rate closed entries takes topk_body's k, or all of them when n <= k
+// (sel = 0 .. n-1, then -1, written over topk_body's by the same threads
+// at the same places, after it), and cnt[t] = min(n, k). pos is read
+// before the selection and used after it: no wait on it first. Run 19: a
+// launch on the critical path whose work is a few instructions a value
+// costs the step more than that work does in the kernel before it.
 template <int R>
 __device__ __forceinline__ void topk_sel_body(int* __restrict__ idx, const float* __restrict__ x, int n, int k,
                                               int* __restrict__ cnt, const int* __restrict__ pos, int rate) {
   const int t = blockIdx.x, nt = (pos[t] + 1) / rate;
-  if (nt <= k) {
-    for (int i = threadIdx.x; i < k; i += blockDim.x) idx[(long long)t * k + i] = i < nt ? i : -1;
-    if (threadIdx.x == 0) cnt[t] = nt;
-    return;
-  }
   topk_body<R>(idx, x, n, k);
-  if (threadIdx.x == 0) cnt[t] = k;
+  if (nt <= k)
+    for (int i = threadIdx.x; i < k; i += blockDim.x) idx[(long long)t * k + i] = i < nt ? i : -1;
+  if (threadIdx.x == 0) cnt[t] = min(nt, k);
 }
 
 // topk_sel, topk_reg_sel and topk_reg4_sel: topk_sel_body on each of
