@@ -452,6 +452,8 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 	if n, err := strconv.Atoi(os.Getenv("STRATA_CUDA_ATTN_FD")); err == nil && n > 0 {
 		b.attnFDMaxT = n
 	}
+	// STRATA_CUDA_TOPK_FIX=1: topk_sel for IndexerSelect (likewise).
+	b.topkFix = os.Getenv("STRATA_CUDA_TOPK_FIX") == "1"
 	// The opt-in covers static and dynamic shared memory together: leave
 	// the kernels' static buffers (a few hundred bytes) their room.
 	b.optin = dev.Props().SharedPerBlockOptin - 1024
