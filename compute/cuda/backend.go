@@ -187,6 +187,10 @@ type Backend struct {
 	// afdHeads: attn_fd's heads a block, 4 (afdHeads) or 2 or 8 (the A/Bs
 	// attn-fd-h2 and attn-fd-h8: the same bits whatever it is).
 	afdHeads int
+	// hcDiag: hc_post_pre's diag argument (model.cu's HC_DIAG_*: parts
+	// dropped, for BenchmarkFlash's diag-hc-* timing lines only; 0, the
+	// default, drops nothing).
+	hcDiag int
 	// topkFix: IndexerSelect's top-k kernel also counts the selection and
 	// gives the tokens with at most TopK entries all of them (topk_sel),
 	// one launch fewer on a CSA layer's critical path than topk then

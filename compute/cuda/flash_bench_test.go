@@ -429,6 +429,15 @@ func BenchmarkFlash(b *testing.B) {
 	// recording then waits for the GPU and the GPU for it.
 	abAt("submit-off", []int{1, 8, 64, 256}, func(on bool) { be.noSubmit = on })
 	abAt("submit-first", []int{1, 8}, func(on bool) { be.submitFirst = on })
+	// What parts of hc_post_pre cost a step (timing only: the logits are
+	// then wrong): its last block's work after the counter, its comb block,
+	// its mix sums' block reductions, and all three.
+	for _, d := range []struct {
+		name string
+		diag int
+	}{{"diag-hc-tail", 1}, {"diag-hc-comb", 2}, {"diag-hc-sums", 4}, {"diag-hc-all", 7}} {
+		abAt(d.name, []int{1, 8}, func(on bool) { be.hcDiag = map[bool]int{true: d.diag}[on] })
+	}
 	// indexer_fix's step in the top-k kernel (topk_sel): the same output.
 	abAtCtx("topk-fix", []int{1, 8}, contexts, func(on bool) { be.topkFix = on })
 	// The hand-off to the device goroutine spinning 100 and 50 us before

@@ -503,6 +503,14 @@ extern "C" __global__ void __launch_bounds__(MT)
 // The host takes it where hc <= HC_FUSED, S·(nMix + 1) <= HC_STAGE and
 // D <= RMS_REGS·MT. Grid (T, S), S = ceil(D/w).
 #define HC_FUSED 4
+// diag (BenchmarkFlash's diag-hc-* lines, timing only: the outputs are
+// then wrong; 0 everywhere else) drops a part of the kernel to measure
+// what it costs a step: the mix sums' block reductions (HC_DIAG_SUMS), the
+// comb block (HC_DIAG_COMB: the last block resets the counter), the last
+// block's work after the counter (HC_DIAG_TAIL).
+#define HC_DIAG_TAIL 1
+#define HC_DIAG_COMB 2
+#define HC_DIAG_SUMS 4
 // It opens with PDL_OPEN_EARLY: hc_post_pre_body reads only fn (weights)
 // before its PDL_WAIT_LATE, so it may start early (LaunchEarly).
 __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const float* __restrict__ y,
@@ -511,7 +519,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
                                                  float* part, unsigned* cnt, const float* __restrict__ fn,
                                                  const float* __restrict__ base, const float* __restrict__ scale,
                                                  const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                                                 float eps, int iters, float rmsEps) {
+                                                 float eps, int iters, float rmsEps, int diag) {
   __shared__ float red[MT / 32][HC_MIX_MAX + 1];
   __shared__ float mix[HC_MIX_MAX];
   __shared__ float pre[HC_MAX];
@@ -548,8 +556,9 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
     v = ht[(long long)j * D + i];
   }
   const int np = S * (nMix + 1);
-  hc_mix_sums(part + (long long)t * np + (long long)s * (nMix + 1), v, valid, (long long)j * D + i, fn, nMix, hc * D, red,
-              &f0);
+  if (!(diag & HC_DIAG_SUMS))
+    hc_mix_sums(part + (long long)t * np + (long long)s * (nMix + 1), v, valid, (long long)j * D + i, fn, nMix, hc * D,
+                red, &f0);
   // Every thread's h' and partial sums before the counter (threadfence
   // reduction).
   __threadfence();
@@ -565,7 +574,11 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   if (tid == 0) cnt[t] = 0;
 #else
   const bool combHere = S == 1;
-  if (S > 1 && arrived == (unsigned)(S - 2)) {
+  if (diag & HC_DIAG_COMB) {
+    // No comb block: the last block resets the counter.
+    if (arrived != (unsigned)(S - 1)) return;
+    if (tid == 0) cnt[t] = 0;
+  } else if (S > 1 && arrived == (unsigned)(S - 2)) {
     if (tid == 0) {
       while (atomicAdd(cnt + t, 0u) != (unsigned)S) __nanosleep(20);
       cnt[t] = 0;
@@ -582,6 +595,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   if (arrived != (unsigned)(S - 1)) return;
   if (S == 1 && tid == 0) cnt[t] = 0;
 #endif
+  if (diag & HC_DIAG_TAIL) return;
   __threadfence();
   const float* pt = part + (long long)t * np;
   // The columns of x this thread normalizes (rmsnorm's: tid + m·MT), their
@@ -624,10 +638,10 @@ extern "C" __global__ void __launch_bounds__(MT)
                 const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
                 float* part, unsigned* cnt, const float* __restrict__ fn, const float* __restrict__ base,
                 const float* __restrict__ scale, const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                float eps, int iters, float rmsEps) {
+                float eps, int iters, float rmsEps, int diag) {
   PDL_OPEN_EARLY();
   hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
-                   rmsEps);
+                   rmsEps, diag);
 }
 
 // hc_post_pre_o4 is hc_post_pre (the same body, so the same bits) held to
@@ -642,10 +656,10 @@ extern "C" __global__ void __launch_bounds__(MT, 4)
                    const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post,
                    float* __restrict__ comb, float* part, unsigned* cnt, const float* __restrict__ fn,
                    const float* __restrict__ base, const float* __restrict__ scale, const float* __restrict__ normW,
-                   int hc, int D, int w, float normEps, float eps, int iters, float rmsEps) {
+                   int hc, int D, int w, float normEps, float eps, int iters, float rmsEps, int diag) {
   PDL_OPEN_EARLY();
   hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
-                   rmsEps);
+                   rmsEps, diag);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
