@@ -435,7 +435,7 @@ func BenchmarkFlash(b *testing.B) {
 	for _, d := range []struct {
 		name string
 		diag int
-	}{{"diag-hc-tail", 1}, {"diag-hc-comb", 2}, {"diag-hc-sums", 4}, {"diag-hc-all", 7}} {
+	}{{"diag-hc-tail", 1}, {"diag-hc-comb", 2}, {"diag-hc-sums", 4}, {"diag-hc-tailcomb", 3}, {"diag-hc-all", 7}} {
 		abAt(d.name, []int{1, 8}, func(on bool) { be.hcDiag = map[bool]int{true: d.diag}[on] })
 	}
 	// indexer_fix's step in the top-k kernel (topk_sel): the same output.

@@ -399,12 +399,14 @@ func TestBackendRMSNormRoPE(t *testing.T) {
 func TestBackendFusedOps(t *testing.T) {
 	eachGoldenMode(t, fusedGoldens, func(t *testing.T, dir string, c *golden.Case, mode Mode) {
 		var fb *Backend
-		fused := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { fb = be })
+		// attn_fd (STRATA_CUDA_ATTN_FD) turns in its own launch: the split
+		// kernels here, whose attn_combine turns.
+		fused := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) { fb = be; be.attnFDMaxT = 0 })
 		if fb.hcFusedLaunches == 0 || fb.attnTurnLaunches == 0 {
 			t.Fatalf("fused launches: %d hc_post_pre, %d attn_combine turning; want some of each", fb.hcFusedLaunches, fb.attnTurnLaunches)
 		}
 		apart := goldenPaths(t, dir, c, mode, model.Options{}, func(be *Backend) {
-			be.normRoPEOff, be.hcFusedOff, be.attnRoPEApart = true, true, true
+			be.normRoPEOff, be.hcFusedOff, be.attnRoPEApart, be.attnFDMaxT = true, true, true, 0
 		})
 		samePaths(t, fused, apart, "with the ops on their own launches")
 		fmt.Printf("FUSED %s %s: full and decode logits identical with the fused launches and without\n", filepath.Base(dir), modeName(mode))
