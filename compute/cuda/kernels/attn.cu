@@ -1399,6 +1399,7 @@ __device__ __forceinline__ void attn_fd_body(float* out, const float* Q, const f
   __shared__ float wts[HG][AFD_SMAX];           // the last block's chunk weights
   __shared__ float lsum[HG][AFD_SMAX];
   __shared__ float den[HG];
+  __shared__ float rcs[2][AFD_CH * MT / 2];     // the tail's turns: cos, sin a pair
   __shared__ unsigned arrived;
 
   const int t = blockIdx.x, y = blockIdx.y, c = blockIdx.z, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -1494,6 +1495,11 @@ __device__ __forceinline__ void attn_fd_body(float* out, const float* Q, const f
   }
 
   const int n0 = dim - 2 * nf, p = pos[t];
+  // The tail's turns (rope_cs, float64: long), pair k by thread MT-1-k,
+  // once a block that writes the output (not every head's lane pair).
+  auto turns = [&]() {
+    for (int k = MT - 1 - tid; k < nf; k += MT) rope_cs(p, invFreq[k], true, &rcs[0][k], &rcs[1][k]);
+  };
   if (nch > 1) {
     // Write this chunk's sums; the token's last block adds them all.
 #pragma unroll
@@ -1518,6 +1524,7 @@ __device__ __forceinline__ void attn_fd_body(float* out, const float* Q, const f
     if (arrived != (unsigned)(nch - 1)) return;
     if (tid == 0) ctr[t * HGn + y] = 0;
     __threadfence();
+    turns();
     // Every chunk's m_c and l_c at once, then warp h head h, lane u the
     // chunks u and u + 32 (their exponentials side by side, not one after
     // another): the chunk weights w_c = e^(m_c - M) and the denominator
@@ -1571,6 +1578,7 @@ __device__ __forceinline__ void attn_fd_body(float* out, const float* Q, const f
     }
   } else {
     // out = o / (exp(sink - m) + l).
+    turns();
 #pragma unroll
     for (int h = 0; h < HG; ++h) {
       if (h >= hn) break;
@@ -1578,10 +1586,12 @@ __device__ __forceinline__ void attn_fd_body(float* out, const float* Q, const f
 #pragma unroll
       for (int m = 0; m < AFD_CH; ++m) o[m][h] = __fdiv_rn(o[m][h], d);
     }
+    __syncthreads();  // the turns
   }
-  // The tail turned back: channel pairs (i, i + 1), i - n0 even, are the
-  // lanes (tid, tid + 1) of one warp (MT and n0 are even), each turning the
-  // pair and keeping its own channel.
+  // The tail turned back (attn_combine's turn: rope_cs's values, then
+  // rope_turn): channel pairs (i, i + 1), i - n0 even, are the lanes (tid,
+  // tid + 1) of one warp (MT and n0 are even), each turning the pair and
+  // keeping its own channel.
 #pragma unroll
   for (int h = 0; h < HG; ++h) {
     if (h >= hn) break;
@@ -1592,9 +1602,9 @@ __device__ __forceinline__ void attn_fd_body(float* out, const float* Q, const f
       float v = o[m][h];
       const float w = __shfl_xor_sync(0xFFFFFFFFu, v, 1);
       if (i < dim && i >= n0) {
-        // attc_turn out of line: float64 sincos is long.
-        float x0 = (i & 1) ? w : v, x1 = (i & 1) ? v : w;
-        attc_turn(&x0, &x1, p, invFreq[(i - n0) / 2]);
+        const int k = (i - n0) / 2;
+        float x0, x1;
+        rope_turn((i & 1) ? w : v, (i & 1) ? v : w, rcs[0][k], rcs[1][k], &x0, &x1);
         v = (i & 1) ? x1 : x0;
       }
       if (i < dim) out[row * dim + i] = v;
