@@ -266,11 +266,8 @@ func TestBackendAttentionOutRoPE(t *testing.T) {
 		name := fmt.Sprintf("T %d selK %d rate %d", tc.T, tc.selK, tc.rate)
 		c := newFlashAttnCase(rng, tc.T, tc.selK, tc.rate, tc.nComp)
 		plain := c.run(t, be)
-		nf := c.rope / 2
-		c.outRoPE = make([]float32, nf)
-		for i := range c.outRoPE {
-			c.outRoPE[i] = float32(math.Pow(10000, -2*float64(i)/float64(c.rope)))
-		}
+		c.setOutRoPE()
+		nf := len(c.outRoPE)
 		fused := c.run(t, be)
 		be.attnRoPEApart = true
 		apart := c.run(t, be)
@@ -357,24 +354,9 @@ func TestBackendAttentionTC(t *testing.T) {
 		if tc.turn {
 			// The float64 definition's last 2·nf channels turned back, and
 			// the kernel's again with the turn.
-			nf := c.rope / 2
-			c.outRoPE = make([]float32, nf)
-			for i := range c.outRoPE {
-				c.outRoPE[i] = float32(math.Pow(10000, -2*float64(i)/float64(c.rope)))
-			}
+			c.setOutRoPE()
 			got = c.run(t, be)
-			for r := range tc.T * c.H {
-				row, p := r*c.d, c.pos[r/c.H]
-				for k := 0; k < 2*nf; k += 2 {
-					ang := float64(float32(p) * c.outRoPE[k/2])
-					cs, sn := math.Cos(ang), -math.Sin(ang)
-					i := row + c.d - 2*nf + k
-					a, b := want[i], want[i+1]
-					want[i], want[i+1] = a*cs-b*sn, b*cs+a*sn
-					l1[i] += l1[i+1]
-					l1[i+1] = l1[i]
-				}
-			}
+			c.turnRef(want, l1)
 		}
 		worst := 0.0
 		for i, g := range got {
@@ -392,6 +374,33 @@ func TestBackendAttentionTC(t *testing.T) {
 			t.Fatalf("%s: attnTCOff did not take the float32 kernels", name)
 		}
 		fmt.Printf("ATTNTC %s: within %.3g of each output's sum of magnitudes (float64), the same bits twice\n", name, worst)
+	}
+}
+
+// setOutRoPE asks for the output's last rope channels turned back
+// (AttentionArgs.OutRoPE) at RoPE's inverse frequencies, base 10000.
+func (c *flashAttnCase) setOutRoPE() {
+	c.outRoPE = make([]float32, c.rope/2)
+	for i := range c.outRoPE {
+		c.outRoPE[i] = float32(math.Pow(10000, -2*float64(i)/float64(c.rope)))
+	}
+}
+
+// turnRef turns ref's float64 outputs (want) back as OutRoPE asks, each
+// pair's sums of magnitudes (l1) made the pair's total.
+func (c *flashAttnCase) turnRef(want, l1 []float64) {
+	nf := len(c.outRoPE)
+	for r := range len(c.pos) * c.H {
+		row, p := r*c.d, c.pos[r/c.H]
+		for k := 0; k < 2*nf; k += 2 {
+			ang := float64(float32(p) * c.outRoPE[k/2])
+			cs, sn := math.Cos(ang), -math.Sin(ang)
+			i := row + c.d - 2*nf + k
+			a, b := want[i], want[i+1]
+			want[i], want[i+1] = a*cs-b*sn, b*cs+a*sn
+			l1[i] += l1[i+1]
+			l1[i+1] = l1[i]
+		}
 	}
 }
 
@@ -446,23 +455,8 @@ func TestBackendAttentionFD(t *testing.T) {
 		want, l1 := c.ref()
 		if tc.turn {
 			// The float64 definition's last 2·nf channels turned back.
-			nf := c.rope / 2
-			c.outRoPE = make([]float32, nf)
-			for i := range c.outRoPE {
-				c.outRoPE[i] = float32(math.Pow(10000, -2*float64(i)/float64(c.rope)))
-			}
-			for r := range tc.T * c.H {
-				row, p := r*c.d, c.pos[r/c.H]
-				for k := 0; k < 2*nf; k += 2 {
-					ang := float64(float32(p) * c.outRoPE[k/2])
-					cs, sn := math.Cos(ang), -math.Sin(ang)
-					i := row + c.d - 2*nf + k
-					a, b := want[i], want[i+1]
-					want[i], want[i+1] = a*cs-b*sn, b*cs+a*sn
-					l1[i] += l1[i+1]
-					l1[i+1] = l1[i]
-				}
-			}
+			c.setOutRoPE()
+			c.turnRef(want, l1)
 		}
 		launches := be.attnFDLaunches
 		got := c.run(t, be)

@@ -373,14 +373,21 @@ func (b *Backend) attentionTC(a *compute.AttentionArgs, sp compute.Spans, hasCom
 	S := blocks(maxKeys, attcChunk)
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
+	b.attnTCLaunches++
+	b.launch("attn_tc", Dim3{X: T, Y: blocks(H, 16), Z: S}, Dim3{X: 256}, attcShared(d), b.chunkedArgs(a, sp, hasComp, selK, maxKeys, S, ctr))
+}
+
+// chunkedArgs are attn_tc's and attn_fd's arguments, S chunks a token:
+// the attention's, then their chunks' sums (scratch: the caller resets
+// it after the launch), counters ctr and OutRoPE.
+func (b *Backend) chunkedArgs(a *compute.AttentionArgs, sp compute.Spans, hasComp, selK, maxKeys, S int, ctr Ptr) *Args {
+	H, d, T := a.Heads, a.Dim, a.Q.Rows
 	po, pml := b.Scratch(compute.F32, T*H*S, d), b.Scratch(compute.F32, T*H*S, 2)
 	win, comp := b.paged(a.Window), b.paged(a.Compressed)
 	ar := b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.KV))
-	b.spanArgs(ar, sp).Ptr(b.ptr(sp.Pos)).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(max(a.Rate, 1)).
+	return b.spanArgs(ar, sp).Ptr(b.ptr(sp.Pos)).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(max(a.Rate, 1)).
 		Ptr(b.ptr(a.Sel)).Ptr(b.ptr(a.N)).Int(selK).Ptr(b.ptr(a.Sink)).Int(H).Int(d).F32(a.Scale).Int(maxKeys).
 		Ptr(b.ptr(po)).Ptr(b.ptr(pml)).Ptr(ctr).Ptr(b.ptr(a.OutRoPE)).Int(a.OutRoPE.Len())
-	b.attnTCLaunches++
-	b.launch("attn_tc", Dim3{X: T, Y: blocks(H, 16), Z: S}, Dim3{X: 256}, attcShared(d), ar)
 }
 
 // Attention on the CUDA cores in one launch (attn_fd in attn.cu): Fast
@@ -437,15 +444,10 @@ func (b *Backend) attentionFD(a *compute.AttentionArgs, sp compute.Spans, hasCom
 	S := blocks(maxKeys, afdChunk)
 	mark := b.ScratchMark()
 	defer b.ResetScratch(mark)
-	po, pml := b.Scratch(compute.F32, T*H*S, d), b.Scratch(compute.F32, T*H*S, 2)
-	win, comp := b.paged(a.Window), b.paged(a.Compressed)
-	ar := b.args().Ptr(b.ptr(a.Out)).Ptr(b.ptr(a.Q)).Ptr(b.ptr(a.KV))
-	b.spanArgs(ar, sp).Ptr(b.ptr(sp.Pos)).Struct(win...).Int(a.WindowSize).Struct(comp...).Int(hasComp).Int(max(a.Rate, 1)).
-		Ptr(b.ptr(a.Sel)).Ptr(b.ptr(a.N)).Int(selK).Ptr(b.ptr(a.Sink)).Int(H).Int(d).F32(a.Scale).Int(maxKeys).
-		Ptr(b.ptr(po)).Ptr(b.ptr(pml)).Ptr(ctr).Ptr(b.ptr(a.OutRoPE)).Int(a.OutRoPE.Len())
 	b.attnFDLaunches++
 	hg := b.afdHeads
-	b.launch(afdEntry(hg), Dim3{X: T, Y: blocks(H, hg), Z: S}, Dim3{X: opThreads}, afdShared(d, hg), ar)
+	b.launch(afdEntry(hg), Dim3{X: T, Y: blocks(H, hg), Z: S}, Dim3{X: opThreads}, afdShared(d, hg),
+		b.chunkedArgs(a, sp, hasComp, selK, maxKeys, S, ctr))
 }
 
 // Tiled attention (attn_qk and attn_pv in attn.cu): the logits of kb keys

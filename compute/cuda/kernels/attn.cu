@@ -319,6 +319,35 @@ __device__ __forceinline__ void attn_load_keys(float* ks, const u8** kp, int* ki
   __syncthreads();
 }
 
+// attn_chunk_logits writes the logits of kn keys (ks, rows of dim) for hn
+// <= HG heads (qs, rows of dim) to dst[h·hstride + j]: each head's dot
+// product in its own chain (acc[h]: i = lane, lane + 32, ... in order, then
+// the butterfly), all of the block's heads at once for a key, warp w the
+// keys w, w + nwarps, ...; times scale.
+template <int HG>
+__device__ __forceinline__ void attn_chunk_logits(float* dst, long long hstride, const float* ks, const float* qs,
+                                                  int kn, int hn, int dim, float scale) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int j = warp; j < kn; j += (int)(blockDim.x >> 5)) {
+    const float* k = ks + j * dim;
+    float acc[HG];
+#pragma unroll
+    for (int h = 0; h < HG; ++h) acc[h] = 0.0f;
+    for (int i = lane; i < dim; i += 32) {
+      const float kv = k[i];
+#pragma unroll
+      for (int h = 0; h < HG; ++h)
+        if (h < hn) acc[h] = __fmaf_rn(qs[h * dim + i], kv, acc[h]);
+    }
+#pragma unroll
+    for (int h = 0; h < HG; ++h) {
+      if (h >= hn) break;
+      const float a = warp_sum(acc[h]);
+      if (lane == 0) dst[h * hstride + j] = __fmul_rn(a, scale);
+    }
+  }
+}
+
 // attn_logits: lg[t - t0][h][j] for the keys j of chunk blockIdx.z (kc
 // keys a chunk: a logit does not depend on the chunks, so small launches
 // take short ones for more blocks) and heads [blockIdx.y·HG, +HG). Grid
@@ -340,27 +369,7 @@ __device__ __forceinline__ void attn_logits_body(float* lg, int t0, const float*
   const int kn = min(kc, a.nk - j0), hn = min(HG, heads - h0);
   for (int i = threadIdx.x; i < hn * dim; i += blockDim.x) qs[i] = Q[((long long)t * heads + h0) * dim + i];
   attn_load_keys(ks, kp, kind, a, t, j0, kn, KV, dim, win, winSize, comp, sel, selK, vec, 0, dim);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  // Each head's dot product in its own chain (acc[h]: i in order, then
-  // the butterfly), all of the block's heads at once for a key.
-  for (int j = warp; j < kn; j += (int)(blockDim.x >> 5)) {
-    const float* k = ks + j * dim;
-    float acc[HG];
-#pragma unroll
-    for (int h = 0; h < HG; ++h) acc[h] = 0.0f;
-    for (int i = lane; i < dim; i += 32) {
-      const float kv = k[i];
-#pragma unroll
-      for (int h = 0; h < HG; ++h)
-        if (h < hn) acc[h] = __fmaf_rn(qs[h * dim + i], kv, acc[h]);
-    }
-#pragma unroll
-    for (int h = 0; h < HG; ++h) {
-      if (h >= hn) break;
-      const float a = warp_sum(acc[h]);
-      if (lane == 0) lg[((long long)tl * heads + h0 + h) * maxKeys + j0 + j] = __fmul_rn(a, scale);
-    }
-  }
+  attn_chunk_logits<HG>(lg + ((long long)tl * heads + h0) * maxKeys + j0, maxKeys, ks, qs, kn, hn, dim, scale);
 }
 
 // attn_values: see above. Grid (tokens, ceil(heads/HG), split ?
@@ -1443,25 +1452,8 @@ __device__ __forceinline__ void attn_fd_body(float* out, const float* Q, const f
   }
   __syncthreads();
 
-  // Logits (attn_logits_body's chains): warp w the keys w, w + 8, ....
-  for (int j = warp; j < kn; j += MT / 32) {
-    const float* k = ks + j * dim;
-    float acc[HG];
-#pragma unroll
-    for (int h = 0; h < HG; ++h) acc[h] = 0.0f;
-    for (int i = lane; i < dim; i += 32) {
-      const float kv = k[i];
-#pragma unroll
-      for (int h = 0; h < HG; ++h)
-        if (h < hn) acc[h] = __fmaf_rn(qs[h * dim + i], kv, acc[h]);
-    }
-#pragma unroll
-    for (int h = 0; h < HG; ++h) {
-      if (h >= hn) break;
-      const float s = warp_sum(acc[h]);
-      if (lane == 0) pr[h][j] = __fmul_rn(s, scale);
-    }
-  }
+  // Logits: attn_logits_body's chains.
+  attn_chunk_logits<HG>(&pr[0][0], AFD_KC, ks, qs, kn, hn, dim, scale);
   __syncthreads();
 
   // The chunk's softmax: warp h head h, lane j key j (a block's heads past
