@@ -192,6 +192,11 @@ type Backend struct {
 	// dropped, for BenchmarkFlash's diag-hc-* timing lines only; 0, the
 	// default, drops nothing).
 	hcDiag int
+	// hcClock: when set, hc_post_pre's clk argument (model.cu's hc_stamp:
+	// token 0's timeline, for BenchmarkFlash's hcclock lines only): launch
+	// n writes slot n mod hcClockSlots of HC_CLK_STRIDE uint64s.
+	hcClock                Ptr
+	hcClockSlots, hcClockN int
 	// topkFix: IndexerSelect's top-k kernel also counts the selection and
 	// gives the tokens with at most TopK entries all of them (topk_sel),
 	// one launch fewer on a CSA layer's critical path than topk then

@@ -438,6 +438,11 @@ func BenchmarkFlash(b *testing.B) {
 	}{{"diag-hc-tail", 1}, {"diag-hc-comb", 2}, {"diag-hc-sums", 4}, {"diag-hc-tailcomb", 3}, {"diag-hc-all", 7}} {
 		abAt(d.name, []int{1, 8}, func(on bool) { be.hcDiag = map[bool]int{true: d.diag}[on] })
 	}
+	// hc_post_pre's timeline at batch 1 (hcclock: named in STRATA_FLASH_AB
+	// only).
+	if slices.Contains(abOnly, "hcclock") {
+		flashHCClock(b, be, func() { decode(1, contexts[0], 1, false) })
+	}
 	// indexer_fix's step in the top-k kernel (topk_sel): the same output.
 	abAtCtx("topk-fix", []int{1, 8}, contexts, func(on bool) { be.topkFix = on })
 	// The hand-off to the device goroutine spinning 100 and 50 us before
@@ -932,4 +937,99 @@ func (b *Backend) skipKernels(on bool, prefixes ...string) {
 			}
 		}
 	}
+}
+
+// flashHCClock prints the timeline of token 0 in each hc_post_pre launch
+// of a batch-1 step (model.cu's hc_stamp; "FLASH hcclock" lines): when
+// the blocks start and reach the counter, then the tail's and the comb
+// block's phases after the last arrival, in SM clocks. Once as the step
+// runs, once with HC_DIAG_TWICE (their work after the loads a second time:
+// cold, then warm). step runs decode's four steps at batch 1.
+func flashHCClock(b *testing.B, be *Backend, step func()) {
+	const slots = 512
+	buf, err := be.Alloc(compute.F32, slots, 2*hcClockStride)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Free(buf)
+	p := be.ptr(buf)
+	raw := make([]float32, slots*2*hcClockStride)
+	for _, diag := range []int{0, 8} {
+		be.hcDiag, be.hcClock, be.hcClockSlots, be.hcClockN = diag, p, slots, 0
+		step()
+		per := be.hcClockN / 4 // the launches of one of decode's four steps
+		be.hcClockSlots, be.hcClockN = max(per, 1), 0
+		be.do(func(t *Thread) error {
+			if err := t.Memset32(p, 0, int64(len(raw)), t.Stream()); err != nil {
+				return err
+			}
+			return t.Sync(t.Stream())
+		})
+		step()
+		if err := be.Read(raw, buf); err != nil {
+			b.Fatal(err)
+		}
+		st := unsafe.Slice((*uint64)(unsafe.Pointer(&raw[0])), len(raw)/2)
+		for k := range per {
+			fmt.Println(hcClockLine(diag, k, st[k*hcClockStride:(k+1)*hcClockStride]))
+		}
+	}
+	be.hcDiag, be.hcClock, be.hcClockSlots, be.hcClockN = 0, 0, 0, 0
+}
+
+// hcClockLine formats one launch's stamps (hc_stamp's layout).
+func hcClockLine(diag, k int, c []uint64) string {
+	const tail, comb = 128, 160
+	var starts, arr []uint64
+	for s := range 64 {
+		if c[2*s] != 0 {
+			starts = append(starts, c[2*s])
+			arr = append(arr, c[2*s+1])
+		}
+	}
+	if len(starts) == 0 {
+		return fmt.Sprintf("FLASH hcclock | diag %d | launch %d | no stamps |", diag, k)
+	}
+	slices.Sort(starts)
+	slices.Sort(arr)
+	g0, last := starts[0], arr[len(arr)-1]
+	ns := func(g uint64) int64 { return int64(g) - int64(last) }
+	// phases: the SM clocks between consecutive written points of a part.
+	phases := func(q int, names []string) string {
+		var out []string
+		prev := -1
+		for i, name := range names {
+			if c[q+i] == 0 || name == "" {
+				continue
+			}
+			if prev >= 0 {
+				out = append(out, fmt.Sprintf("%s %d", name, int64(c[q+16+i])-int64(c[q+16+prev])))
+			}
+			prev = i
+		}
+		return strings.Join(out, ", ")
+	}
+	end := func(q int) uint64 {
+		e := uint64(0)
+		for i := range 16 {
+			e = max(e, c[q+i])
+		}
+		return e
+	}
+	ghz := 0.0
+	if e := end(tail); e > c[tail] && c[tail] != 0 {
+		i := slices.Index(c[tail:tail+16], e)
+		ghz = float64(int64(c[tail+16+i])-int64(c[tail+16])) / float64(e-c[tail])
+	}
+	tn := []string{"start", "fence", "loads", "mix", "weights", "rms", "stores", "mix2", "weights2", "rms2", "stores2", "", "", "", "", "end"}
+	cn := []string{"start", "spin", "loads", "mix", "comb", "mix2", "comb2"}
+	line := fmt.Sprintf("FLASH hcclock | diag %d | launch %d | %d blocks | starts over %d ns | arrivals %d .. %d (median %d) ns after the first start |",
+		diag, k, len(starts), starts[len(starts)-1]-g0, arr[0]-g0, last-g0, arr[len(arr)/2]-g0)
+	if c[tail] != 0 {
+		line += fmt.Sprintf(" tail at %+d ns, clocks: %s; ends %+d ns |", ns(c[tail]), phases(tail, tn), ns(end(tail)))
+	}
+	if c[comb] != 0 {
+		line += fmt.Sprintf(" comb at %+d ns, clocks: %s; ends %+d ns |", ns(c[comb]), phases(comb, cn), ns(end(comb)))
+	}
+	return line + fmt.Sprintf(" %.2f GHz |", ghz)
 }

@@ -34,6 +34,7 @@ __device__ float __shfl_xor_sync(unsigned int, float, int);
 __device__ double __shfl_xor_sync(unsigned int, double, int);
 __device__ unsigned int __shfl_xor_sync(unsigned int, unsigned int, int);
 __device__ void __syncthreads();
+__device__ long long clock64();
 __device__ unsigned int __shfl_up_sync(unsigned int, unsigned int, unsigned int);
 __device__ unsigned int __ballot_sync(unsigned int, int);
 __device__ int __ffs(int);

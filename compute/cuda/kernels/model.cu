@@ -511,6 +511,37 @@ extern "C" __global__ void __launch_bounds__(MT)
 #define HC_DIAG_TAIL 1
 #define HC_DIAG_COMB 2
 #define HC_DIAG_SUMS 4
+// HC_DIAG_TWICE (timing only too, the outputs unchanged: the tail's and
+// the comb block's work after their loads is idempotent) runs that work a
+// second time, so that clk's stamps show it once with its code and data
+// cold and once warm.
+#define HC_DIAG_TWICE 8
+// clk (BenchmarkFlash's hcclock lines; null everywhere else) takes token
+// 0's timeline, HC_CLK_STRIDE stamps a launch: each block s's global
+// timer at its start and before its counter (2s, 2s + 1, s < 64), and
+// the tail's and the comb block's points (hc_stamp).
+#define HC_CLK_TAIL 128
+#define HC_CLK_COMB 160
+#define HC_CLK_STRIDE 256
+__device__ __forceinline__ unsigned long long hc_globaltimer() {
+#ifdef STRATA_EMU
+  return 0;
+#else
+  unsigned long long g;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+  return g;
+#endif
+}
+// hc_stamp writes point p (< 16) of part q (HC_CLK_TAIL or HC_CLK_COMB):
+// the global timer (ns) and the SM's clock, from thread 0.
+__device__ __forceinline__ void hc_stamp(unsigned long long* clk, int q, int p) {
+#ifndef STRATA_EMU
+  if (clk && threadIdx.x == 0) {
+    clk[q + p] = hc_globaltimer();
+    clk[q + 16 + p] = clock64();
+  }
+#endif
+}
 // It opens with PDL_OPEN_EARLY: hc_post_pre_body reads only fn (weights)
 // before its PDL_WAIT_LATE, so it may start early (LaunchEarly).
 __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const float* __restrict__ y,
@@ -519,7 +550,8 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
                                                  float* part, unsigned* cnt, const float* __restrict__ fn,
                                                  const float* __restrict__ base, const float* __restrict__ scale,
                                                  const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                                                 float eps, int iters, float rmsEps, int diag) {
+                                                 float eps, int iters, float rmsEps, int diag,
+                                                 unsigned long long* clk) {
   __shared__ float red[MT / 32][HC_MIX_MAX + 1];
   __shared__ float mix[HC_MIX_MAX];
   __shared__ float pre[HC_MAX];
@@ -537,6 +569,9 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   float f0[HC_MIX_ROWS];
   hc_fn_load(f0, fn, 0, nMix, hc * D, (long long)j * D + i, valid);
   PDL_WAIT_LATE();
+  if (clk && t > 0) clk = nullptr;
+  const bool clkBlock = clk && tid == 0 && s < 64;
+  if (clkBlock) clk[2 * s] = hc_globaltimer();
   float v = 0.0f;
   if (y) {
     float old[HC_FUSED];
@@ -563,6 +598,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   // reduction).
   __threadfence();
   __syncthreads();
+  if (clkBlock) clk[2 * s + 1] = hc_globaltimer();
   if (tid == 0) arrived = atomicAdd(cnt + t, 1u);
   __syncthreads();
   // The last block to arrive computes x; the one before it (on the GPU:
@@ -579,24 +615,35 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
     if (arrived != (unsigned)(S - 1)) return;
     if (tid == 0) cnt[t] = 0;
   } else if (S > 1 && arrived == (unsigned)(S - 2)) {
+    hc_stamp(clk, HC_CLK_COMB, 0);
     if (tid == 0) {
       while (atomicAdd(cnt + t, 0u) != (unsigned)S) __nanosleep(20);
       cnt[t] = 0;
     }
     __syncthreads();
     __threadfence();
+    hc_stamp(clk, HC_CLK_COMB, 1);
     const float* pt = part + (long long)t * np;
     hc_stage_cg(stage, pt, np);
     __syncthreads();
-    hc_stage_mix(mix, gsum, stage, S, nMix, hc * D, normEps);
-    if (tid < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+    hc_stamp(clk, HC_CLK_COMB, 2);
+#pragma unroll 1
+    for (int pass = 0; pass < (diag & HC_DIAG_TWICE ? 2 : 1); ++pass) {
+      hc_stage_mix(mix, gsum, stage, S, nMix, hc * D, normEps);
+      hc_stamp(clk, HC_CLK_COMB, 3 + 2 * pass);
+      if (tid < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+      hc_stamp(clk, HC_CLK_COMB, 4 + 2 * pass);
+      __syncthreads();
+    }
     return;
   }
   if (arrived != (unsigned)(S - 1)) return;
   if (S == 1 && tid == 0) cnt[t] = 0;
 #endif
   if (diag & HC_DIAG_TAIL) return;
+  hc_stamp(clk, HC_CLK_TAIL, 0);
   __threadfence();
+  hc_stamp(clk, HC_CLK_TAIL, 1);
   const float* pt = part + (long long)t * np;
   // The columns of x this thread normalizes (rmsnorm's: tid + m·MT), their
   // streams loaded with the partials (in flight together) and used after
@@ -610,38 +657,48 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   }
   hc_stage_cg(stage, pt, np);
   __syncthreads();
-  hc_stage_mix(mix, gsum, stage, S, nMix, hc * D, normEps);
-  if (tid < 32) hc_pre_weights(mix, pre, post, true, true, nullptr, t, S, nMix, hc * D, normEps, base, scale, hc, eps);
-  __syncthreads();
-  float xv[RMS_REGS];
+  hc_stamp(clk, HC_CLK_TAIL, 2);
+#pragma unroll 1
+  for (int pass = 0; pass < (diag & HC_DIAG_TWICE ? 2 : 1); ++pass) {
+    hc_stage_mix(mix, gsum, stage, S, nMix, hc * D, normEps);
+    hc_stamp(clk, HC_CLK_TAIL, 3 + 4 * pass);
+    if (tid < 32) hc_pre_weights(mix, pre, post, true, true, nullptr, t, S, nMix, hc * D, normEps, base, scale, hc, eps);
+    __syncthreads();
+    hc_stamp(clk, HC_CLK_TAIL, 4 + 4 * pass);
+    float xv[RMS_REGS];
 #pragma unroll
-  for (int m = 0; m < RMS_REGS; ++m) {
-    float acc = 0.0f;
+    for (int m = 0; m < RMS_REGS; ++m) {
+      float acc = 0.0f;
 #pragma unroll
-    for (int q = 0; q < HC_FUSED; ++q)
-      if (q < hc) acc = __fadd_rn(acc, __fmul_rn(pre[q], hv[m][q]));
-    xv[m] = tid + m * MT < D ? acc : 0.0f;
-  }
-  const float r = rms_factor(xv, D, rmsEps, buf);
-#pragma unroll
-  for (int m = 0; m < RMS_REGS; ++m) {
-    const int col = tid + m * MT;
-    if (col < D) {
-      const float u = __fmul_rn(xv[m], r);
-      x[(long long)t * D + col] = normW ? __fmul_rn(normW[col], u) : u;
+      for (int q = 0; q < HC_FUSED; ++q)
+        if (q < hc) acc = __fadd_rn(acc, __fmul_rn(pre[q], hv[m][q]));
+      xv[m] = tid + m * MT < D ? acc : 0.0f;
     }
+    const float r = rms_factor(xv, D, rmsEps, buf);
+    hc_stamp(clk, HC_CLK_TAIL, 5 + 4 * pass);
+#pragma unroll
+    for (int m = 0; m < RMS_REGS; ++m) {
+      const int col = tid + m * MT;
+      if (col < D) {
+        const float u = __fmul_rn(xv[m], r);
+        x[(long long)t * D + col] = normW ? __fmul_rn(normW[col], u) : u;
+      }
+    }
+    hc_stamp(clk, HC_CLK_TAIL, 6 + 4 * pass);
+    __syncthreads();
   }
   if (combHere && tid < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+  hc_stamp(clk, HC_CLK_TAIL, 15);
 }
 extern "C" __global__ void __launch_bounds__(MT)
     hc_post_pre(float* __restrict__ h, const float* __restrict__ y, const float* __restrict__ postIn,
                 const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
                 float* part, unsigned* cnt, const float* __restrict__ fn, const float* __restrict__ base,
                 const float* __restrict__ scale, const float* __restrict__ normW, int hc, int D, int w, float normEps,
-                float eps, int iters, float rmsEps, int diag) {
+                float eps, int iters, float rmsEps, int diag, unsigned long long* clk) {
   PDL_OPEN_EARLY();
   hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
-                   rmsEps, diag);
+                   rmsEps, diag, clk);
 }
 
 // hc_post_pre_o4 is hc_post_pre (the same body, so the same bits) held to
@@ -656,10 +713,11 @@ extern "C" __global__ void __launch_bounds__(MT, 4)
                    const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post,
                    float* __restrict__ comb, float* part, unsigned* cnt, const float* __restrict__ fn,
                    const float* __restrict__ base, const float* __restrict__ scale, const float* __restrict__ normW,
-                   int hc, int D, int w, float normEps, float eps, int iters, float rmsEps, int diag) {
+                   int hc, int D, int w, float normEps, float eps, int iters, float rmsEps, int diag,
+                   unsigned long long* clk) {
   PDL_OPEN_EARLY();
   hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
-                   rmsEps, diag);
+                   rmsEps, diag, clk);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
