@@ -258,7 +258,11 @@ type Backend struct {
 	// hold T waiting blocks: HCPostPreNorm takes a kernel only for T below
 	// its slots (else the three ops, the same bits), so that the last
 	// blocks always find room.
-	hcSlots, hcSlotsO4 int
+	hcSlots, hcSlotsO4, hcSlotsH int
+	// hcHoist: HCPostPreNorm takes hc_post_pre_h instead of hc_post_pre
+	// (base, scale and normW loaded ahead of the chains that use them; the
+	// same bits). Off until measured (A/B hc-hoist).
+	hcHoist bool
 	// hcO2: HCPostPreNorm keeps hc_post_pre (two blocks an SM) at every
 	// batch instead of taking hc_post_pre_o4 (four) from hcO4MinT tokens:
 	// the same bits; run 23 measured hc_post_pre_o4 0.0% / 0.7% / 2.4%
@@ -491,6 +495,7 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		}
 		b.hcSlots = residentSlots(t, b.k.fns["hc_post_pre"], dev.Props().SMs)
 		b.hcSlotsO4 = residentSlots(t, b.k.fns["hc_post_pre_o4"], dev.Props().SMs)
+		b.hcSlotsH = residentSlots(t, b.k.fns["hc_post_pre_h"], dev.Props().SMs)
 		p, err := t.Alloc(initialArena)
 		if err != nil {
 			return err

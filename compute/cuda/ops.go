@@ -601,6 +601,8 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	name, slots := "hc_post_pre", b.hcSlots
 	if minT := cmp.Or(b.hcO4MinT, hcO4MinT); T >= minT && !b.hcO2 && T < b.hcSlotsO4 {
 		name, slots = "hc_post_pre_o4", b.hcSlotsO4
+	} else if b.hcHoist {
+		name, slots = "hc_post_pre_h", b.hcSlotsH
 	}
 	if b.hcFusedOff || T == 0 || T > hcFusedMaxT || T >= slots || hc > hcFused || D > hcFusedMaxCol || S*(nMix+1) > hcStage ||
 		m.DType != compute.F32 || m.Rows != nMix || m.Cols != hc*D {

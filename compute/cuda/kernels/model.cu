@@ -355,9 +355,14 @@ __device__ __forceinline__ void hc_pre_weights(float* mix, float* pre, float* __
                                                const float* __restrict__ scale, int hc, float eps) {
   if (!staged) hc_mix_sum(mix, part, t, S, nMix, n, normEps);
   const int lane = threadIdx.x & 31;
-  for (int j = lane; j < hc; j += 32) {
-    pre[j] = __fadd_rn(sigmoid_f(__fadd_rn(__fmul_rn(mix[j], scale[0]), base[j])), eps);
-    if (writer) post[t * hc + j] = __fmul_rn(2.0f, sigmoid_f(__fadd_rn(__fmul_rn(mix[hc + j], scale[1]), base[hc + j])));
+  // pre on lanes [0, hc), post on [hc, 2hc): side by side, not one after
+  // the other on a lane (each is a float64 exponential and division).
+  for (int q = lane; q < 2 * hc; q += 32) {
+    if (q < hc) {
+      pre[q] = __fadd_rn(sigmoid_f(__fadd_rn(__fmul_rn(mix[q], scale[0]), base[q])), eps);
+    } else if (writer) {
+      post[t * hc + q - hc] = __fmul_rn(2.0f, sigmoid_f(__fadd_rn(__fmul_rn(mix[q], scale[1]), base[q])));
+    }
   }
 }
 
@@ -544,6 +549,12 @@ __device__ __forceinline__ void hc_stamp(unsigned long long* clk, int q, int p) 
 }
 // It opens with PDL_OPEN_EARLY: hc_post_pre_body reads only fn (weights)
 // before its PDL_WAIT_LATE, so it may start early (LaunchEarly).
+// HOIST (hc_post_pre_h) also loads, before the wait, base and scale into
+// shared memory, and the last block loads normW with the streams: the
+// tail's and the comb block's chains then hold no load from memory past
+// the partials (without it, base and scale are read after the mix sums,
+// normW after the norm's factor). The same values, so the same bits.
+template <bool HOIST>
 __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const float* __restrict__ y,
                                                  const float* __restrict__ postIn, const float* __restrict__ combIn,
                                                  float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
@@ -560,6 +571,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   __shared__ float gsum[HC_GSUM];
   __shared__ float buf[32];
   __shared__ unsigned arrived;
+  __shared__ float bs[HC_MIX_MAX + 3];
   const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y, tid = threadIdx.x, nMix = (2 + hc) * hc;
   float* ht = h + (long long)t * hc * D;
   int j, i;
@@ -568,6 +580,12 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   // the kernel before this one finishes, when launched early (PDL).
   float f0[HC_MIX_ROWS];
   hc_fn_load(f0, fn, 0, nMix, hc * D, (long long)j * D + i, valid);
+  if (HOIST) {
+    // base (nMix values) then scale (3), read after a __syncthreads below.
+    if (tid < nMix + 3) bs[tid] = tid < nMix ? __ldg(base + tid) : __ldg(scale + tid - nMix);
+    base = bs;
+    scale = bs + nMix;
+  }
   PDL_WAIT_LATE();
   if (clk && t > 0) clk = nullptr;
   const bool clkBlock = clk && tid == 0 && s < 64;
@@ -648,12 +666,13 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   // The columns of x this thread normalizes (rmsnorm's: tid + m·MT), their
   // streams loaded with the partials (in flight together) and used after
   // warp 0 computes pre.
-  float hv[RMS_REGS][HC_FUSED];
+  float hv[RMS_REGS][HC_FUSED], nw[RMS_REGS];
 #pragma unroll
   for (int m = 0; m < RMS_REGS; ++m) {
     const int col = tid + m * MT;
 #pragma unroll
     for (int q = 0; q < HC_FUSED; ++q) hv[m][q] = col < D && q < hc ? __ldcg(ht + (long long)q * D + col) : 0.0f;
+    if (HOIST) nw[m] = normW && col < D ? __ldg(normW + col) : 1.0f;
   }
   hc_stage_cg(stage, pt, np);
   __syncthreads();
@@ -681,7 +700,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
       const int col = tid + m * MT;
       if (col < D) {
         const float u = __fmul_rn(xv[m], r);
-        x[(long long)t * D + col] = normW ? __fmul_rn(normW[col], u) : u;
+        x[(long long)t * D + col] = normW ? __fmul_rn(HOIST ? nw[m] : normW[col], u) : u;
       }
     }
     hc_stamp(clk, HC_CLK_TAIL, 6 + 4 * pass);
@@ -697,8 +716,21 @@ extern "C" __global__ void __launch_bounds__(MT)
                 const float* __restrict__ scale, const float* __restrict__ normW, int hc, int D, int w, float normEps,
                 float eps, int iters, float rmsEps, int diag, unsigned long long* clk) {
   PDL_OPEN_EARLY();
-  hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
-                   rmsEps, diag, clk);
+  hc_post_pre_body<false>(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps,
+                          iters, rmsEps, diag, clk);
+}
+
+// hc_post_pre_h is hc_post_pre with HOIST (the same bits).
+extern "C" __global__ void __launch_bounds__(MT)
+    hc_post_pre_h(float* __restrict__ h, const float* __restrict__ y, const float* __restrict__ postIn,
+                  const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post,
+                  float* __restrict__ comb, float* part, unsigned* cnt, const float* __restrict__ fn,
+                  const float* __restrict__ base, const float* __restrict__ scale, const float* __restrict__ normW,
+                  int hc, int D, int w, float normEps, float eps, int iters, float rmsEps, int diag,
+                  unsigned long long* clk) {
+  PDL_OPEN_EARLY();
+  hc_post_pre_body<true>(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps,
+                         iters, rmsEps, diag, clk);
 }
 
 // hc_post_pre_o4 is hc_post_pre (the same body, so the same bits) held to
@@ -716,8 +748,8 @@ extern "C" __global__ void __launch_bounds__(MT, 4)
                    int hc, int D, int w, float normEps, float eps, int iters, float rmsEps, int diag,
                    unsigned long long* clk) {
   PDL_OPEN_EARLY();
-  hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
-                   rmsEps, diag, clk);
+  hc_post_pre_body<false>(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps,
+                          iters, rmsEps, diag, clk);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
