@@ -470,6 +470,8 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 	}
 	// STRATA_CUDA_TOPK_FIX=1: topk_sel for IndexerSelect (likewise).
 	b.topkFix = os.Getenv("STRATA_CUDA_TOPK_FIX") == "1"
+	// STRATA_CUDA_HC_HOIST=1: hc_post_pre_h for HCPostPreNorm (likewise).
+	b.hcHoist = os.Getenv("STRATA_CUDA_HC_HOIST") == "1"
 	// The opt-in covers static and dynamic shared memory together: leave
 	// the kernels' static buffers (a few hundred bytes) their room.
 	b.optin = dev.Props().SharedPerBlockOptin - 1024

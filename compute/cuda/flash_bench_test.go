@@ -441,6 +441,7 @@ func BenchmarkFlash(b *testing.B) {
 	// hc_post_pre's timeline at batch 1 (hcclock: named in STRATA_FLASH_AB
 	// only).
 	if slices.Contains(abOnly, "hcclock") {
+		be.hcHoist = false
 		flashHCClock(b, be, "", func() { decode(1, contexts[0], 1, false) })
 		be.hcHoist = true
 		flashHCClock(b, be, " hoist", func() { decode(1, contexts[0], 1, false) })

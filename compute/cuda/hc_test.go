@@ -186,6 +186,7 @@ func TestBackendHCHead(t *testing.T) {
 // hc_post_pre_h (the weights loaded ahead) the same bits.
 func TestBackendHCPostPreNorm(t *testing.T) {
 	be := newBackend(t, Strict)
+	be.hcHoist = false // whatever STRATA_CUDA_HC_HOIST says: hc_post_pre, then hc_post_pre_h
 	ref := cpu.New(2)
 	for ci, c := range []struct{ hc, D int }{{4, 4096}, {4, 1000}, {3, 700}, {8, 2048}, {4, 4097}} {
 		rng := rand.New(rand.NewPCG(uint64(ci), 41))
