@@ -190,7 +190,7 @@ type Backend struct {
 	afdHeads int
 	// hcDiag: hc_post_pre's diag argument (model.cu's HC_DIAG_*: parts
 	// dropped, for BenchmarkFlash's diag-hc-* timing lines only; 0, the
-	// default, drops nothing).
+	// default, drops nothing; or hcFence1, which keeps the outputs).
 	hcDiag int
 	// hcClock: when set, hc_post_pre's clk argument (model.cu's hc_stamp:
 	// token 0's timeline, for BenchmarkFlash's hcclock lines only): launch

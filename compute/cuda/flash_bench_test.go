@@ -449,6 +449,9 @@ func BenchmarkFlash(b *testing.B) {
 	}
 	// hc_post_pre_h (base, scale and normW loaded ahead): the same bits.
 	abAt("hc-hoist", []int{1, 8}, func(on bool) { be.hcHoist = on })
+	// hc_post_pre's fences around its counter in thread 0 alone (HC_FENCE1):
+	// the same bits.
+	abAt("hc-fence1", []int{1, 8}, func(on bool) { be.hcDiag = map[bool]int{true: hcFence1}[on] })
 	// indexer_fix's step in the top-k kernel (topk_sel): the same output.
 	abAtCtx("topk-fix", []int{1, 8}, contexts, func(on bool) { be.topkFix = on })
 	// The hand-off to the device goroutine spinning 100 and 50 us before

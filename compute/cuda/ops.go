@@ -650,6 +650,10 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 			Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps).Int(b.hcDiag).Ptr(clk), !b.hcLate)
 }
 
+// hcFence1 is model.cu's HC_FENCE1 (Backend.hcDiag): thread 0 alone
+// fences around hc_post_pre's counter; the same outputs.
+const hcFence1 = 16
+
 // hcClockStride is model.cu's HC_CLK_STRIDE: the uint64 stamps of one
 // hc_post_pre launch's timeline (Backend.hcClock).
 const hcClockStride = 256

@@ -521,6 +521,9 @@ extern "C" __global__ void __launch_bounds__(MT)
 // second time, so that clk's stamps show it once with its code and data
 // cold and once warm.
 #define HC_DIAG_TWICE 8
+// HC_FENCE1 is no diag (the outputs stay right): thread 0 alone fences
+// around the counter, not every thread (A/B hc-fence1).
+#define HC_FENCE1 16
 // clk (BenchmarkFlash's hcclock lines; null everywhere else) takes token
 // 0's timeline, HC_CLK_STRIDE stamps a launch: each block s's global
 // timer at its start and before its counter (2s, 2s + 1, s < 64), and
@@ -613,11 +616,18 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
     hc_mix_sums(part + (long long)t * np + (long long)s * (nMix + 1), v, valid, (long long)j * D + i, fn, nMix, hc * D,
                 red, &f0);
   // Every thread's h' and partial sums before the counter (threadfence
-  // reduction).
-  __threadfence();
+  // reduction). With HC_FENCE1, thread 0 alone fences, after the block's
+  // barrier and before the counter, and again after it in the two blocks
+  // that go on (cooperative groups' grid sync does the same).
+  const bool fence1 = diag & HC_FENCE1;
+  if (!fence1) __threadfence();
   __syncthreads();
   if (clkBlock) clk[2 * s + 1] = hc_globaltimer();
-  if (tid == 0) arrived = atomicAdd(cnt + t, 1u);
+  if (tid == 0) {
+    if (fence1) __threadfence();
+    arrived = atomicAdd(cnt + t, 1u);
+    if (fence1 && arrived + 2 >= (unsigned)S) __threadfence();
+  }
   __syncthreads();
   // The last block to arrive computes x; the one before it (on the GPU:
   // the emulator runs blocks one at a time) waits for the last and
@@ -637,9 +647,10 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
     if (tid == 0) {
       while (atomicAdd(cnt + t, 0u) != (unsigned)S) __nanosleep(20);
       cnt[t] = 0;
+      if (fence1) __threadfence();
     }
     __syncthreads();
-    __threadfence();
+    if (!fence1) __threadfence();
     hc_stamp(clk, HC_CLK_COMB, 1);
     const float* pt = part + (long long)t * np;
     hc_stage_cg(stage, pt, np);
@@ -660,7 +671,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
 #endif
   if (diag & HC_DIAG_TAIL) return;
   hc_stamp(clk, HC_CLK_TAIL, 0);
-  __threadfence();
+  if (!fence1) __threadfence();
   hc_stamp(clk, HC_CLK_TAIL, 1);
   const float* pt = part + (long long)t * np;
   // The columns of x this thread normalizes (rmsnorm's: tid + m·MT), their
