@@ -205,7 +205,9 @@ if [ "${HF:-0}" = 1 ]; then
 	stage hf
 	PYTHONUNBUFFERED=1 timeout $(left 0) python3 "$G/hf_decode.py" $CK 24 > "$OUT/hf.log" 2>&1
 	echo "hf rc=$?" >> "$OUT/hf.log"
-	if [ "${FLASH6:-0}" = 1 ] && [ "${HF6:-0}" = 1 ]; then
+	# (HF6 needs an H200's memory: skipped on a card of less than 100 GB.)
+	MEMMB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
+	if [ "${FLASH6:-0}" = 1 ] && [ "${HF6:-0}" = 1 ] && [ "${MEMMB:-0}" -ge 100000 ]; then
 		# HF on the 6-layer checkpoint (bf16: ~80 GB, an H200's), whose
 		# step less the 4-layer one gives HF's marginal layer (HF43 lines).
 		stage hf6
