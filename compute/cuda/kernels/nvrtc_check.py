@@ -62,7 +62,7 @@ def main():
     inc = "".join('#include "%s"\n' % h for h in hdrs)
     hs = (ctypes.c_char_p * len(hdrs))(*[open(os.path.join(KDIR, h), "rb").read() for h in hdrs])
     hn = (ctypes.c_char_p * len(hdrs))(*[h.encode() for h in hdrs])
-    opts = ["--gpu-architecture=" + arch, "--std=c++17", "-default-device", "--ftz=false", "--prec-div=true",
+    opts = os.environ.get("DEFS", "").split() + ["--gpu-architecture=" + arch, "--std=c++17", "-default-device", "--ftz=false", "--prec-div=true",
             "--prec-sqrt=true", "--fmad=true", "-lineinfo"]
     o = (ctypes.c_char_p * len(opts))(*[x.encode() for x in opts])
     failed = False
