@@ -14,8 +14,7 @@ template <> struct gemv_fmt<FMT_FP4> { enum { PER = 32, SUBS = 4, SUB = 8 }; };
 // ring.cuh's ring_copy16) marked for the L2 to evict first.
 __device__ __forceinline__ uint4 ldg_w16(const uint4* p) {
 #if defined(STRATA_L2EF) && !defined(STRATA_EMU)
-  unsigned long long pol;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  const unsigned long long pol = L2_EVICT_FIRST;
   uint4 v;
   asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)

@@ -16,12 +16,12 @@ __device__ __forceinline__ void ring_wait() {}
 // a module of its own) the copies ask the L2 to evict these lines first:
 // the weights stream through the L2 once a step and would otherwise push
 // out what is read again soon (the kernels' code, activations, partials).
+// The policy is common.cuh's L2_EVICT_FIRST.
 __device__ __forceinline__ void ring_copy16(uint4* dst, const void* src) {
   const u32 d = (u32)__cvta_generic_to_shared(dst);
 #ifdef STRATA_L2EF
-  unsigned long long pol;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "l"(pol) : "memory");
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+               "l"(L2_EVICT_FIRST) : "memory");
 #else
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 #endif
