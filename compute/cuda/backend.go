@@ -260,8 +260,8 @@ type Backend struct {
 	// blocks always find room.
 	hcSlots, hcSlotsO4, hcSlotsH int
 	// hcHoist: HCPostPreNorm takes hc_post_pre_h instead of hc_post_pre
-	// (base, scale and normW loaded ahead of the chains that use them; the
-	// same bits). Off until measured (A/B hc-hoist).
+	// (base and scale loaded ahead of the chains that use them; the same
+	// bits). Off until measured (A/B hc-hoist).
 	hcHoist bool
 	// hcO2: HCPostPreNorm keeps hc_post_pre (two blocks an SM) at every
 	// batch instead of taking hc_post_pre_o4 (four) from hcO4MinT tokens:

@@ -447,7 +447,7 @@ func BenchmarkFlash(b *testing.B) {
 		flashHCClock(b, be, " hoist", func() { decode(1, contexts[0], 1, false) })
 		be.hcHoist = false
 	}
-	// hc_post_pre_h (base, scale and normW loaded ahead): the same bits.
+	// hc_post_pre_h (base and scale loaded ahead): the same bits.
 	abAt("hc-hoist", []int{1, 8}, func(on bool) { be.hcHoist = on })
 	// hc_post_pre's fences around its counter in thread 0 alone (HC_FENCE1):
 	// the same bits.

@@ -553,10 +553,10 @@ __device__ __forceinline__ void hc_stamp(unsigned long long* clk, int q, int p) 
 // It opens with PDL_OPEN_EARLY: hc_post_pre_body reads only fn (weights)
 // before its PDL_WAIT_LATE, so it may start early (LaunchEarly).
 // HOIST (hc_post_pre_h) also loads, before the wait, base and scale into
-// shared memory, and the last block loads normW with the streams: the
-// tail's and the comb block's chains then hold no load from memory past
-// the partials (without it, base and scale are read after the mix sums,
-// normW after the norm's factor). The same values, so the same bits.
+// shared memory: the tail's and the comb block's chains then do not read
+// them from memory after the mix sums. The same values, so the same bits.
+// (Run 32's first form also loaded normW with the last block's streams:
+// at 128 registers its loads no longer fit in flight, +2.3% a step.)
 template <bool HOIST>
 __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const float* __restrict__ y,
                                                  const float* __restrict__ postIn, const float* __restrict__ combIn,
@@ -677,13 +677,12 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   // The columns of x this thread normalizes (rmsnorm's: tid + m·MT), their
   // streams loaded with the partials (in flight together) and used after
   // warp 0 computes pre.
-  float hv[RMS_REGS][HC_FUSED], nw[RMS_REGS];
+  float hv[RMS_REGS][HC_FUSED];
 #pragma unroll
   for (int m = 0; m < RMS_REGS; ++m) {
     const int col = tid + m * MT;
 #pragma unroll
     for (int q = 0; q < HC_FUSED; ++q) hv[m][q] = col < D && q < hc ? __ldcg(ht + (long long)q * D + col) : 0.0f;
-    if (HOIST) nw[m] = normW && col < D ? __ldg(normW + col) : 1.0f;
   }
   hc_stage_cg(stage, pt, np);
   __syncthreads();
@@ -711,7 +710,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
       const int col = tid + m * MT;
       if (col < D) {
         const float u = __fmul_rn(xv[m], r);
-        x[(long long)t * D + col] = normW ? __fmul_rn(HOIST ? nw[m] : normW[col], u) : u;
+        x[(long long)t * D + col] = normW ? __fmul_rn(normW[col], u) : u;
       }
     }
     hc_stamp(clk, HC_CLK_TAIL, 6 + 4 * pass);
