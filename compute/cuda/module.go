@@ -91,12 +91,6 @@ func buildKernels(nv *nvrtc, arch, cacheDir string, log *slog.Logger) ([]built, 
 		}
 	}
 	opts := nvrtcOptions(arch)
-	// STRATA_CUDA_L2EF=1: the weight streams marked for the L2 to evict
-	// first (ring.cuh; an experiment, measured against the default).
-	if os.Getenv("STRATA_CUDA_L2EF") == "1" {
-		opts = append(opts, "-DSTRATA_L2EF")
-		log.Info("cuda: kernels built with STRATA_L2EF")
-	}
 	out := make([]built, len(units))
 	var wg sync.WaitGroup
 	for i, u := range units {

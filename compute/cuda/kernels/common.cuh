@@ -131,13 +131,6 @@ __device__ __forceinline__ float elem(const u8* __restrict__ w, const u8* __rest
 // only lets the next kernel launch; such a kernel calls PDL_WAIT_LATE
 // before it touches any other memory (gemv_rows: the first chunks of its
 // rows are in flight while the kernel before it finishes).
-// L2_EVICT_FIRST is the L2 cache policy "evict first" as a constant
-// (CUTLASS's CacheHintSm90::EVICT_FIRST) for the .L2::cache_hint forms
-// (STRATA_L2EF): not createpolicy's, which ptxas 13 drops where only
-// cp.async copies use it, and the copies then trap (run 32:
-// CUDA_ERROR_ILLEGAL_INSTRUCTION; marlin's issue 44).
-#define L2_EVICT_FIRST 0x12F0000000000000ull
-
 #ifdef STRATA_EMU
 #define PDL_WAIT()
 #define PDL_OPEN_EARLY()

@@ -10,21 +10,6 @@ template <> struct gemv_fmt<FMT_F16> { enum { PER = 8, SUBS = 1, SUB = 8 }; };
 template <> struct gemv_fmt<FMT_FP8> { enum { PER = 16, SUBS = 2, SUB = 8 }; };
 template <> struct gemv_fmt<FMT_FP4> { enum { PER = 32, SUBS = 4, SUB = 8 }; };
 
-// ldg_w16 loads 16 bytes of weights (read-only), with STRATA_L2EF (see
-// ring.cuh's ring_copy16) marked for the L2 to evict first.
-__device__ __forceinline__ uint4 ldg_w16(const uint4* p) {
-#if defined(STRATA_L2EF) && !defined(STRATA_EMU)
-  const unsigned long long pol = L2_EVICT_FIRST;
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "l"(pol));
-  return v;
-#else
-  return __ldg(p);
-#endif
-}
-
 // decode_sub writes elements [s*SUB, (s+1)*SUB) of the 16-byte chunk q,
 // unscaled (FP8 and FP4 scales are applied per chunk).
 template <int FMT>
@@ -186,7 +171,7 @@ __device__ __forceinline__ void gemv_rows(float* __restrict__ y, long long ldy, 
   for (int u = 0; u < U; ++u) {
     const int c = cfirst + u * stride;
 #pragma unroll
-    for (int i = 0; i < R; ++i) pre[u][i] = c < nch ? ldg_w16((const uint4*)(w + rr[i] * rowBytes) + c) : make_uint4(0, 0, 0, 0);
+    for (int i = 0; i < R; ++i) pre[u][i] = c < nch ? __ldg((const uint4*)(w + rr[i] * rowBytes) + c) : make_uint4(0, 0, 0, 0);
   }
   PDL_WAIT_LATE();
 
@@ -208,7 +193,7 @@ __device__ __forceinline__ void gemv_rows(float* __restrict__ y, long long ldy, 
         const int c = c0 + u * stride;
 #pragma unroll
         for (int i = 0; i < R; ++i)
-          q[u][i] = usePre ? pre[u][i] : (c < nch ? ldg_w16((const uint4*)(w + rr[i] * rowBytes) + c) : make_uint4(0, 0, 0, 0));
+          q[u][i] = usePre ? pre[u][i] : (c < nch ? __ldg((const uint4*)(w + rr[i] * rowBytes) + c) : make_uint4(0, 0, 0, 0));
         if (PF)
 #pragma unroll
           for (int i = 0; i < R; ++i)

@@ -12,7 +12,8 @@ enough for the sizes, since the sm_90a-only kernels are guarded:
     python3 compute/cuda/kernels/nvrtc_check.py [unit.cu ...] [-k regex]
 (LD_LIBRARY_PATH: NVRTC loads its builtins library by name.)
 Each unit is compiled as module.go's kernelUnits builds it (every .cuh
-included first) with nvrtcOptions' flags for sm_90 (ARCH overrides).
+included first) with nvrtcOptions' flags for sm_90 (ARCH overrides; DEFS adds
+space-separated options before them, e.g. DEFS=-DNAME).
 NVRTC 11.8 lacks what moe.cu, moem.cu and prefetch.cu use (dp4a's
 declaration, the bulk-copy instructions): their errors there are that
 version's.

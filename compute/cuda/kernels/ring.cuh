@@ -12,19 +12,9 @@ __device__ __forceinline__ void ring_commit() {}
 template <int N>
 __device__ __forceinline__ void ring_wait() {}
 #else
-// With STRATA_L2EF (STRATA_CUDA_L2EF=1 at start-up: a compiler define, so
-// a module of its own) the copies ask the L2 to evict these lines first:
-// the weights stream through the L2 once a step and would otherwise push
-// out what is read again soon (the kernels' code, activations, partials).
-// The policy is common.cuh's L2_EVICT_FIRST.
 __device__ __forceinline__ void ring_copy16(uint4* dst, const void* src) {
   const u32 d = (u32)__cvta_generic_to_shared(dst);
-#ifdef STRATA_L2EF
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
-               "l"(L2_EVICT_FIRST) : "memory");
-#else
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-#endif
 }
 // ring_copy4 is ring_copy16 for 4 bytes (4-byte aligned at both ends).
 __device__ __forceinline__ void ring_copy4(u32* dst, const void* src) {
