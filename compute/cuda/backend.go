@@ -190,7 +190,7 @@ type Backend struct {
 	afdHeads int
 	// hcDiag: hc_post_pre's diag argument (model.cu's HC_DIAG_*: parts
 	// dropped, for BenchmarkFlash's diag-hc-* timing lines only; 0, the
-	// default, drops nothing; or hcFence1, which keeps the outputs).
+	// default, drops nothing).
 	hcDiag int
 	// hcClock: when set, hc_post_pre's clk argument (model.cu's hc_stamp:
 	// token 0's timeline, for BenchmarkFlash's hcclock lines only): launch
@@ -258,11 +258,7 @@ type Backend struct {
 	// hold T waiting blocks: HCPostPreNorm takes a kernel only for T below
 	// its slots (else the three ops, the same bits), so that the last
 	// blocks always find room.
-	hcSlots, hcSlotsO4, hcSlotsH int
-	// hcHoist: HCPostPreNorm takes hc_post_pre_h instead of hc_post_pre
-	// (base and scale loaded ahead of the chains that use them; the same
-	// bits). Off until measured (A/B hc-hoist).
-	hcHoist bool
+	hcSlots, hcSlotsO4 int
 	// hcO2: HCPostPreNorm keeps hc_post_pre (two blocks an SM) at every
 	// batch instead of taking hc_post_pre_o4 (four) from hcO4MinT tokens:
 	// the same bits; run 23 measured hc_post_pre_o4 0.0% / 0.7% / 2.4%
@@ -470,8 +466,6 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 	}
 	// STRATA_CUDA_TOPK_FIX=1: topk_sel for IndexerSelect (likewise).
 	b.topkFix = os.Getenv("STRATA_CUDA_TOPK_FIX") == "1"
-	// STRATA_CUDA_HC_HOIST=1: hc_post_pre_h for HCPostPreNorm (likewise).
-	b.hcHoist = os.Getenv("STRATA_CUDA_HC_HOIST") == "1"
 	// The opt-in covers static and dynamic shared memory together: leave
 	// the kernels' static buffers (a few hundred bytes) their room.
 	b.optin = dev.Props().SharedPerBlockOptin - 1024
@@ -497,7 +491,6 @@ func NewBackendOn(dev *Device, mode Mode) (*Backend, error) {
 		}
 		b.hcSlots = residentSlots(t, b.k.fns["hc_post_pre"], dev.Props().SMs)
 		b.hcSlotsO4 = residentSlots(t, b.k.fns["hc_post_pre_o4"], dev.Props().SMs)
-		b.hcSlotsH = residentSlots(t, b.k.fns["hc_post_pre_h"], dev.Props().SMs)
 		p, err := t.Alloc(initialArena)
 		if err != nil {
 			return err

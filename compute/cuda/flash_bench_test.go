@@ -441,17 +441,8 @@ func BenchmarkFlash(b *testing.B) {
 	// hc_post_pre's timeline at batch 1 (hcclock: named in STRATA_FLASH_AB
 	// only).
 	if slices.Contains(abOnly, "hcclock") {
-		be.hcHoist = false
-		flashHCClock(b, be, "", func() { decode(1, contexts[0], 1, false) })
-		be.hcHoist = true
-		flashHCClock(b, be, " hoist", func() { decode(1, contexts[0], 1, false) })
-		be.hcHoist = false
+		flashHCClock(b, be, func() { decode(1, contexts[0], 1, false) })
 	}
-	// hc_post_pre_h (base and scale loaded ahead): the same bits.
-	abAt("hc-hoist", []int{1, 8}, func(on bool) { be.hcHoist = on })
-	// hc_post_pre's fences around its counter in thread 0 alone (HC_FENCE1):
-	// the same bits.
-	abAt("hc-fence1", []int{1, 8}, func(on bool) { be.hcDiag = map[bool]int{true: hcFence1}[on] })
 	// indexer_fix's step in the top-k kernel (topk_sel): the same output.
 	abAtCtx("topk-fix", []int{1, 8}, contexts, func(on bool) { be.topkFix = on })
 	// The hand-off to the device goroutine spinning 100 and 50 us before
@@ -954,7 +945,7 @@ func (b *Backend) skipKernels(on bool, prefixes ...string) {
 // block's phases after the last arrival, in SM clocks. Once as the step
 // runs, once with HC_DIAG_TWICE (their work after the loads a second time:
 // cold, then warm). step runs decode's four steps at batch 1.
-func flashHCClock(b *testing.B, be *Backend, tag string, step func()) {
+func flashHCClock(b *testing.B, be *Backend, step func()) {
 	const slots = 512
 	buf, err := be.Alloc(compute.F32, slots, 2*hcClockStride)
 	if err != nil {
@@ -980,14 +971,14 @@ func flashHCClock(b *testing.B, be *Backend, tag string, step func()) {
 		}
 		st := unsafe.Slice((*uint64)(unsafe.Pointer(&raw[0])), len(raw)/2)
 		for k := range per {
-			fmt.Println(hcClockLine(tag, diag, k, st[k*hcClockStride:(k+1)*hcClockStride]))
+			fmt.Println(hcClockLine(diag, k, st[k*hcClockStride:(k+1)*hcClockStride]))
 		}
 	}
 	be.hcDiag, be.hcClock, be.hcClockSlots, be.hcClockN = 0, 0, 0, 0
 }
 
 // hcClockLine formats one launch's stamps (hc_stamp's layout).
-func hcClockLine(tag string, diag, k int, c []uint64) string {
+func hcClockLine(diag, k int, c []uint64) string {
 	const tail, comb = 128, 160
 	var starts, arr []uint64
 	for s := range 64 {
@@ -997,7 +988,7 @@ func hcClockLine(tag string, diag, k int, c []uint64) string {
 		}
 	}
 	if len(starts) == 0 {
-		return fmt.Sprintf("FLASH hcclock%s | diag %d | launch %d | no stamps |", tag, diag, k)
+		return fmt.Sprintf("FLASH hcclock | diag %d | launch %d | no stamps |", diag, k)
 	}
 	slices.Sort(starts)
 	slices.Sort(arr)
@@ -1032,8 +1023,8 @@ func hcClockLine(tag string, diag, k int, c []uint64) string {
 	}
 	tn := []string{"start", "fence", "loads", "mix", "weights", "rms", "stores", "mix2", "weights2", "rms2", "stores2", "", "", "", "", "end"}
 	cn := []string{"start", "spin", "loads", "mix", "comb", "mix2", "comb2"}
-	line := fmt.Sprintf("FLASH hcclock%s | diag %d | launch %d | %d blocks | starts over %d ns | arrivals %d .. %d (median %d) ns after the first start |",
-		tag, diag, k, len(starts), starts[len(starts)-1]-g0, arr[0]-g0, last-g0, arr[len(arr)/2]-g0)
+	line := fmt.Sprintf("FLASH hcclock | diag %d | launch %d | %d blocks | starts over %d ns | arrivals %d .. %d (median %d) ns after the first start |",
+		diag, k, len(starts), starts[len(starts)-1]-g0, arr[0]-g0, last-g0, arr[len(arr)/2]-g0)
 	if c[tail] != 0 {
 		line += fmt.Sprintf(" tail at %+d ns, clocks: %s; ends %+d ns |", ns(c[tail]), phases(tail, tn), ns(end(tail)))
 	}

@@ -182,11 +182,9 @@ func TestBackendHCHead(t *testing.T) {
 // again (the counters reset), and shapes past the kernel's limits (8
 // streams, 4097 columns: the three ops); hc_post_pre_o4 (the large
 // batches' entry, taken here at every batch) the same bits; and the three
-// ops where the device holds no more blocks than the batch has tokens;
-// hc_post_pre_h (the weights loaded ahead) and HC_FENCE1 the same bits.
+// ops where the device holds no more blocks than the batch has tokens.
 func TestBackendHCPostPreNorm(t *testing.T) {
 	be := newBackend(t, Strict)
-	be.hcHoist = false // whatever STRATA_CUDA_HC_HOIST says: hc_post_pre, then hc_post_pre_h
 	ref := cpu.New(2)
 	for ci, c := range []struct{ hc, D int }{{4, 4096}, {4, 1000}, {3, 700}, {8, 2048}, {4, 4097}} {
 		rng := rand.New(rand.NewPCG(uint64(ci), 41))
@@ -262,11 +260,6 @@ func TestBackendHCPostPreNorm(t *testing.T) {
 				be.hcO4MinT = 1
 				o4 := run(true)
 				be.hcO4MinT = 0
-				be.hcHoist, be.hcO2 = true, true
-				hoist := run(true)
-				be.hcHoist, be.hcDiag = false, hcFence1
-				fence1 := run(true)
-				be.hcDiag, be.hcO2 = 0, false
 				// As many tokens as the device holds blocks: the three ops
 				// (the waiting blocks could fill every SM).
 				slots, slotsO4 := be.hcSlots, be.hcSlotsO4
@@ -284,12 +277,6 @@ func TestBackendHCPostPreNorm(t *testing.T) {
 					}
 					if !slices.Equal(bitsOf(o4[i]), bitsOf(fused[i])) {
 						t.Errorf("%s: %s from hc_post_pre_o4 differs from hc_post_pre's", name, what[i])
-					}
-					if !slices.Equal(bitsOf(hoist[i]), bitsOf(fused[i])) {
-						t.Errorf("%s: %s from hc_post_pre_h differs from hc_post_pre's", name, what[i])
-					}
-					if !slices.Equal(bitsOf(fence1[i]), bitsOf(fused[i])) {
-						t.Errorf("%s: %s with HC_FENCE1 differs from hc_post_pre's", name, what[i])
 					}
 					if !slices.Equal(bitsOf(capped[i]), bitsOf(apart[i])) {
 						t.Errorf("%s: %s with hc_post_pre's blocks capped differs from the three ops'", name, what[i])

@@ -129,7 +129,7 @@ type Kernels struct {
 var modelKernels = []string{
 	"embed_f32", "embed_bf16", "embed_f16", "embed_fp8", "embed_fp4",
 	"add_repeated", "copy_cols", "scale_f32", "rope_heads",
-	"hc_pre_finish", "hc_post", "hc_head_finish", "hc_mix_partial", "hc_mix_reduce", "hc_pre_split", "hc_post_pre", "hc_post_pre_h", "hc_post_pre_o4",
+	"hc_pre_finish", "hc_post", "hc_head_finish", "hc_mix_partial", "hc_mix_reduce", "hc_pre_split", "hc_post_pre", "hc_post_pre_o4",
 	"rmsnorm_rope",
 	"compress_bias", "compress_emit", "compress_ring",
 	"indexer_scores", "indexer_scores_r21", "indexer_scores_r25", "indexer_fix", "attn_logits", "attn_values", "attn_combine", "attn_logits_h16", "attn_values_h16",

@@ -601,8 +601,6 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	name, slots := "hc_post_pre", b.hcSlots
 	if minT := cmp.Or(b.hcO4MinT, hcO4MinT); T >= minT && !b.hcO2 && T < b.hcSlotsO4 {
 		name, slots = "hc_post_pre_o4", b.hcSlotsO4
-	} else if b.hcHoist {
-		name, slots = "hc_post_pre_h", b.hcSlotsH
 	}
 	if b.hcFusedOff || T == 0 || T > hcFusedMaxT || T >= slots || hc > hcFused || D > hcFusedMaxCol || S*(nMix+1) > hcStage ||
 		m.DType != compute.F32 || m.Rows != nMix || m.Cols != hc*D {
@@ -649,10 +647,6 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 			Ptr(b.ptr(part)).Ptr(cnt).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).
 			Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps).Int(b.hcDiag).Ptr(clk), !b.hcLate)
 }
-
-// hcFence1 is model.cu's HC_FENCE1 (Backend.hcDiag): thread 0 alone
-// fences around hc_post_pre's counter; the same outputs.
-const hcFence1 = 16
 
 // hcClockStride is model.cu's HC_CLK_STRIDE: the uint64 stamps of one
 // hc_post_pre launch's timeline (Backend.hcClock).

@@ -21,7 +21,7 @@ func TestKernelsOpenWithPDLWait(t *testing.T) {
 		t.Fatalf("no kernel sources: %v", err)
 	}
 	body := regexp.MustCompile(`^\s*(\\\s*)?PDL_WAIT\(\);`)
-	early := regexp.MustCompile(`^\s*(\\\s*)?PDL_OPEN_EARLY\(\);[\s\\]*(const int g = blockIdx\.y;[\s\\]*)?(const int pre = threadIdx\.x == 0 \? \(int\)atomicAdd\(ctr \+ 1, 1u\) : 0;\s*)?(const int n = )?(gemv2_body|gemvm_body|gemv_rows|gemvp_rows|gemvh_rows|gemvxp_body|moeq_body)<|^\s*PDL_OPEN_EARLY\(\);\s*hc_post_pre_body<(true|false)>\(|^[\s\\]*moeq_body<PT, 2, 2, S>\(`)
+	early := regexp.MustCompile(`^\s*(\\\s*)?PDL_OPEN_EARLY\(\);[\s\\]*(const int g = blockIdx\.y;[\s\\]*)?(const int pre = threadIdx\.x == 0 \? \(int\)atomicAdd\(ctr \+ 1, 1u\) : 0;\s*)?(const int n = )?(gemv2_body|gemvm_body|gemv_rows|gemvp_rows|gemvh_rows|gemvxp_body|moeq_body)<|^\s*PDL_OPEN_EARLY\(\);\s*hc_post_pre_body\(|^[\s\\]*moeq_body<PT, 2, 2, S>\(`)
 	common, err := kernelFS.ReadFile("kernels/gemv_common.cuh")
 	if err != nil {
 		t.Fatal(err)

@@ -521,9 +521,6 @@ extern "C" __global__ void __launch_bounds__(MT)
 // second time, so that clk's stamps show it once with its code and data
 // cold and once warm.
 #define HC_DIAG_TWICE 8
-// HC_FENCE1 is no diag (the outputs stay right): thread 0 alone fences
-// around the counter, not every thread (A/B hc-fence1).
-#define HC_FENCE1 16
 // clk (BenchmarkFlash's hcclock lines; null everywhere else) takes token
 // 0's timeline, HC_CLK_STRIDE stamps a launch: each block s's global
 // timer at its start and before its counter (2s, 2s + 1, s < 64), and
@@ -552,12 +549,6 @@ __device__ __forceinline__ void hc_stamp(unsigned long long* clk, int q, int p) 
 }
 // It opens with PDL_OPEN_EARLY: hc_post_pre_body reads only fn (weights)
 // before its PDL_WAIT_LATE, so it may start early (LaunchEarly).
-// HOIST (hc_post_pre_h) also loads, before the wait, base and scale into
-// shared memory: the tail's and the comb block's chains then do not read
-// them from memory after the mix sums. The same values, so the same bits.
-// (Run 32's first form also loaded normW with the last block's streams:
-// at 128 registers its loads no longer fit in flight, +2.3% a step.)
-template <bool HOIST>
 __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const float* __restrict__ y,
                                                  const float* __restrict__ postIn, const float* __restrict__ combIn,
                                                  float* __restrict__ x, float* __restrict__ post, float* __restrict__ comb,
@@ -574,7 +565,6 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   __shared__ float gsum[HC_GSUM];
   __shared__ float buf[32];
   __shared__ unsigned arrived;
-  __shared__ float bs[HC_MIX_MAX + 3];
   const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y, tid = threadIdx.x, nMix = (2 + hc) * hc;
   float* ht = h + (long long)t * hc * D;
   int j, i;
@@ -583,12 +573,6 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   // the kernel before this one finishes, when launched early (PDL).
   float f0[HC_MIX_ROWS];
   hc_fn_load(f0, fn, 0, nMix, hc * D, (long long)j * D + i, valid);
-  if (HOIST) {
-    // base (nMix values) then scale (3), read after a __syncthreads below.
-    if (tid < nMix + 3) bs[tid] = tid < nMix ? __ldg(base + tid) : __ldg(scale + tid - nMix);
-    base = bs;
-    scale = bs + nMix;
-  }
   PDL_WAIT_LATE();
   if (clk && t > 0) clk = nullptr;
   const bool clkBlock = clk && tid == 0 && s < 64;
@@ -616,18 +600,11 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
     hc_mix_sums(part + (long long)t * np + (long long)s * (nMix + 1), v, valid, (long long)j * D + i, fn, nMix, hc * D,
                 red, &f0);
   // Every thread's h' and partial sums before the counter (threadfence
-  // reduction). With HC_FENCE1, thread 0 alone fences, after the block's
-  // barrier and before the counter, and again after it in the two blocks
-  // that go on (cooperative groups' grid sync does the same).
-  const bool fence1 = diag & HC_FENCE1;
-  if (!fence1) __threadfence();
+  // reduction).
+  __threadfence();
   __syncthreads();
   if (clkBlock) clk[2 * s + 1] = hc_globaltimer();
-  if (tid == 0) {
-    if (fence1) __threadfence();
-    arrived = atomicAdd(cnt + t, 1u);
-    if (fence1 && arrived + 2 >= (unsigned)S) __threadfence();
-  }
+  if (tid == 0) arrived = atomicAdd(cnt + t, 1u);
   __syncthreads();
   // The last block to arrive computes x; the one before it (on the GPU:
   // the emulator runs blocks one at a time) waits for the last and
@@ -647,10 +624,9 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
     if (tid == 0) {
       while (atomicAdd(cnt + t, 0u) != (unsigned)S) __nanosleep(20);
       cnt[t] = 0;
-      if (fence1) __threadfence();
     }
     __syncthreads();
-    if (!fence1) __threadfence();
+    __threadfence();
     hc_stamp(clk, HC_CLK_COMB, 1);
     const float* pt = part + (long long)t * np;
     hc_stage_cg(stage, pt, np);
@@ -671,7 +647,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
 #endif
   if (diag & HC_DIAG_TAIL) return;
   hc_stamp(clk, HC_CLK_TAIL, 0);
-  if (!fence1) __threadfence();
+  __threadfence();
   hc_stamp(clk, HC_CLK_TAIL, 1);
   const float* pt = part + (long long)t * np;
   // The columns of x this thread normalizes (rmsnorm's: tid + m·MT), their
@@ -726,21 +702,8 @@ extern "C" __global__ void __launch_bounds__(MT)
                 const float* __restrict__ scale, const float* __restrict__ normW, int hc, int D, int w, float normEps,
                 float eps, int iters, float rmsEps, int diag, unsigned long long* clk) {
   PDL_OPEN_EARLY();
-  hc_post_pre_body<false>(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps,
-                          iters, rmsEps, diag, clk);
-}
-
-// hc_post_pre_h is hc_post_pre with HOIST (the same bits).
-extern "C" __global__ void __launch_bounds__(MT)
-    hc_post_pre_h(float* __restrict__ h, const float* __restrict__ y, const float* __restrict__ postIn,
-                  const float* __restrict__ combIn, float* __restrict__ x, float* __restrict__ post,
-                  float* __restrict__ comb, float* part, unsigned* cnt, const float* __restrict__ fn,
-                  const float* __restrict__ base, const float* __restrict__ scale, const float* __restrict__ normW,
-                  int hc, int D, int w, float normEps, float eps, int iters, float rmsEps, int diag,
-                  unsigned long long* clk) {
-  PDL_OPEN_EARLY();
-  hc_post_pre_body<true>(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps,
-                         iters, rmsEps, diag, clk);
+  hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
+                   rmsEps, diag, clk);
 }
 
 // hc_post_pre_o4 is hc_post_pre (the same body, so the same bits) held to
@@ -758,8 +721,8 @@ extern "C" __global__ void __launch_bounds__(MT, 4)
                    int hc, int D, int w, float normEps, float eps, int iters, float rmsEps, int diag,
                    unsigned long long* clk) {
   PDL_OPEN_EARLY();
-  hc_post_pre_body<false>(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps,
-                          iters, rmsEps, diag, clk);
+  hc_post_pre_body(h, y, postIn, combIn, x, post, comb, part, cnt, fn, base, scale, normW, hc, D, w, normEps, eps, iters,
+                   rmsEps, diag, clk);
 }
 
 // hc_post: h'[k] = post[k]·y + Σ_j comb[j][k]·h[j], in place; grid (T,
