@@ -197,6 +197,10 @@ type Backend struct {
 	// n writes slot n mod hcClockSlots of HC_CLK_STRIDE uint64s.
 	hcClock                Ptr
 	hcClockSlots, hcClockN int
+	// hcWarm: hc_post_pre's grid has two dry blocks (model.cu's HC_WARM)
+	// that fetch the code of its two tails ahead of them; the same
+	// outputs. Off until measured (A/B hc-warm).
+	hcWarm bool
 	// topkFix: IndexerSelect's top-k kernel also counts the selection and
 	// gives the tokens with at most TopK entries all of them (topk_sel),
 	// one launch fewer on a CSA layer's critical path than topk then

@@ -442,7 +442,12 @@ func BenchmarkFlash(b *testing.B) {
 	// only).
 	if slices.Contains(abOnly, "hcclock") {
 		flashHCClock(b, be, func() { decode(1, contexts[0], 1, false) })
+		be.hcWarm = true
+		flashHCClock(b, be, func() { decode(1, contexts[0], 1, false) })
+		be.hcWarm = false
 	}
+	// hc_post_pre's two dry blocks (HC_WARM): the same bits.
+	abAt("hc-warm", []int{1, 8}, func(on bool) { be.hcWarm = on })
 	// indexer_fix's step in the top-k kernel (topk_sel): the same output.
 	abAtCtx("topk-fix", []int{1, 8}, contexts, func(on bool) { be.topkFix = on })
 	// The hand-off to the device goroutine spinning 100 and 50 us before
@@ -971,14 +976,15 @@ func flashHCClock(b *testing.B, be *Backend, step func()) {
 		}
 		st := unsafe.Slice((*uint64)(unsafe.Pointer(&raw[0])), len(raw)/2)
 		for k := range per {
-			fmt.Println(hcClockLine(diag, k, st[k*hcClockStride:(k+1)*hcClockStride]))
+			fmt.Println(hcClockLine(map[bool]string{true: " warm"}[be.hcWarm], diag, k, st[k*hcClockStride:(k+1)*hcClockStride]))
 		}
 	}
 	be.hcDiag, be.hcClock, be.hcClockSlots, be.hcClockN = 0, 0, 0, 0
 }
 
-// hcClockLine formats one launch's stamps (hc_stamp's layout).
-func hcClockLine(diag, k int, c []uint64) string {
+// hcClockLine formats one launch's stamps (hc_stamp's layout); tag follows
+// "FLASH hcclock" (" warm" with the dry blocks).
+func hcClockLine(tag string, diag, k int, c []uint64) string {
 	const tail, comb = 128, 160
 	var starts, arr []uint64
 	for s := range 64 {
@@ -988,7 +994,7 @@ func hcClockLine(diag, k int, c []uint64) string {
 		}
 	}
 	if len(starts) == 0 {
-		return fmt.Sprintf("FLASH hcclock | diag %d | launch %d | no stamps |", diag, k)
+		return fmt.Sprintf("FLASH hcclock%s | diag %d | launch %d | no stamps |", tag, diag, k)
 	}
 	slices.Sort(starts)
 	slices.Sort(arr)
@@ -1023,8 +1029,8 @@ func hcClockLine(diag, k int, c []uint64) string {
 	}
 	tn := []string{"start", "fence", "loads", "mix", "weights", "rms", "stores", "mix2", "weights2", "rms2", "stores2", "", "", "", "", "end"}
 	cn := []string{"start", "spin", "loads", "mix", "comb", "mix2", "comb2"}
-	line := fmt.Sprintf("FLASH hcclock | diag %d | launch %d | %d blocks | starts over %d ns | arrivals %d .. %d (median %d) ns after the first start |",
-		diag, k, len(starts), starts[len(starts)-1]-g0, arr[0]-g0, last-g0, arr[len(arr)/2]-g0)
+	line := fmt.Sprintf("FLASH hcclock%s | diag %d | launch %d | %d blocks | starts over %d ns | arrivals %d .. %d (median %d) ns after the first start |",
+		tag, diag, k, len(starts), starts[len(starts)-1]-g0, arr[0]-g0, last-g0, arr[len(arr)/2]-g0)
 	if c[tail] != 0 {
 		line += fmt.Sprintf(" tail at %+d ns, clocks: %s; ends %+d ns |", ns(c[tail]), phases(tail, tn), ns(end(tail)))
 	}

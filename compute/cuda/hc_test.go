@@ -182,7 +182,8 @@ func TestBackendHCHead(t *testing.T) {
 // again (the counters reset), and shapes past the kernel's limits (8
 // streams, 4097 columns: the three ops); hc_post_pre_o4 (the large
 // batches' entry, taken here at every batch) the same bits; and the three
-// ops where the device holds no more blocks than the batch has tokens.
+// ops where the device holds no more blocks than the batch has tokens;
+// with the dry blocks (HC_WARM) the same bits.
 func TestBackendHCPostPreNorm(t *testing.T) {
 	be := newBackend(t, Strict)
 	ref := cpu.New(2)
@@ -260,6 +261,9 @@ func TestBackendHCPostPreNorm(t *testing.T) {
 				be.hcO4MinT = 1
 				o4 := run(true)
 				be.hcO4MinT = 0
+				be.hcWarm, be.hcO2 = true, true
+				warm := run(true)
+				be.hcWarm, be.hcO2 = false, false
 				// As many tokens as the device holds blocks: the three ops
 				// (the waiting blocks could fill every SM).
 				slots, slotsO4 := be.hcSlots, be.hcSlotsO4
@@ -277,6 +281,9 @@ func TestBackendHCPostPreNorm(t *testing.T) {
 					}
 					if !slices.Equal(bitsOf(o4[i]), bitsOf(fused[i])) {
 						t.Errorf("%s: %s from hc_post_pre_o4 differs from hc_post_pre's", name, what[i])
+					}
+					if !slices.Equal(bitsOf(warm[i]), bitsOf(fused[i])) {
+						t.Errorf("%s: %s with the dry blocks (HC_WARM) differs from hc_post_pre's", name, what[i])
 					}
 					if !slices.Equal(bitsOf(capped[i]), bitsOf(apart[i])) {
 						t.Errorf("%s: %s with hc_post_pre's blocks capped differs from the three ops'", name, what[i])

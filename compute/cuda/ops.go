@@ -635,6 +635,10 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	defer b.ResetScratch(mark)
 	part := b.Scratch(compute.F32, T*S, nMix+1)
 	b.hcFusedLaunches++
+	gy, diag := S, b.hcDiag
+	if b.hcWarm {
+		gy, diag = S+2, diag|hcWarm
+	}
 	var clk Ptr
 	if b.hcClock != 0 && b.hcClockSlots > 0 {
 		clk = b.hcClock + Ptr(8*hcClockStride*(b.hcClockN%b.hcClockSlots))
@@ -642,11 +646,14 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 	}
 	// Its mix weights' loads come before its wait (hc_fn_load): it may
 	// start early, as the weight products do (SetPDLEarly), unless hcLate.
-	b.launchAs(name, Dim3{X: T, Y: S}, Dim3{X: opThreads}, 0,
+	b.launchAs(name, Dim3{X: T, Y: gy}, Dim3{X: opThreads}, 0,
 		b.args().Ptr(b.ptr(h)).Ptr(yp).Ptr(pip).Ptr(cip).Ptr(b.ptr(x)).Ptr(b.ptr(post)).Ptr(b.ptr(comb)).
 			Ptr(b.ptr(part)).Ptr(cnt).Ptr(m.Data).Ptr(b.ptr(w.Base)).Ptr(b.ptr(w.Scale)).Ptr(nw).
-			Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps).Int(b.hcDiag).Ptr(clk), !b.hcLate)
+			Int(hc).Int(D).Int(wc).F32(p.NormEps).F32(p.Eps).Int(p.SinkhornIters).F32(eps).Int(diag).Ptr(clk), !b.hcLate)
 }
+
+// hcWarm is model.cu's HC_WARM (Backend.hcWarm).
+const hcWarm = 16
 
 // hcClockStride is model.cu's HC_CLK_STRIDE: the uint64 stamps of one
 // hc_post_pre launch's timeline (Backend.hcClock).

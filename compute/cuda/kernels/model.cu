@@ -368,8 +368,8 @@ __device__ __forceinline__ void hc_pre_weights(float* mix, float* pre, float* __
 
 // hc_pre_comb is warp 0's second part: comb (row softmax + eps, then
 // Sinkhorn, each sum taken in the CPU's order) from token t's mix, into
-// comb[t]; c is hc·hc floats of shared scratch. Every lane of warp 0
-// calls it.
+// comb[t] (nothing stored where comb is null); c is hc·hc floats of
+// shared scratch. Every lane of warp 0 calls it.
 __device__ __forceinline__ void hc_pre_comb(float* __restrict__ comb, float* c, const float* mix, int t,
                                             const float* __restrict__ base, const float* __restrict__ scale, int hc,
                                             float eps, int iters) {
@@ -379,7 +379,7 @@ __device__ __forceinline__ void hc_pre_comb(float* __restrict__ comb, float* c, 
     const int e = lane < hh ? lane : 0;
     float v = __fadd_rn(__fmul_rn(mix[2 * hc + e], scale[2]), base[2 * hc + e]);
     v = hc == 4 ? hc_sinkhorn_lane<4>(v, hc, e, iters, eps) : hc_sinkhorn_lane<0>(v, hc, e, iters, eps);
-    if (lane < hh) comb[(long long)t * hh + lane] = v;
+    if (lane < hh && comb) comb[(long long)t * hh + lane] = v;
     return;
   }
   for (int e = lane; e < hh; e += 32) c[e] = __fadd_rn(__fmul_rn(mix[2 * hc + e], scale[2]), base[2 * hc + e]);
@@ -422,7 +422,8 @@ __device__ __forceinline__ void hc_pre_comb(float* __restrict__ comb, float* c, 
       if (lane + 32 * m < hh) c[lane + 32 * m] = nv[m];
     __syncwarp();
   }
-  for (int e = lane; e < hh; e += 32) comb[(long long)t * hh + e] = c[e];
+  if (comb)
+    for (int e = lane; e < hh; e += 32) comb[(long long)t * hh + e] = c[e];
 }
 
 // hc_stage_cg copies np floats of pt into stage with the whole block of
@@ -521,6 +522,9 @@ extern "C" __global__ void __launch_bounds__(MT)
 // second time, so that clk's stamps show it once with its code and data
 // cold and once warm.
 #define HC_DIAG_TWICE 8
+// HC_WARM is no diag (the outputs stay right): the two dry blocks a
+// launch (hc_post_pre_body), A/B hc-warm.
+#define HC_WARM 16
 // clk (BenchmarkFlash's hcclock lines; null everywhere else) takes token
 // 0's timeline, HC_CLK_STRIDE stamps a launch: each block s's global
 // timer at its start and before its counter (2s, 2s + 1, s < 64), and
@@ -565,63 +569,85 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   __shared__ float gsum[HC_GSUM];
   __shared__ float buf[32];
   __shared__ unsigned arrived;
-  const int t = blockIdx.x, s = blockIdx.y, S = gridDim.y, tid = threadIdx.x, nMix = (2 + hc) * hc;
+  const int t = blockIdx.x, s = blockIdx.y, tid = threadIdx.x, nMix = (2 + hc) * hc;
+  // With HC_WARM the grid has two more blocks a token (s = S and S + 1),
+  // and those of token 0 run dry: the last block's code and the comb
+  // block's, without waiting for the kernel before (PDL) or for this
+  // one's other blocks, and storing nothing. Run 32's timeline found both
+  // tails bound by fetching their code; a dry run ahead fetches it into
+  // the L2 so that the real tails, which run the same instructions, find
+  // it there. What they read is whatever is there (their results are
+  // dropped); their eps values are changed so that a store they should not
+  // make would show (TestBackendHCPostPreNorm).
+  const int S = gridDim.y - (diag & HC_WARM ? 2 : 0);
+  const bool dry = s >= S;
+  if (dry && t > 0) return;
   float* ht = h + (long long)t * hc * D;
-  int j, i;
-  const bool valid = hc_seg_elem(tid, s, w, hc, D, &j, &i);
-  // This thread's mix weights (immutable) before the wait: in flight while
-  // the kernel before this one finishes, when launched early (PDL).
-  float f0[HC_MIX_ROWS];
-  hc_fn_load(f0, fn, 0, nMix, hc * D, (long long)j * D + i, valid);
-  PDL_WAIT_LATE();
-  if (clk && t > 0) clk = nullptr;
-  const bool clkBlock = clk && tid == 0 && s < 64;
-  if (clkBlock) clk[2 * s] = hc_globaltimer();
-  float v = 0.0f;
-  if (y) {
-    float old[HC_FUSED];
-#pragma unroll
-    for (int q = 0; q < HC_FUSED; ++q) old[q] = valid && q < hc ? ht[(long long)q * D + i] : 0.0f;
-    __syncthreads();  // the segment's columns are read before any is written
-    if (valid) {
-      // hc_post's sums for output stream j.
-      const float* cb = combIn + (long long)t * hc * hc;
-      v = __fmul_rn(postIn[t * hc + j], y[(long long)t * D + i]);
-#pragma unroll
-      for (int q = 0; q < HC_FUSED; ++q)
-        if (q < hc) v = __fadd_rn(v, __fmul_rn(cb[q * hc + j], old[q]));
-      ht[(long long)j * D + i] = v;
-    }
-  } else if (valid) {
-    v = ht[(long long)j * D + i];
-  }
   const int np = S * (nMix + 1);
-  if (!(diag & HC_DIAG_SUMS))
-    hc_mix_sums(part + (long long)t * np + (long long)s * (nMix + 1), v, valid, (long long)j * D + i, fn, nMix, hc * D,
-                red, &f0);
-  // Every thread's h' and partial sums before the counter (threadfence
-  // reduction).
-  __threadfence();
-  __syncthreads();
-  if (clkBlock) clk[2 * s + 1] = hc_globaltimer();
-  if (tid == 0) arrived = atomicAdd(cnt + t, 1u);
-  __syncthreads();
+  unsigned role;  // which arrival this block was at its token's counter
+  if (dry) {
+    role = s == S ? S - 1 : S - 2;
+    clk = nullptr;
+    normEps = __fmul_rn(normEps, 2.0f);
+    rmsEps = __fmul_rn(rmsEps, 2.0f);
+  } else {
+    int j, i;
+    const bool valid = hc_seg_elem(tid, s, w, hc, D, &j, &i);
+    // This thread's mix weights (immutable) before the wait: in flight while
+    // the kernel before this one finishes, when launched early (PDL).
+    float f0[HC_MIX_ROWS];
+    hc_fn_load(f0, fn, 0, nMix, hc * D, (long long)j * D + i, valid);
+    PDL_WAIT_LATE();
+    if (clk && t > 0) clk = nullptr;
+    const bool clkBlock = clk && tid == 0 && s < 64;
+    if (clkBlock) clk[2 * s] = hc_globaltimer();
+    float v = 0.0f;
+    if (y) {
+      float old[HC_FUSED];
+#pragma unroll
+      for (int q = 0; q < HC_FUSED; ++q) old[q] = valid && q < hc ? ht[(long long)q * D + i] : 0.0f;
+      __syncthreads();  // the segment's columns are read before any is written
+      if (valid) {
+        // hc_post's sums for output stream j.
+        const float* cb = combIn + (long long)t * hc * hc;
+        v = __fmul_rn(postIn[t * hc + j], y[(long long)t * D + i]);
+#pragma unroll
+        for (int q = 0; q < HC_FUSED; ++q)
+          if (q < hc) v = __fadd_rn(v, __fmul_rn(cb[q * hc + j], old[q]));
+        ht[(long long)j * D + i] = v;
+      }
+    } else if (valid) {
+      v = ht[(long long)j * D + i];
+    }
+    if (!(diag & HC_DIAG_SUMS))
+      hc_mix_sums(part + (long long)t * np + (long long)s * (nMix + 1), v, valid, (long long)j * D + i, fn, nMix, hc * D,
+                  red, &f0);
+    // Every thread's h' and partial sums before the counter (threadfence
+    // reduction).
+    __threadfence();
+    __syncthreads();
+    if (clkBlock) clk[2 * s + 1] = hc_globaltimer();
+    if (tid == 0) arrived = atomicAdd(cnt + t, 1u);
+    __syncthreads();
+    role = arrived;
+  }
   // The last block to arrive computes x; the one before it (on the GPU:
   // the emulator runs blocks one at a time) waits for the last and
   // computes comb meanwhile, and resets the counter.
+  float* const combOut = dry ? nullptr : comb;
 #ifdef STRATA_EMU
   const bool combHere = true;
-  if (arrived != (unsigned)(S - 1)) return;
-  if (tid == 0) cnt[t] = 0;
+  if (role != (unsigned)(S - 1)) return;
+  if (tid == 0 && !dry) cnt[t] = 0;
 #else
   const bool combHere = S == 1;
   if (diag & HC_DIAG_COMB) {
     // No comb block: the last block resets the counter.
-    if (arrived != (unsigned)(S - 1)) return;
-    if (tid == 0) cnt[t] = 0;
-  } else if (S > 1 && arrived == (unsigned)(S - 2)) {
+    if (role != (unsigned)(S - 1)) return;
+    if (tid == 0 && !dry) cnt[t] = 0;
+  } else if (S > 1 && role == (unsigned)(S - 2)) {
     hc_stamp(clk, HC_CLK_COMB, 0);
-    if (tid == 0) {
+    if (tid == 0 && !dry) {
       while (atomicAdd(cnt + t, 0u) != (unsigned)S) __nanosleep(20);
       cnt[t] = 0;
     }
@@ -636,14 +662,14 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
     for (int pass = 0; pass < (diag & HC_DIAG_TWICE ? 2 : 1); ++pass) {
       hc_stage_mix(mix, gsum, stage, S, nMix, hc * D, normEps);
       hc_stamp(clk, HC_CLK_COMB, 3 + 2 * pass);
-      if (tid < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+      if (tid < 32) hc_pre_comb(combOut, c, mix, t, base, scale, hc, eps, iters);
       hc_stamp(clk, HC_CLK_COMB, 4 + 2 * pass);
       __syncthreads();
     }
     return;
   }
-  if (arrived != (unsigned)(S - 1)) return;
-  if (S == 1 && tid == 0) cnt[t] = 0;
+  if (role != (unsigned)(S - 1)) return;
+  if (S == 1 && tid == 0 && !dry) cnt[t] = 0;
 #endif
   if (diag & HC_DIAG_TAIL) return;
   hc_stamp(clk, HC_CLK_TAIL, 0);
@@ -667,7 +693,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
   for (int pass = 0; pass < (diag & HC_DIAG_TWICE ? 2 : 1); ++pass) {
     hc_stage_mix(mix, gsum, stage, S, nMix, hc * D, normEps);
     hc_stamp(clk, HC_CLK_TAIL, 3 + 4 * pass);
-    if (tid < 32) hc_pre_weights(mix, pre, post, true, true, nullptr, t, S, nMix, hc * D, normEps, base, scale, hc, eps);
+    if (tid < 32) hc_pre_weights(mix, pre, post, !dry, true, nullptr, t, S, nMix, hc * D, normEps, base, scale, hc, eps);
     __syncthreads();
     hc_stamp(clk, HC_CLK_TAIL, 4 + 4 * pass);
     float xv[RMS_REGS];
@@ -684,7 +710,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
 #pragma unroll
     for (int m = 0; m < RMS_REGS; ++m) {
       const int col = tid + m * MT;
-      if (col < D) {
+      if (col < D && !dry) {
         const float u = __fmul_rn(xv[m], r);
         x[(long long)t * D + col] = normW ? __fmul_rn(normW[col], u) : u;
       }
@@ -692,7 +718,7 @@ __device__ __forceinline__ void hc_post_pre_body(float* __restrict__ h, const fl
     hc_stamp(clk, HC_CLK_TAIL, 6 + 4 * pass);
     __syncthreads();
   }
-  if (combHere && tid < 32) hc_pre_comb(comb, c, mix, t, base, scale, hc, eps, iters);
+  if (combHere && tid < 32) hc_pre_comb(combOut, c, mix, t, base, scale, hc, eps, iters);
   hc_stamp(clk, HC_CLK_TAIL, 15);
 }
 extern "C" __global__ void __launch_bounds__(MT)
