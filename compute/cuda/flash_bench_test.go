@@ -985,7 +985,7 @@ func flashHCClock(b *testing.B, be *Backend, step func()) {
 // hcClockLine formats one launch's stamps (hc_stamp's layout); tag follows
 // "FLASH hcclock" (" warm" with the dry blocks).
 func hcClockLine(tag string, diag, k int, c []uint64) string {
-	const tail, comb = 128, 160
+	const tail, comb = 128, 160 // model.cu's HC_CLK_TAIL and HC_CLK_COMB
 	var starts, arr []uint64
 	for s := range 64 {
 		if c[2*s] != 0 {
