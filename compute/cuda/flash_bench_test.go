@@ -958,18 +958,13 @@ func flashHCClock(b *testing.B, be *Backend, step func()) {
 	}
 	defer be.Free(buf)
 	p := be.ptr(buf)
-	raw := make([]float32, slots*2*hcClockStride)
+	raw, zero := make([]float32, slots*2*hcClockStride), make([]float32, slots*2*hcClockStride)
 	for _, diag := range []int{0, 8} {
 		be.hcDiag, be.hcClock, be.hcClockSlots, be.hcClockN = diag, p, slots, 0
 		step()
 		per := be.hcClockN / 4 // the launches of one of decode's four steps
 		be.hcClockSlots, be.hcClockN = max(per, 1), 0
-		be.do(func(t *Thread) error {
-			if err := t.Memset32(p, 0, int64(len(raw)), t.Stream()); err != nil {
-				return err
-			}
-			return t.Sync(t.Stream())
-		})
+		be.Write(buf, zero)
 		step()
 		if err := be.Read(raw, buf); err != nil {
 			b.Fatal(err)
@@ -985,7 +980,7 @@ func flashHCClock(b *testing.B, be *Backend, step func()) {
 // hcClockLine formats one launch's stamps (hc_stamp's layout); tag follows
 // "FLASH hcclock" (" warm" with the dry blocks).
 func hcClockLine(tag string, diag, k int, c []uint64) string {
-	const tail, comb = 128, 160 // model.cu's HC_CLK_TAIL and HC_CLK_COMB
+	const tail, comb = hcClockTail, hcClockComb
 	var starts, arr []uint64
 	for s := range 64 {
 		if c[2*s] != 0 {

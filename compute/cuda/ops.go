@@ -655,9 +655,15 @@ func (b *Backend) HCPostPreNorm(h, y, postIn, combIn, x, post, comb compute.Tens
 // hcWarm is model.cu's HC_WARM (Backend.hcWarm).
 const hcWarm = 16
 
-// hcClockStride is model.cu's HC_CLK_STRIDE: the uint64 stamps of one
-// hc_post_pre launch's timeline (Backend.hcClock).
-const hcClockStride = 256
+// hcClockStride, hcClockTail and hcClockComb are model.cu's
+// HC_CLK_STRIDE, HC_CLK_TAIL and HC_CLK_COMB: the uint64 stamps of one
+// hc_post_pre launch's timeline (Backend.hcClock), and where its last
+// block's and its comb block's points start.
+const (
+	hcClockStride = 256
+	hcClockTail   = 128
+	hcClockComb   = 160
+)
 
 // hcO4MinT is the batch from which HCPostPreNorm takes hc_post_pre_o4
 // unless Backend.hcO2 is set (four blocks an SM rather than two: its
